@@ -1,0 +1,85 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+)
+
+// Exit codes shared by every command.
+const (
+	exitOK          = 0
+	exitFailure     = 1
+	exitUsage       = 2
+	exitInterrupted = 130
+)
+
+// App carries everything a command may touch of the outside world, so that
+// tests run commands without os.* (k6's habit).
+type App struct {
+	Stdin   io.Reader
+	Stdout  io.Writer
+	Stderr  io.Writer
+	Getenv  func(string) string
+	Environ func() []string
+}
+
+// exitCoder is implemented by errors that know their exit code; packages
+// below cmd/rllm mark user-fixable (config, usage) errors this way without
+// importing anything from here.
+type exitCoder interface{ ExitCode() int }
+
+// usageError is a command-line mistake: exit code 2.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+func (e *usageError) ExitCode() int { return exitUsage }
+
+func usagef(format string, args ...any) error {
+	return &usageError{msg: fmt.Sprintf(format, args...)}
+}
+
+// Run executes the command line and returns the process exit code.
+func (a *App) Run(ctx context.Context, args []string) int {
+	root := newRootCmd(a)
+	root.SetArgs(args)
+	root.SetIn(a.Stdin)
+	root.SetOut(a.Stdout)
+	root.SetErr(a.Stderr)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return exitOK
+	}
+	fmt.Fprintln(a.Stderr, "rllm: "+err.Error())
+	return exitCode(ctx, err)
+}
+
+func exitCode(ctx context.Context, err error) int {
+	var ec exitCoder
+	switch {
+	case errors.As(err, &ec):
+		return ec.ExitCode()
+	case errors.Is(err, context.Canceled) && ctx.Err() != nil:
+		return exitInterrupted
+	}
+	return exitFailure
+}
+
+func newRootCmd(a *App) *cobra.Command {
+	root := &cobra.Command{
+		Use:           "rllm",
+		Short:         "Train LLM agents with reinforcement learning",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
+		return &usageError{msg: err.Error()}
+	})
+	root.AddCommand(
+		newVersionCmd(a),
+	)
+	return root
+}
