@@ -1,0 +1,77 @@
+// Package sampler defines how a workflow asks a policy model for a reply
+// without knowing which server is behind it: an OpenAI-compatible server
+// (vLLM, SGLang), a Tinker sampler, or the embedded policy.
+package sampler
+
+import (
+	"context"
+
+	"github.com/rllm-org/rllm-go/pkg/episode"
+)
+
+// Sampler produces one completion per call. Implementations are safe for
+// concurrent use: the rollout engine calls them from many goroutines.
+type Sampler interface {
+	Sample(ctx context.Context, req Request) (Response, error)
+}
+
+// Request is either a chat (Messages, optionally Tools) or an exact
+// token-id prompt (PromptIDs, used for multi-turn rollouts whose tokens
+// must match what the model saw). Exactly one of Messages and PromptIDs is
+// set.
+type Request struct {
+	Messages  []episode.Message `json:"messages,omitempty"`
+	PromptIDs []int             `json:"prompt_ids,omitempty"`
+	Tools     []Tool            `json:"tools,omitempty"`
+	Params    Params            `json:"params"`
+	// ChatTemplateKwargs are passed to the chat template, e.g.
+	// {"enable_thinking": false}.
+	ChatTemplateKwargs map[string]any `json:"chat_template_kwargs,omitempty"`
+}
+
+// Params are the sampling settings. Every field is always sent to the
+// server (temperature 0 included) because omitted fields fall back to the
+// model's generation config on vLLM.
+type Params struct {
+	Temperature  float64  `json:"temperature"`
+	TopP         float64  `json:"top_p"`
+	TopK         int      `json:"top_k"` // -1 disables
+	MaxTokens    int      `json:"max_tokens"`
+	Stop         []string `json:"stop,omitempty"`
+	StopTokenIDs []int    `json:"stop_token_ids,omitempty"`
+	Seed         *int64   `json:"seed,omitempty"`
+}
+
+// Tool is an OpenAI function tool: {"type":"function","function":{...}}.
+type Tool struct {
+	Type     string       `json:"type"`
+	Function ToolFunction `json:"function"`
+}
+
+// ToolFunction describes a callable tool; Parameters is a JSON Schema.
+type ToolFunction struct {
+	Name        string         `json:"name"`
+	Description string         `json:"description,omitempty"`
+	Parameters  map[string]any `json:"parameters,omitempty"`
+}
+
+// Response is one completion with the exact tokens the model sampled.
+type Response struct {
+	Text      string             `json:"text"`
+	Reasoning string             `json:"reasoning,omitempty"`
+	ToolCalls []episode.ToolCall `json:"tool_calls,omitempty"`
+	// PromptIDs are the token ids the server saw as the prompt (after
+	// chat templating); CompletionIDs and Logprobs the sampled tokens and
+	// their log-probabilities under the sampling policy, one per token.
+	PromptIDs     []int     `json:"prompt_ids"`
+	CompletionIDs []int     `json:"completion_ids"`
+	Logprobs      []float64 `json:"logprobs"`
+	// FinishReason is stop, length, tool_calls, abort or error.
+	FinishReason string `json:"finish_reason"`
+	// StopReason is the stop string or token id that matched, empty for
+	// end-of-sequence.
+	StopReason string `json:"stop_reason,omitempty"`
+	// Model names the weights that produced the reply (e.g. "policy-v12"),
+	// so a trainer can tell how stale a sample is.
+	Model string `json:"model,omitempty"`
+}
