@@ -2,9 +2,17 @@ module github.com/rllm-org/rllm-go
 
 go 1.26.8
 
-require github.com/spf13/cobra v1.10.2
+require (
+	github.com/go-viper/mapstructure/v2 v2.5.0
+	github.com/knadh/koanf/v2 v2.4.1
+	github.com/spf13/cobra v1.10.2
+	go.yaml.in/yaml/v3 v3.0.4
+)
 
 require (
 	github.com/inconshreveable/mousetrap v1.1.0 // indirect
+	github.com/knadh/koanf/maps v0.1.2 // indirect
+	github.com/mitchellh/copystructure v1.2.0 // indirect
+	github.com/mitchellh/reflectwalk v1.0.2 // indirect
 	github.com/spf13/pflag v1.0.9 // indirect
 )

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/spf13/cobra"
 )
@@ -25,6 +26,8 @@ type App struct {
 	Stderr  io.Writer
 	Getenv  func(string) string
 	Environ func() []string
+	// ReadFile reads user files (configs, datasets); nil means os.ReadFile.
+	ReadFile func(string) ([]byte, error)
 }
 
 // exitCoder is implemented by errors that know their exit code; packages
@@ -53,7 +56,10 @@ func (a *App) Run(ctx context.Context, args []string) int {
 	if err == nil {
 		return exitOK
 	}
-	fmt.Fprintln(a.Stderr, "rllm: "+err.Error())
+	// Configuration errors come several at once, one per line.
+	for _, line := range strings.Split(err.Error(), "\n") {
+		fmt.Fprintln(a.Stderr, "rllm: "+line)
+	}
 	return exitCode(ctx, err)
 }
 
@@ -79,6 +85,9 @@ func newRootCmd(a *App) *cobra.Command {
 		return &usageError{msg: err.Error()}
 	})
 	root.AddCommand(
+		newTrainCmd(a),
+		newValidateConfigCmd(a),
+		newConfigCmd(a),
 		newVersionCmd(a),
 	)
 	return root

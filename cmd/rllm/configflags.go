@@ -1,0 +1,62 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/rllm-org/rllm-go/pkg/config"
+)
+
+// configFlags are the layering flags every command that reads the
+// configuration shares: --config FILE, --set key=value, and bare
+// key=value arguments (the Hydra habit of rLLM/verl users).
+type configFlags struct {
+	files []string
+	sets  []string
+}
+
+func (f *configFlags) register(cmd *cobra.Command) {
+	cmd.Flags().StringArrayVarP(&f.files, "config", "c", nil, "YAML config `FILE` layered over the defaults (repeatable; later files win)")
+	cmd.Flags().StringArrayVar(&f.sets, "set", nil, "override one key: key=value, key+=value (append to a list) or ~key (delete) (repeatable)")
+	_ = cmd.RegisterFlagCompletionFunc("set", completeConfigKeys)
+}
+
+// load resolves the configuration from the defaults, the flags, the
+// environment and the bare arguments, printing notices to stderr.
+func (f *configFlags) load(a *App, args []string) (*config.Loaded, error) {
+	for _, arg := range args {
+		if !strings.Contains(arg, "=") && !strings.HasPrefix(arg, "~") {
+			return nil, usagef("unexpected argument %q: overrides are written key=value (or --set key=value)", arg)
+		}
+	}
+	var environ []string
+	if a.Environ != nil {
+		environ = a.Environ()
+	}
+	ld, err := config.Load(config.Sources{
+		Files:    f.files,
+		ReadFile: a.ReadFile,
+		Environ:  environ,
+		Sets:     f.sets,
+		Args:     args,
+	})
+	if err != nil {
+		return nil, err
+	}
+	for _, n := range ld.Notices {
+		fmt.Fprintln(a.Stderr, "rllm: note: "+n)
+	}
+	return ld, nil
+}
+
+func completeConfigKeys(_ *cobra.Command, _ []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+	var out []string
+	for _, k := range config.Keys() {
+		if strings.HasPrefix(k, toComplete) {
+			out = append(out, k+"=")
+		}
+	}
+	return out, cobra.ShellCompDirectiveNoSpace
+}

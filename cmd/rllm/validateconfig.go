@@ -1,0 +1,43 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+)
+
+type validateConfigOptions struct {
+	config configFlags
+	args   []string
+}
+
+func newValidateConfigCmd(a *App) *cobra.Command {
+	opts := &validateConfigOptions{}
+	cmd := &cobra.Command{
+		Use:   "validate-config [key=value ...]",
+		Short: "Check a configuration without running anything",
+		Long: `Resolve the configuration (defaults, --config files, RLLM_ environment
+variables, --set and key=value arguments) and report every problem at once.
+Exit code 0 when it is valid, 2 when it is not.`,
+		Example: `  rllm validate-config --config my.yaml
+  rllm validate-config data.train_batch_size=8 rollout.n=4`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.args = args
+			return runValidateConfig(a, opts)
+		},
+		ValidArgsFunction: completeConfigKeys,
+	}
+	opts.config.register(cmd)
+	return cmd
+}
+
+func runValidateConfig(a *App, opts *validateConfigOptions) error {
+	ld, err := opts.config.load(a, opts.args)
+	if err != nil {
+		return err
+	}
+	c := ld.Config
+	_, err = fmt.Fprintf(a.Stdout, "configuration is valid: backend %s, agent %s, env %s, %d tasks x %d episodes per step\n",
+		c.Backend.Name, c.Agent.Name, c.Env.Name, c.Data.TrainBatchSize, c.Rollout.N)
+	return err
+}

@@ -1,0 +1,211 @@
+package config
+
+import (
+	"fmt"
+	"math"
+	"reflect"
+	"strconv"
+)
+
+// coerce checks that v fits leaf l and returns it in the one Go type the
+// store holds for that kind (int, float64, bool, string, []string,
+// []float64, map[string]any, map[string]string), or nil for a null
+// optional key. raw is the value as typed, when there was text.
+func coerce(l *leaf, v any, raw string, hasRaw bool) (any, string) {
+	if v == nil {
+		switch {
+		case l.nullable:
+			return nil, ""
+		case l.kind == kindString:
+			return "", ""
+		case l.kind == kindStringList:
+			return []string{}, ""
+		case l.kind == kindOpenMap:
+			return map[string]any{}, ""
+		case l.kind == kindStringMap:
+			return map[string]string{}, ""
+		}
+		return nil, fmt.Sprintf("must be %s, not null", l.kind.describe())
+	}
+	switch l.kind {
+	case kindInt:
+		return toInt(v)
+	case kindFloat:
+		return toFloat(v)
+	case kindBool:
+		if b, ok := v.(bool); ok {
+			return b, ""
+		}
+		return nil, fmt.Sprintf("must be true or false, got %s", show(v))
+	case kindString:
+		switch x := v.(type) {
+		case string:
+			return x, ""
+		case bool, int, int64, float64, uint64:
+			// A name typed as 2024 is still a name.
+			if hasRaw {
+				return raw, ""
+			}
+			return fmt.Sprint(x), ""
+		}
+		return nil, fmt.Sprintf("must be a string, got %s", show(v))
+	case kindStringList:
+		items, ok := asList(v)
+		if !ok {
+			return nil, fmt.Sprintf("must be %s, got %s", l.kind.describe(), show(v))
+		}
+		out := make([]string, 0, len(items))
+		for i, it := range items {
+			switch x := it.(type) {
+			case string:
+				out = append(out, x)
+			case bool, int, int64, float64:
+				out = append(out, fmt.Sprint(x))
+			default:
+				return nil, fmt.Sprintf("item %d must be a string, got %s", i, show(it))
+			}
+		}
+		return out, ""
+	case kindFloatList:
+		items, ok := asList(v)
+		if !ok {
+			return nil, fmt.Sprintf("must be %s, got %s", l.kind.describe(), show(v))
+		}
+		out := make([]float64, 0, len(items))
+		for i, it := range items {
+			f, msg := toFloat(it)
+			if msg != "" {
+				return nil, fmt.Sprintf("item %d %s", i, msg)
+			}
+			out = append(out, f.(float64))
+		}
+		return out, ""
+	case kindOpenMap:
+		m, ok := asMap(v)
+		if !ok {
+			return nil, fmt.Sprintf("must be %s, got %s", l.kind.describe(), show(v))
+		}
+		return m, ""
+	case kindStringMap:
+		m, ok := asMap(v)
+		if !ok {
+			return nil, fmt.Sprintf("must be %s, got %s", l.kind.describe(), show(v))
+		}
+		out := make(map[string]string, len(m))
+		for k, it := range m {
+			s, ok := it.(string)
+			if !ok {
+				return nil, fmt.Sprintf("value of %q must be a string, got %s", k, show(it))
+			}
+			out[k] = s
+		}
+		return out, ""
+	}
+	return nil, "has an unsupported type"
+}
+
+func toInt(v any) (any, string) {
+	rv := reflect.ValueOf(v)
+	switch rv.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		n := rv.Int()
+		if n < math.MinInt || n > math.MaxInt {
+			return nil, fmt.Sprintf("is out of range: %d", n)
+		}
+		return int(n), ""
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+		n := rv.Uint()
+		if n > math.MaxInt {
+			return nil, fmt.Sprintf("is out of range: %d", n)
+		}
+		return int(n), ""
+	case reflect.Float32, reflect.Float64:
+		f := rv.Float()
+		switch {
+		case math.IsNaN(f) || math.IsInf(f, 0):
+			return nil, fmt.Sprintf("must be a whole number, got %s", show(v))
+		case f != math.Trunc(f):
+			return nil, fmt.Sprintf("must be a whole number, got %s", show(v))
+		case f < -(1<<53) || f > 1<<53:
+			return nil, fmt.Sprintf("is out of range: %s", strconv.FormatFloat(f, 'g', -1, 64))
+		}
+		return int(f), ""
+	}
+	return nil, fmt.Sprintf("must be a whole number, got %s", show(v))
+}
+
+func toFloat(v any) (any, string) {
+	rv := reflect.ValueOf(v)
+	var f float64
+	switch rv.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		f = float64(rv.Int())
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+		f = float64(rv.Uint())
+	case reflect.Float32, reflect.Float64:
+		f = rv.Float()
+	default:
+		return nil, fmt.Sprintf("must be a number, got %s", show(v))
+	}
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return nil, fmt.Sprintf("must be a finite number, got %s", show(v))
+	}
+	return f, ""
+}
+
+func asList(v any) ([]any, bool) {
+	switch x := v.(type) {
+	case []any:
+		return x, true
+	case []string:
+		out := make([]any, len(x))
+		for i, s := range x {
+			out[i] = s
+		}
+		return out, true
+	case []float64:
+		out := make([]any, len(x))
+		for i, s := range x {
+			out[i] = s
+		}
+		return out, true
+	}
+	rv := reflect.ValueOf(v)
+	if rv.Kind() == reflect.Slice {
+		out := make([]any, rv.Len())
+		for i := range out {
+			out[i] = rv.Index(i).Interface()
+		}
+		return out, true
+	}
+	return nil, false
+}
+
+func asMap(v any) (map[string]any, bool) {
+	switch x := v.(type) {
+	case map[string]any:
+		return x, true
+	case map[string]string:
+		out := make(map[string]any, len(x))
+		for k, s := range x {
+			out[k] = s
+		}
+		return out, true
+	}
+	return nil, false
+}
+
+// show renders a value for an error message, with its kind.
+func show(v any) string {
+	switch x := v.(type) {
+	case string:
+		return strconv.Quote(x)
+	case []any:
+		return "a list"
+	case map[string]any:
+		return "a mapping"
+	case float64:
+		return strconv.FormatFloat(x, 'g', -1, 64)
+	}
+	return fmt.Sprint(v)
+}

@@ -1,0 +1,282 @@
+package config
+
+import (
+	"fmt"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// op is what an entry does to its key.
+type op int
+
+const (
+	opSet    op = iota
+	opAppend    // key+=value
+	opDelete    // ~key
+)
+
+// entry is one key set by one layer, before type checking.
+type entry struct {
+	rawKey  string // as the user spelled it
+	key     string // rllm's name for it
+	aliased bool
+	op      op
+	value   any
+	raw     string // the value's text where there was one (YAML scalar, override)
+	hasRaw  bool
+	origin  Origin
+}
+
+var yamlLineRE = regexp.MustCompile(`^yaml: line (\d+): `)
+
+// parseYAML turns one YAML document into entries, with the line of every
+// key so errors can name file:line.
+func parseYAML(name string, data []byte, layer string) ([]entry, Errors) {
+	var errs Errors
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		msg := err.Error()
+		line := 0
+		if m := yamlLineRE.FindStringSubmatch(msg); m != nil {
+			line, _ = strconv.Atoi(m[1])
+			msg = msg[len(m[0]):]
+		} else {
+			msg = strings.TrimPrefix(msg, "yaml: ")
+		}
+		errs.add("", Origin{Layer: layer, Source: name, Line: line}, "invalid YAML: %s", msg)
+		return nil, errs
+	}
+	if len(doc.Content) == 0 {
+		return nil, nil // an empty file sets nothing
+	}
+	root := doc.Content[0]
+	if root.Kind == yaml.ScalarNode && root.Tag == "!!null" {
+		return nil, nil
+	}
+	if root.Kind != yaml.MappingNode {
+		errs.add("", Origin{Layer: layer, Source: name, Line: root.Line},
+			"the top level must be a mapping of sections (data:, rollout:, ...), not a %s", nodeKindName(root))
+		return nil, errs
+	}
+	w := yamlWalker{name: name, layer: layer}
+	w.walk(root, "")
+	return w.entries, w.errs
+}
+
+type yamlWalker struct {
+	name, layer string
+	entries     []entry
+	errs        Errors
+}
+
+func (w *yamlWalker) walk(m *yaml.Node, prefix string) {
+	seen := map[string]int{}
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		k, v := m.Content[i], m.Content[i+1]
+		o := Origin{Layer: w.layer, Source: w.name, Line: k.Line}
+		if k.Kind != yaml.ScalarNode || k.Value == "" {
+			w.errs.add(prefix, o, "keys must be plain names")
+			continue
+		}
+		raw := k.Value
+		if prefix != "" {
+			raw = prefix + "." + k.Value
+		}
+		if first, dup := seen[k.Value]; dup {
+			w.errs.add(raw, o, "appears twice in this mapping (first at line %d); keep one", first)
+			continue
+		}
+		seen[k.Value] = k.Line
+		key, aliased := canonical(raw)
+		s := schema()
+		switch {
+		case s.leaves[key] != nil || s.mapLeaf(key) != nil:
+			var val any
+			if err := v.Decode(&val); err != nil {
+				w.errs.add(key, o, "cannot read value: %v", err)
+				continue
+			}
+			e := entry{rawKey: raw, key: key, aliased: aliased, value: val, origin: o}
+			if v.Kind == yaml.ScalarNode {
+				e.raw, e.hasRaw = v.Value, true
+			}
+			w.entries = append(w.entries, e)
+		case s.sections[key] || aliasSection(raw):
+			switch {
+			case v.Kind == yaml.MappingNode:
+				w.walk(v, raw)
+			case v.Kind == yaml.ScalarNode && v.Tag == "!!null":
+				// "data:" with nothing under it sets nothing.
+			default:
+				w.errs.add(key, o, "is a section; give it keys (e.g. %s:\\n  key: value), not a %s", k.Value, nodeKindName(v))
+			}
+		default:
+			w.errs.add(raw, o, "%s", unknownKeyMsg(key))
+		}
+	}
+}
+
+func nodeKindName(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.SequenceNode:
+		return "list"
+	case yaml.MappingNode:
+		return "mapping"
+	}
+	return "value"
+}
+
+func unknownKeyMsg(key string) string {
+	if s := schema().suggest(key); s != "" {
+		return fmt.Sprintf("unknown key; did you mean %s?", s)
+	}
+	return "unknown key; rllm config show lists every key"
+}
+
+// parseMap turns a library caller's map (dot keys and/or nested maps)
+// into entries.
+func parseMap(m map[string]any) ([]entry, Errors) {
+	var out []entry
+	var errs Errors
+	var walk func(prefix string, m map[string]any)
+	walk = func(prefix string, m map[string]any) {
+		keys := make([]string, 0, len(m))
+		for k := range m {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			v := m[k]
+			raw := k
+			if prefix != "" {
+				raw = prefix + "." + k
+			}
+			o := Origin{Layer: "api", Source: raw}
+			if err := checkKeySyntax(raw); err != "" {
+				errs.add("", o, "%s", err)
+				continue
+			}
+			key, aliased := canonical(raw)
+			s := schema()
+			switch {
+			case s.leaves[key] != nil || s.mapLeaf(key) != nil:
+				out = append(out, entry{rawKey: raw, key: key, aliased: aliased, value: v, origin: o})
+			case s.sections[key] || aliasSection(raw):
+				sub, ok := v.(map[string]any)
+				if !ok {
+					errs.add(key, o, "is a section; give it a map of keys, not %T", v)
+					continue
+				}
+				walk(raw, sub)
+			default:
+				errs.add(raw, o, "%s", unknownKeyMsg(key))
+			}
+		}
+	}
+	walk("", m)
+	return out, errs
+}
+
+// parseOverride reads one Hydra-style override: key=value, key+=value
+// (append to a list), ~key (delete an optional key); a leading + or ++ is
+// accepted and ignored, as rLLM/verl command lines carry them.
+func parseOverride(s string, layer string) (entry, *Error) {
+	o := Origin{Layer: layer, Source: s}
+	body := strings.TrimPrefix(strings.TrimPrefix(s, "+"), "+")
+	e := entry{origin: o}
+	var key, val string
+	switch {
+	case strings.HasPrefix(body, "~"):
+		e.op = opDelete
+		key, _, _ = strings.Cut(body[1:], "=")
+	default:
+		k, v, ok := strings.Cut(body, "=")
+		if !ok {
+			return e, &Error{Origin: o, Msg: "has no '='; write key=value, key+=value or ~key"}
+		}
+		key, val = k, v
+		if strings.HasSuffix(key, "+") {
+			e.op = opAppend
+			key = strings.TrimSuffix(key, "+")
+		}
+	}
+	if msg := checkKeySyntax(key); msg != "" {
+		return e, &Error{Origin: o, Msg: msg}
+	}
+	e.rawKey = key
+	e.key, e.aliased = canonical(key)
+	s2 := schema()
+	if s2.leaves[e.key] == nil && s2.mapLeaf(e.key) == nil {
+		if s2.sections[e.key] {
+			return e, &Error{Key: e.key, Origin: o, Msg: "is a section, not a value; set one of its keys (rllm config show lists them)"}
+		}
+		return e, &Error{Key: key, Origin: o, Msg: unknownKeyMsg(e.key)}
+	}
+	if e.op == opDelete {
+		return e, nil
+	}
+	e.raw, e.hasRaw = val, true
+	if err := yaml.Unmarshal([]byte(val), &e.value); err != nil {
+		return e, &Error{Key: e.key, Origin: o, Msg: fmt.Sprintf("value %q is not valid YAML (%s); quote it, e.g. %s='\"...\"'",
+			val, strings.TrimPrefix(err.Error(), "yaml: "), key)}
+	}
+	return e, nil
+}
+
+func checkKeySyntax(key string) string {
+	switch {
+	case key == "":
+		return "the key is empty"
+	case strings.ContainsAny(key, " \t\r\n"):
+		return fmt.Sprintf("key %q contains whitespace", key)
+	case strings.HasPrefix(key, ".") || strings.HasSuffix(key, ".") || strings.Contains(key, ".."):
+		return fmt.Sprintf("key %q has an empty part between dots", key)
+	}
+	return ""
+}
+
+// envPrefix starts every configuration variable; "__" separates levels
+// because single underscores are part of key names.
+const envPrefix = "RLLM_"
+
+// parseEnv reads RLLM_SECTION__KEY=value variables. Variables that look
+// like a mistyped configuration variable (RLLM_DATA_TRAIN_BATCH_SIZE)
+// produce a notice rather than being silently ignored.
+func parseEnv(environ []string) ([]entry, Errors, []string) {
+	var out []entry
+	var errs Errors
+	var notices []string
+	vars := append([]string(nil), environ...)
+	sort.Strings(vars)
+	for _, kv := range vars {
+		name, val, ok := strings.Cut(kv, "=")
+		if !ok || !strings.HasPrefix(name, envPrefix) {
+			continue
+		}
+		rest := name[len(envPrefix):]
+		if !strings.Contains(rest, "__") {
+			lower := strings.ToLower(rest)
+			for sec := range schema().sections {
+				if !strings.Contains(sec, ".") && strings.HasPrefix(lower, sec+"_") {
+					notices = append(notices, fmt.Sprintf("ignoring %s: configuration variables separate levels with a double underscore, e.g. RLLM_DATA__TRAIN_BATCH_SIZE", name))
+					break
+				}
+			}
+			continue
+		}
+		key := strings.ToLower(strings.ReplaceAll(rest, "__", "."))
+		e, err := parseOverride(key+"="+val, "env")
+		e.origin = Origin{Layer: "env", Source: name}
+		if err != nil {
+			err.Origin = e.origin
+			errs = append(errs, err)
+			continue
+		}
+		out = append(out, e)
+	}
+	return out, errs, notices
+}

@@ -1,0 +1,357 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"reflect"
+	"sort"
+	"strings"
+	"syscall"
+
+	"github.com/go-viper/mapstructure/v2"
+	"github.com/knadh/koanf/v2"
+
+	"github.com/rllm-org/rllm-go/configs"
+)
+
+// Sources are the layers of one load, applied in this order on top of the
+// embedded defaults: Files, Environ, Map, Overrides, Sets, Args.
+type Sources struct {
+	// Files are YAML files (--config), later ones overriding earlier ones.
+	Files []string
+	// ReadFile reads a file; nil means os.ReadFile. Tests inject their own.
+	ReadFile func(name string) ([]byte, error)
+	// Environ is the process environment as "NAME=value"; only RLLM_
+	// variables are read.
+	Environ []string
+	// Map holds library overrides with dot keys or nested maps:
+	// {"data.train_batch_size": 8}.
+	Map map[string]any
+	// Overrides are library "key=value" strings.
+	Overrides []string
+	// Sets are --set flags; Args bare key=value command-line arguments.
+	Sets []string
+	Args []string
+}
+
+// Loaded is a resolved configuration and where each value came from.
+type Loaded struct {
+	Config  *Config
+	Origins map[string]Origin
+	// Notices are one-line remarks for the user (aliases used, variables
+	// ignored); they are not errors.
+	Notices []string
+	store   *koanf.Koanf
+}
+
+// Load layers the sources over the embedded defaults, checks every value
+// against the schema and validates the result. Every problem is returned
+// at once, as Errors (exit code 2).
+func Load(src Sources) (*Loaded, error) {
+	ld := &loader{
+		store:     koanf.New("."),
+		origins:   map[string]Origin{},
+		notedKeys: map[string]bool{},
+	}
+	defaults, errs := parseYAML(configs.DefaultName, configs.DefaultYAML, "default")
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("embedded defaults are broken: %w", errs)
+	}
+	ld.apply(defaults)
+
+	readFile := src.ReadFile
+	if readFile == nil {
+		readFile = os.ReadFile
+	}
+	for _, name := range src.Files {
+		data, err := readFile(name)
+		if err != nil {
+			ld.errs.add("", Origin{Layer: "file", Source: name}, "%s", fileErrorMsg(err))
+			continue
+		}
+		entries, errs := parseYAML(name, data, "file")
+		ld.errs = append(ld.errs, errs...)
+		ld.apply(entries)
+	}
+
+	envEntries, errs, notices := parseEnv(src.Environ)
+	ld.errs = append(ld.errs, errs...)
+	ld.notices = append(ld.notices, notices...)
+	ld.apply(envEntries)
+
+	if len(src.Map) > 0 {
+		entries, errs := parseMap(src.Map)
+		ld.errs = append(ld.errs, errs...)
+		ld.apply(entries)
+	}
+	ld.apply(ld.parseOverrides(src.Overrides, "api"))
+	// --set and bare arguments are one layer: a user typing both for the
+	// same key with different spellings has made a conflict to report.
+	ld.apply(append(ld.parseOverrides(src.Sets, "set"), ld.parseOverrides(src.Args, "arg")...))
+
+	// Values that failed their checks were not applied, so validation
+	// still runs and every problem is reported in one go.
+	ld.interpolate()
+	cfg, err := decode(ld.store)
+	if err != nil {
+		return nil, err
+	}
+	out := &Loaded{Config: cfg, Origins: ld.origins, Notices: ld.notices, store: ld.store}
+	if errs := append(ld.errs, validate(cfg, out.origin)...); len(errs) > 0 {
+		return nil, errs
+	}
+	return out, nil
+}
+
+// FromMap is the library form rLLM's AgentTrainer documents: defaults plus
+// dot-key overrides such as {"data.train_batch_size": 8}.
+func FromMap(m map[string]any) (*Config, error) {
+	ld, err := Load(Sources{Map: m})
+	if err != nil {
+		return nil, err
+	}
+	return ld.Config, nil
+}
+
+// FromOverrides is the other documented library form: defaults plus
+// "key=value" strings, typed as YAML.
+func FromOverrides(overrides []string) (*Config, error) {
+	ld, err := Load(Sources{Overrides: overrides})
+	if err != nil {
+		return nil, err
+	}
+	return ld.Config, nil
+}
+
+// Default returns the embedded defaults.
+func Default() *Config {
+	ld, err := Load(Sources{})
+	if err != nil {
+		panic(err) // the embedded file is tested; this cannot happen in a release
+	}
+	return ld.Config
+}
+
+// origin returns where key (or the nearest map it lies in) was set.
+func (l *Loaded) origin(key string) Origin {
+	for k := key; k != ""; {
+		if o, ok := l.Origins[k]; ok {
+			return o
+		}
+		i := strings.LastIndexByte(k, '.')
+		if i < 0 {
+			break
+		}
+		k = k[:i]
+	}
+	return Origin{}
+}
+
+// Origin returns where key was set.
+func (l *Loaded) Origin(key string) Origin { return l.origin(key) }
+
+func fileErrorMsg(err error) string {
+	var pe *fs.PathError
+	name := ""
+	if errors.As(err, &pe) {
+		name = pe.Path
+	}
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Sprintf("config file %s does not exist; check the --config path", name)
+	case errors.Is(err, syscall.EISDIR):
+		return fmt.Sprintf("%s is a directory; --config takes a YAML file", name)
+	case errors.Is(err, fs.ErrPermission):
+		return fmt.Sprintf("cannot read config file %s: permission denied", name)
+	}
+	return fmt.Sprintf("cannot read config file: %v", err)
+}
+
+type loader struct {
+	store     *koanf.Koanf
+	origins   map[string]Origin
+	errs      Errors
+	notices   []string
+	notedKeys map[string]bool
+}
+
+func (ld *loader) parseOverrides(list []string, layer string) []entry {
+	var entries []entry
+	for _, s := range list {
+		e, err := parseOverride(s, layer)
+		if err != nil {
+			ld.errs = append(ld.errs, err)
+			continue
+		}
+		entries = append(entries, e)
+	}
+	return entries
+}
+
+// apply type-checks one layer's entries and writes them to the store.
+func (ld *loader) apply(entries []entry) {
+	type setBy struct {
+		e   entry
+		val any
+	}
+	layerSet := map[string]setBy{}
+	s := schema()
+	for _, e := range entries {
+		if e.aliased && !ld.notedKeys[e.rawKey] {
+			ld.notedKeys[e.rawKey] = true
+			ld.notices = append(ld.notices, fmt.Sprintf("%s is the rLLM/verl name of %s; using %s", e.rawKey, e.key, e.key))
+		}
+		l := s.leaves[e.key]
+		switch e.op {
+		case opDelete:
+			switch {
+			case l == nil: // a key inside an args map
+				ld.store.Delete(e.key)
+			case l.nullable:
+				ld.set(e.key, nil, e.origin)
+			case l.kind == kindOpenMap || l.kind == kindStringMap || l.kind == kindStringList || l.kind == kindFloatList:
+				ld.store.Delete(e.key)
+				empty, _ := coerce(l, nil, "", false)
+				if l.kind == kindFloatList {
+					empty = []float64{}
+				}
+				ld.set(e.key, empty, e.origin)
+			default:
+				ld.errs.add(e.key, e.origin, "is required and cannot be deleted; set it to a value instead")
+			}
+			continue
+		case opAppend:
+			if l == nil || (l.kind != kindStringList && l.kind != kindFloatList) {
+				ld.errs.add(e.key, e.origin, "+= appends to a list, and this key is not a list; use = instead")
+				continue
+			}
+			cur, _ := asList(ld.store.Get(e.key))
+			if more, ok := asList(e.value); ok {
+				cur = append(cur, more...)
+			} else {
+				cur = append(cur, e.value)
+			}
+			e.value, e.hasRaw = cur, false
+		}
+		val := e.value
+		if l != nil {
+			v, msg := coerce(l, e.value, e.raw, e.hasRaw)
+			if msg != "" {
+				ld.errs.add(e.key, e.origin, "%s", msg)
+				continue
+			}
+			val = v
+		}
+		if prev, ok := layerSet[e.key]; ok && prev.e.rawKey != e.rawKey && e.op == opSet && prev.e.op == opSet &&
+			(prev.e.aliased || e.aliased) && !reflect.DeepEqual(prev.val, val) {
+			ld.errs.add(e.key, e.origin, "conflicting values: %s sets %s and %s sets %s; keep one",
+				prev.e.origin, show(prev.val), e.origin, show(val))
+			continue
+		}
+		layerSet[e.key] = setBy{e, val}
+		if l != nil && (l.kind == kindStringList || l.kind == kindFloatList) {
+			ld.store.Delete(e.key) // lists are replaced, never merged
+		}
+		ld.set(e.key, val, e.origin)
+	}
+}
+
+func (ld *loader) set(key string, val any, o Origin) {
+	if err := ld.store.Set(key, val); err != nil {
+		ld.errs.add(key, o, "cannot be set: %v", err)
+		return
+	}
+	ld.origins[key] = o
+}
+
+// interpolate resolves ${key} references in string values, as Hydra does
+// for default_local_dir.
+func (ld *loader) interpolate() {
+	s := schema()
+	for _, key := range s.order {
+		if s.leaves[key].kind != kindString {
+			continue
+		}
+		v, ok := ld.store.Get(key).(string)
+		if !ok || !strings.Contains(v, "${") {
+			continue
+		}
+		out, msg := ld.resolve(key, v, map[string]bool{key: true})
+		if msg != "" {
+			ld.errs.add(key, ld.origins[key], "%s", msg)
+			continue
+		}
+		_ = ld.store.Set(key, out)
+	}
+}
+
+func (ld *loader) resolve(key, v string, visiting map[string]bool) (string, string) {
+	var b strings.Builder
+	for {
+		i := strings.Index(v, "${")
+		if i < 0 {
+			b.WriteString(v)
+			return b.String(), ""
+		}
+		j := strings.IndexByte(v[i:], '}')
+		if j < 0 {
+			return "", fmt.Sprintf("has an unterminated ${ in %q", v)
+		}
+		ref := v[i+2 : i+j]
+		b.WriteString(v[:i])
+		v = v[i+j+1:]
+		l := schema().leaves[ref]
+		if l == nil || l.kind == kindOpenMap || l.kind == kindStringMap || l.kind == kindStringList || l.kind == kindFloatList {
+			return "", fmt.Sprintf("refers to ${%s}, which is not a single value of this configuration", ref)
+		}
+		if visiting[ref] {
+			return "", fmt.Sprintf("refers to ${%s}, which refers back to it", ref)
+		}
+		val := ld.store.Get(ref)
+		str := fmt.Sprint(val)
+		if val == nil {
+			str = "null"
+		}
+		if sv, ok := val.(string); ok && strings.Contains(sv, "${") {
+			visiting[ref] = true
+			r, msg := ld.resolve(ref, sv, visiting)
+			delete(visiting, ref)
+			if msg != "" {
+				return "", msg
+			}
+			str = r
+		}
+		b.WriteString(str)
+	}
+}
+
+func decode(store *koanf.Koanf) (*Config, error) {
+	var cfg Config
+	err := store.UnmarshalWithConf("", &cfg, koanf.UnmarshalConf{
+		Tag: "koanf",
+		DecoderConfig: &mapstructure.DecoderConfig{
+			Result:      &cfg,
+			TagName:     "koanf",
+			ErrorUnused: true,
+		},
+	})
+	if err != nil {
+		// Every value was type-checked already; reaching here is a bug.
+		return nil, fmt.Errorf("internal error decoding the configuration: %w", err)
+	}
+	return &cfg, nil
+}
+
+// Keys lists every leaf key in schema order (for completion and docs).
+func Keys() []string {
+	return append([]string(nil), schema().order...)
+}
+
+// SortedKeys is Keys in alphabetical order.
+func SortedKeys() []string {
+	k := Keys()
+	sort.Strings(k)
+	return k
+}

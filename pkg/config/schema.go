@@ -1,0 +1,178 @@
+package config
+
+import (
+	"reflect"
+	"sort"
+	"strings"
+	"sync"
+)
+
+// kind is what a leaf key accepts.
+type kind int
+
+const (
+	kindInt kind = iota
+	kindFloat
+	kindBool
+	kindString
+	kindStringList
+	kindFloatList
+	kindOpenMap   // map[string]any: free-form arguments
+	kindStringMap // map[string]string
+)
+
+func (k kind) describe() string {
+	switch k {
+	case kindInt:
+		return "a whole number"
+	case kindFloat:
+		return "a number"
+	case kindBool:
+		return "true or false"
+	case kindString:
+		return "a string"
+	case kindStringList:
+		return "a list of strings, e.g. [a, b]"
+	case kindFloatList:
+		return "a list of numbers, e.g. [0.9, 0.999]"
+	default:
+		return "a mapping, e.g. {a: 1}"
+	}
+}
+
+// leaf is one settable key of the tree.
+type leaf struct {
+	key      string
+	kind     kind
+	nullable bool
+}
+
+// schemaInfo is the tree derived from the Config struct's koanf tags.
+type schemaInfo struct {
+	leaves   map[string]*leaf
+	order    []string        // leaves in struct order
+	sections map[string]bool // keys that hold other keys (data, rollout.retry, ...)
+}
+
+var (
+	schemaOnce sync.Once
+	theSchema  *schemaInfo
+)
+
+func schema() *schemaInfo {
+	schemaOnce.Do(func() {
+		s := &schemaInfo{leaves: map[string]*leaf{}, sections: map[string]bool{}}
+		s.walk(reflect.TypeOf(Config{}), "")
+		theSchema = s
+	})
+	return theSchema
+}
+
+func (s *schemaInfo) walk(t reflect.Type, prefix string) {
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		name := f.Tag.Get("koanf")
+		if name == "" {
+			continue
+		}
+		key := name
+		if prefix != "" {
+			key = prefix + "." + name
+		}
+		ft := f.Type
+		l := &leaf{key: key}
+		if ft.Kind() == reflect.Pointer {
+			l.nullable = true
+			ft = ft.Elem()
+		}
+		switch ft.Kind() {
+		case reflect.Struct:
+			s.sections[key] = true
+			s.walk(ft, key)
+			continue
+		case reflect.Int:
+			l.kind = kindInt
+		case reflect.Float64:
+			l.kind = kindFloat
+		case reflect.Bool:
+			l.kind = kindBool
+		case reflect.String:
+			l.kind = kindString
+		case reflect.Slice:
+			if ft.Elem().Kind() == reflect.Float64 {
+				l.kind = kindFloatList
+			} else {
+				l.kind = kindStringList
+			}
+		case reflect.Map:
+			if ft.Elem().Kind() == reflect.String {
+				l.kind = kindStringMap
+			} else {
+				l.kind = kindOpenMap
+			}
+		default:
+			panic("config: unsupported field type " + ft.String() + " for " + key)
+		}
+		s.leaves[key] = l
+		s.order = append(s.order, key)
+	}
+}
+
+// mapLeaf returns the map-valued leaf that key lies inside of
+// (agent.args.foo lies inside agent.args), or nil.
+func (s *schemaInfo) mapLeaf(key string) *leaf {
+	for i := strings.LastIndexByte(key, '.'); i > 0; i = strings.LastIndexByte(key[:i], '.') {
+		if l, ok := s.leaves[key[:i]]; ok && (l.kind == kindOpenMap || l.kind == kindStringMap) {
+			return l
+		}
+	}
+	return nil
+}
+
+// known lists every leaf and section key, for suggestions.
+func (s *schemaInfo) known() []string {
+	out := make([]string, 0, len(s.leaves)+len(s.sections))
+	out = append(out, s.order...)
+	for k := range s.sections {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// suggest returns the known key closest to an unknown one, or "".
+func (s *schemaInfo) suggest(key string) string {
+	best, bestDist := "", len(key)/2+2
+	last := key[strings.LastIndexByte(key, '.')+1:]
+	for _, k := range s.known() {
+		d := editDistance(key, k)
+		// A right leaf name under the wrong section is a common slip.
+		if strings.HasSuffix(k, "."+last) && d > 1 {
+			d = min(d, 2)
+		}
+		if d < bestDist || (d == bestDist && best != "" && k < best) {
+			best, bestDist = k, d
+		}
+	}
+	return best
+}
+
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}

@@ -1,0 +1,304 @@
+package config
+
+import (
+	"sort"
+	"strings"
+)
+
+// The values each enumerated key accepts. Packages that implement them
+// (pkg/ppo's estimator registry, the backends) test that they agree.
+var (
+	Engines          = []string{"auto", "openai"}
+	PolicyLosses     = []string{"ppo", "importance_sampling", "cispo", "gspo"}
+	LossAggModes     = []string{"token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"}
+	KLLossTypes      = []string{"kl", "k1", "abs", "mse", "k2", "low_var_kl", "k3"}
+	LRSchedulers     = []string{"constant", "cosine"}
+	AdvEstimators    = []string{"grpo", "drgrpo", "rloo", "reinforce", "reinforce_plus_plus", "reinforce_plus_plus_baseline", "gae"}
+	StepwiseModes    = []string{"broadcast", "per_step"}
+	Loggers          = []string{"console", "jsonl"}
+	ResumeModes      = []string{"auto", "disable", "resume_path"}
+	BackendNames     = []string{"local", "tinker"}
+	valueModelLacked = "needs a value model (critic), which no rllm backend has yet; use grpo, rloo or reinforce_plus_plus"
+)
+
+type validator struct {
+	errs   Errors
+	origin func(string) Origin
+}
+
+func (v *validator) fail(key, format string, args ...any) {
+	v.errs.add(key, v.origin(key), format, args...)
+}
+
+func (v *validator) atLeast(key string, got, lo int) {
+	if got < lo {
+		v.fail(key, "must be at least %d, got %d", lo, got)
+	}
+}
+
+func (v *validator) oneOf(key, got string, allowed []string) {
+	for _, a := range allowed {
+		if got == a {
+			return
+		}
+	}
+	v.fail(key, "must be one of %s, got %q", strings.Join(allowed, ", "), got)
+}
+
+func (v *validator) inRange(key string, got, lo, hi float64, loOpen, hiOpen bool) {
+	bad := got < lo || got > hi || (loOpen && got == lo) || (hiOpen && got == hi)
+	if bad {
+		l, h := "[", "]"
+		if loOpen {
+			l = "("
+		}
+		if hiOpen {
+			h = ")"
+		}
+		v.fail(key, "must be in %s%g, %g%s, got %g", l, lo, hi, h, got)
+	}
+}
+
+func (v *validator) positive(key string, got float64) {
+	if got <= 0 {
+		v.fail(key, "must be greater than 0, got %g", got)
+	}
+}
+
+func (v *validator) nonNegative(key string, got float64) {
+	if got < 0 {
+		v.fail(key, "must be 0 or more, got %g", got)
+	}
+}
+
+func validate(c *Config, origin func(string) Origin) Errors {
+	v := &validator{origin: origin}
+
+	d := c.Data
+	v.atLeast("data.train_batch_size", d.TrainBatchSize, 1)
+	if d.ValBatchSize != -1 && d.ValBatchSize < 1 {
+		v.fail("data.val_batch_size", "must be -1 (the whole set) or at least 1, got %d", d.ValBatchSize)
+	}
+	v.atLeast("data.max_prompt_length", d.MaxPromptLength, 1)
+	v.atLeast("data.max_response_length", d.MaxResponseLength, 1)
+	v.atLeast("data.generated_train_size", d.GeneratedTrainSize, 1)
+	v.atLeast("data.generated_val_size", d.GeneratedValSize, 1)
+
+	r := c.Rollout
+	v.oneOf("rollout.engine", r.Engine, Engines)
+	v.atLeast("rollout.n", r.N, 1)
+	v.nonNegative("rollout.temperature", r.Temperature)
+	v.inRange("rollout.top_p", r.TopP, 0, 1, true, false)
+	if r.TopK != -1 && r.TopK < 1 {
+		v.fail("rollout.top_k", "must be -1 (off) or at least 1, got %d", r.TopK)
+	}
+	if r.MaxTokens != nil {
+		v.atLeast("rollout.max_tokens", *r.MaxTokens, 1)
+	}
+	v.positive("rollout.request_timeout_s", r.RequestTimeoutS)
+	v.atLeast("rollout.retry.max_attempts", r.Retry.MaxAttempts, 1)
+	v.nonNegative("rollout.retry.backoff_base_s", r.Retry.BackoffBaseS)
+	if r.Retry.BackoffMaxS < r.Retry.BackoffBaseS {
+		v.fail("rollout.retry.backoff_max_s", "must be at least rollout.retry.backoff_base_s (%g), got %g", r.Retry.BackoffBaseS, r.Retry.BackoffMaxS)
+	}
+	v.nonNegative("rollout.val_kwargs.temperature", r.ValKwargs.Temperature)
+	v.inRange("rollout.val_kwargs.top_p", r.ValKwargs.TopP, 0, 1, true, false)
+	if r.ValKwargs.TopK != -1 && r.ValKwargs.TopK < 1 {
+		v.fail("rollout.val_kwargs.top_k", "must be -1 (off) or at least 1, got %d", r.ValKwargs.TopK)
+	}
+	v.atLeast("rollout.val_kwargs.n", r.ValKwargs.N, 1)
+	if r.APIKeyEnv != "" && r.APIKeyFile != "" {
+		v.fail("rollout.api_key_file", "and rollout.api_key_env are both set; keep one")
+	}
+	if r.Engine == "openai" {
+		if len(r.Endpoints) == 0 {
+			v.fail("rollout.endpoints", "is empty, but rollout.engine is openai; list the server URLs, e.g. rollout.endpoints=[http://127.0.0.1:8000]")
+		}
+		if r.Model == "" {
+			v.fail("rollout.model", "is empty, but rollout.engine is openai; set the model name the endpoints serve")
+		}
+	}
+	for i, e := range r.Endpoints {
+		if !strings.HasPrefix(e, "http://") && !strings.HasPrefix(e, "https://") {
+			v.fail("rollout.endpoints", "item %d (%q) must be an http:// or https:// URL", i, e)
+		}
+	}
+
+	a := c.Actor
+	if mb := a.PPOMiniBatchSize; mb != nil {
+		v.atLeast("actor.ppo_mini_batch_size", *mb, 1)
+		if *mb >= 1 && d.TrainBatchSize >= 1 && d.TrainBatchSize%*mb != 0 {
+			v.fail("actor.ppo_mini_batch_size", "(%d tasks, %d episodes with rollout.n=%d) must divide data.train_batch_size x rollout.n (%d); pick a divisor of data.train_batch_size (%d), or null for the whole batch",
+				*mb, *mb*r.N, r.N, d.TrainBatchSize*r.N, d.TrainBatchSize)
+		}
+	}
+	v.atLeast("actor.ppo_epochs", a.PPOEpochs, 1)
+	v.oneOf("actor.policy_loss", a.PolicyLoss, PolicyLosses)
+	v.positive("actor.clip_ratio_low", a.ClipRatioLow)
+	v.positive("actor.clip_ratio_high", a.ClipRatioHigh)
+	if a.ClipRatioC <= 1 {
+		v.fail("actor.clip_ratio_c", "must be greater than 1 (dual clip), got %g", a.ClipRatioC)
+	}
+	v.oneOf("actor.loss_agg_mode", a.LossAggMode, LossAggModes)
+	v.nonNegative("actor.entropy_coeff", a.EntropyCoeff)
+	v.nonNegative("actor.kl_loss_coef", a.KLLossCoef)
+	v.oneOf("actor.kl_loss_type", a.KLLossType, KLLossTypes)
+	o := a.Optim
+	if o.LR != nil {
+		v.positive("actor.optim.lr", *o.LR)
+	}
+	v.nonNegative("actor.optim.weight_decay", o.WeightDecay)
+	if len(o.Betas) != 2 {
+		v.fail("actor.optim.betas", "must have two numbers [beta1, beta2], got %d", len(o.Betas))
+	} else {
+		v.inRange("actor.optim.betas", o.Betas[0], 0, 1, false, true)
+		v.inRange("actor.optim.betas", o.Betas[1], 0, 1, false, true)
+	}
+	v.positive("actor.optim.eps", o.Eps)
+	v.positive("actor.optim.grad_clip", o.GradClip)
+	if o.WarmupSteps < -1 {
+		v.fail("actor.optim.warmup_steps", "must be -1 (use warmup_steps_ratio) or 0 or more, got %d", o.WarmupSteps)
+	}
+	v.inRange("actor.optim.warmup_steps_ratio", o.WarmupStepsRatio, 0, 1, false, false)
+	v.oneOf("actor.optim.lr_scheduler", o.LRScheduler, LRSchedulers)
+	v.inRange("actor.optim.min_lr_ratio", o.MinLRRatio, 0, 1, false, false)
+
+	al := c.Algorithm
+	v.oneOf("algorithm.adv_estimator", al.AdvEstimator, AdvEstimators)
+	roles := make([]string, 0, len(al.AdvEstimatorByRole))
+	for role := range al.AdvEstimatorByRole {
+		roles = append(roles, role)
+	}
+	sort.Strings(roles)
+	for _, role := range roles {
+		v.oneOf("algorithm.adv_estimator_by_role."+role, al.AdvEstimatorByRole[role], AdvEstimators)
+		if al.AdvEstimatorByRole[role] == "gae" {
+			v.fail("algorithm.adv_estimator_by_role."+role, "is gae, which %s", valueModelLacked)
+		}
+	}
+	if al.AdvEstimator == "gae" {
+		v.fail("algorithm.adv_estimator", "is gae, which %s", valueModelLacked)
+	}
+	v.inRange("algorithm.gamma", al.Gamma, 0, 1, false, false)
+	v.inRange("algorithm.lam", al.Lam, 0, 1, false, false)
+	v.nonNegative("algorithm.kl_coef", al.KLCoef)
+	v.oneOf("algorithm.stepwise_advantage.mode", al.StepwiseAdvantage.Mode, StepwiseModes)
+
+	t := c.Trainer
+	v.atLeast("trainer.total_epochs", t.TotalEpochs, 1)
+	if t.TotalTrainingSteps != nil {
+		v.atLeast("trainer.total_training_steps", *t.TotalTrainingSteps, 1)
+	}
+	if t.SaveFreq == 0 || t.SaveFreq < -1 {
+		v.fail("trainer.save_freq", "must be -1 (never) or at least 1, got %d", t.SaveFreq)
+	}
+	if t.TestFreq == 0 || t.TestFreq < -1 {
+		v.fail("trainer.test_freq", "must be -1 (never) or at least 1, got %d", t.TestFreq)
+	}
+	for _, lg := range t.Logger {
+		v.oneOf("trainer.logger", lg, Loggers)
+	}
+	if t.ProjectName == "" {
+		v.fail("trainer.project_name", "is empty; name the project")
+	}
+	if t.ExperimentName == "" {
+		v.fail("trainer.experiment_name", "is empty; name the experiment")
+	}
+	if t.DefaultLocalDir == "" {
+		v.fail("trainer.default_local_dir", "is empty; give a checkpoint directory")
+	}
+	v.oneOf("trainer.resume_mode", t.ResumeMode, ResumeModes)
+	if t.ResumeMode == "resume_path" && (t.ResumeFromPath == nil || *t.ResumeFromPath == "") {
+		v.fail("trainer.resume_from_path", "is not set, but trainer.resume_mode is resume_path; give the checkpoint directory to resume from")
+	}
+	if t.MaxCkptToKeep != nil {
+		v.atLeast("trainer.max_ckpt_to_keep", *t.MaxCkptToKeep, 1)
+	}
+
+	v.atLeast("agent.max_steps", c.Agent.MaxSteps, 1)
+	if c.Agent.TrajectoryTimeout != nil {
+		v.positive("agent.trajectory_timeout_s", *c.Agent.TrajectoryTimeout)
+	}
+	w := c.Workflow
+	v.atLeast("workflow.n_parallel_tasks", w.NParallelTasks, 1)
+	v.atLeast("workflow.retry_limit", w.RetryLimit, 0)
+	if w.UseWorkflow {
+		// rLLM's AgentTrainer refuses agent/env settings next to a
+		// workflow: they belong in the workflow's own arguments.
+		for _, key := range []string{"agent.name", "agent.args", "env.name", "env.args"} {
+			if o := origin(key); o.Layer != "" && o.Layer != "default" {
+				v.fail(key, "is set, but workflow.use_workflow is true; put agent and env settings under workflow.args (agent_cls, agent_args, env_cls, env_args)")
+			}
+		}
+		if w.Name == "" {
+			v.fail("workflow.name", "is empty, but workflow.use_workflow is true; name a registered workflow (rllm list workflows)")
+		}
+	}
+
+	f := c.Filters
+	v.atLeast("filters.rejection_sample.multiplier", f.RejectionSample.Multiplier, 1)
+	v.atLeast("filters.rejection_sample.min_partial_solve_tasks", f.RejectionSample.MinPartialSolveTasks, 0)
+
+	b := c.Backend
+	v.oneOf("backend.name", b.Name, BackendNames)
+	v.atLeast("backend.local.layers", b.Local.Layers, 1)
+	v.atLeast("backend.local.d_model", b.Local.DModel, 1)
+	v.atLeast("backend.local.heads", b.Local.Heads, 1)
+	if b.Local.Heads >= 1 && b.Local.DModel%b.Local.Heads != 0 {
+		v.fail("backend.local.heads", "(%d) must divide backend.local.d_model (%d)", b.Local.Heads, b.Local.DModel)
+	}
+	v.atLeast("backend.local.context", b.Local.Context, 2)
+	v.positive("backend.local.lr", b.Local.LR)
+	v.atLeast("backend.local.threads", b.Local.Threads, 0)
+	if b.Name == "local" && b.Local.Context < 2 {
+		v.fail("backend.local.context", "is too small")
+	}
+	tk := b.Tinker
+	if b.Name == "tinker" {
+		if !strings.HasPrefix(tk.BaseURL, "http://") && !strings.HasPrefix(tk.BaseURL, "https://") {
+			v.fail("backend.tinker.base_url", "must be an http:// or https:// URL, got %q", tk.BaseURL)
+		}
+		if tk.APIKeyEnv == "" && tk.APIKeyFile == "" {
+			v.fail("backend.tinker.api_key_env", "and backend.tinker.api_key_file are both empty; name the variable (e.g. TINKER_API_KEY) or file that holds the key")
+		}
+		if tk.BaseModel == "" {
+			v.fail("backend.tinker.base_model", "is empty; name the base model, e.g. Qwen/Qwen3-8B")
+		}
+	}
+	if tk.APIKeyEnv != "" && tk.APIKeyFile != "" {
+		v.fail("backend.tinker.api_key_file", "and backend.tinker.api_key_env are both set; keep one")
+	}
+	v.atLeast("backend.tinker.lora_rank", tk.LoRARank, 1)
+	v.positive("backend.tinker.heartbeat_s", tk.HeartbeatS)
+	return v.errs
+}
+
+// EffectiveLR is actor.optim.lr, or the backend's recommended rate when
+// it is null.
+func (c *Config) EffectiveLR() float64 {
+	if c.Actor.Optim.LR != nil {
+		return *c.Actor.Optim.LR
+	}
+	if c.Backend.Name == "tinker" {
+		return 2e-5
+	}
+	return c.Backend.Local.LR
+}
+
+// EffectiveMiniBatch is actor.ppo_mini_batch_size in tasks, or the whole
+// training batch when it is null.
+func (c *Config) EffectiveMiniBatch() int {
+	if c.Actor.PPOMiniBatchSize != nil {
+		return *c.Actor.PPOMiniBatchSize
+	}
+	return c.Data.TrainBatchSize
+}
+
+// EffectiveMaxTokens is rollout.max_tokens, or data.max_response_length
+// when it is null.
+func (c *Config) EffectiveMaxTokens() int {
+	if c.Rollout.MaxTokens != nil {
+		return *c.Rollout.MaxTokens
+	}
+	return c.Data.MaxResponseLength
+}
