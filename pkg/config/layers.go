@@ -209,6 +209,12 @@ func parseOverride(s string, layer string) (entry, *Error) {
 	}
 	e.rawKey = key
 	e.key, e.aliased = canonical(key)
+	if last := key[strings.LastIndexByte(key, '.')+1:]; secretKey.MatchString(last) && e.op != opDelete &&
+		!strings.HasSuffix(last, "_env") && !strings.HasSuffix(last, "_file") {
+		// The origin is printed by config show and in errors: never the secret.
+		e.origin.Source = key + "=" + redactedValue
+		o = e.origin
+	}
 	s2 := schema()
 	if s2.leaves[e.key] == nil && s2.mapLeaf(e.key) == nil {
 		if s2.sections[e.key] {
@@ -254,7 +260,8 @@ func parseEnv(environ []string) ([]entry, Errors, []string) {
 	sort.Strings(vars)
 	for _, kv := range vars {
 		name, val, ok := strings.Cut(kv, "=")
-		if !ok || !strings.HasPrefix(name, envPrefix) {
+		// An empty variable counts as unset, as most tools treat it.
+		if !ok || !strings.HasPrefix(name, envPrefix) || val == "" {
 			continue
 		}
 		rest := name[len(envPrefix):]

@@ -11,6 +11,7 @@ import (
 	"syscall"
 
 	"github.com/go-viper/mapstructure/v2"
+	"github.com/knadh/koanf/providers/confmap"
 	"github.com/knadh/koanf/v2"
 
 	"github.com/rllm-org/rllm-go/configs"
@@ -191,12 +192,25 @@ func (ld *loader) parseOverrides(list []string, layer string) []entry {
 }
 
 // apply type-checks one layer's entries and writes them to the store.
+// Plain values are written in one batch per layer: koanf re-flattens the
+// whole tree on every write, which made a load quadratic in its keys.
 func (ld *loader) apply(entries []entry) {
 	type setBy struct {
 		e   entry
 		val any
 	}
 	layerSet := map[string]setBy{}
+	pending := map[string]any{}
+	flush := func() {
+		if len(pending) == 0 {
+			return
+		}
+		if err := ld.store.Load(confmap.Provider(pending, "."), nil); err != nil {
+			ld.errs.add("", Origin{}, "cannot apply configuration layer: %v", err)
+		}
+		pending = map[string]any{}
+	}
+	defer flush()
 	s := schema()
 	for _, e := range entries {
 		if e.aliased && !ld.notedKeys[e.rawKey] {
@@ -204,14 +218,19 @@ func (ld *loader) apply(entries []entry) {
 			ld.notices = append(ld.notices, fmt.Sprintf("%s is the rLLM/verl name of %s; using %s", e.rawKey, e.key, e.key))
 		}
 		l := s.leaves[e.key]
+		// Map-valued keys merge with what is below them, so their order
+		// against other writes matters: write them one at a time.
+		mapish := l == nil || l.kind == kindOpenMap || l.kind == kindStringMap
 		switch e.op {
 		case opDelete:
+			flush()
 			switch {
 			case l == nil: // a key inside an args map
 				ld.store.Delete(e.key)
+				ld.origins[e.key] = e.origin
 			case l.nullable:
 				ld.set(e.key, nil, e.origin)
-			case l.kind == kindOpenMap || l.kind == kindStringMap || l.kind == kindStringList || l.kind == kindFloatList:
+			case mapish || l.kind == kindStringList || l.kind == kindFloatList:
 				ld.store.Delete(e.key)
 				empty, _ := coerce(l, nil, "", false)
 				if l.kind == kindFloatList {
@@ -227,13 +246,17 @@ func (ld *loader) apply(entries []entry) {
 				ld.errs.add(e.key, e.origin, "+= appends to a list, and this key is not a list; use = instead")
 				continue
 			}
-			cur, _ := asList(ld.store.Get(e.key))
-			if more, ok := asList(e.value); ok {
-				cur = append(cur, more...)
-			} else {
-				cur = append(cur, e.value)
+			cur, ok := pending[e.key]
+			if !ok {
+				cur = ld.store.Get(e.key)
 			}
-			e.value, e.hasRaw = cur, false
+			items, _ := asList(cur)
+			if more, ok := asList(e.value); ok {
+				items = append(items, more...)
+			} else {
+				items = append(items, e.value)
+			}
+			e.value, e.hasRaw = items, false
 		}
 		val := e.value
 		if l != nil {
@@ -251,10 +274,13 @@ func (ld *loader) apply(entries []entry) {
 			continue
 		}
 		layerSet[e.key] = setBy{e, val}
-		if l != nil && (l.kind == kindStringList || l.kind == kindFloatList) {
-			ld.store.Delete(e.key) // lists are replaced, never merged
+		if mapish {
+			flush()
+			ld.set(e.key, val, e.origin)
+			continue
 		}
-		ld.set(e.key, val, e.origin)
+		pending[e.key] = val
+		ld.origins[e.key] = e.origin
 	}
 }
 

@@ -9,7 +9,7 @@ import (
 )
 
 // secretKey matches argument names whose values must never be printed.
-var secretKey = regexp.MustCompile(`(?i)(api[_-]?key|secret|password|passwd|access[_-]?token|auth[_-]?token|bearer)`)
+var secretKey = regexp.MustCompile(`(?i)(api[_-]?key|secret|password|passwd|(^|[_-])token$|bearer|credential)`)
 
 const redactedValue = "<redacted>"
 
