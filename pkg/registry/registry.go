@@ -1,0 +1,200 @@
+// Package registry holds the named, self-describing entries that configs
+// select by name: agents, environments, workflows, reward functions and
+// tools. Each kind keeps one Registry, filled from init() functions the way
+// database/sql drivers register, so importing a package is enough to make
+// its entries selectable. Registries are the only global state in rllm.
+package registry
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+)
+
+// Arg describes one accepted argument of an entry. Type is one of int,
+// float, string, bool, list or map (any accepts whatever the config holds).
+type Arg struct {
+	Name    string `json:"name"`
+	Type    string `json:"type"`
+	Default any    `json:"default"`
+	Doc     string `json:"doc"`
+}
+
+// Entry is one registered thing: its name, a one-line description, the
+// arguments it accepts and the value a caller uses to build it (usually a
+// factory function).
+type Entry[T any] struct {
+	Name        string
+	Description string
+	Args        []Arg
+	New         T
+}
+
+// Info is what `rllm list` prints about an entry.
+type Info struct {
+	Name        string `json:"name"`
+	Description string `json:"description"`
+	Args        []Arg  `json:"args"`
+}
+
+// Registry is a set of entries of one kind ("agent", "env", ...). It is
+// safe for concurrent use.
+type Registry[T any] struct {
+	kind    string
+	mu      sync.RWMutex
+	entries map[string]Entry[T]
+}
+
+// New returns an empty registry; kind names it in error messages and is
+// the config section its names come from (agent.name, env.name, ...).
+func New[T any](kind string) *Registry[T] {
+	return &Registry[T]{kind: kind, entries: map[string]Entry[T]{}}
+}
+
+// Kind is the name of what this registry holds.
+func (r *Registry[T]) Kind() string { return r.kind }
+
+// Register adds e. Registering an empty name, a duplicate name or a
+// malformed argument list is a programming error caught at init time, so
+// it panics like sql.Register does.
+func (r *Registry[T]) Register(e Entry[T]) {
+	if e.Name == "" {
+		panic(fmt.Sprintf("registry: %s registered without a name", r.kind))
+	}
+	seen := map[string]bool{}
+	for _, a := range e.Args {
+		if a.Name == "" || seen[a.Name] {
+			panic(fmt.Sprintf("registry: %s %q has an empty or duplicate argument name %q", r.kind, e.Name, a.Name))
+		}
+		if !knownType(a.Type) {
+			panic(fmt.Sprintf("registry: %s %q argument %q has unknown type %q", r.kind, e.Name, a.Name, a.Type))
+		}
+		seen[a.Name] = true
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, dup := r.entries[e.Name]; dup {
+		panic(fmt.Sprintf("registry: %s %q registered twice", r.kind, e.Name))
+	}
+	r.entries[e.Name] = e
+}
+
+// Lookup finds name. The error names the config key (e.g. "agent.name"),
+// lists what exists and suggests the closest name.
+func (r *Registry[T]) Lookup(name string) (Entry[T], error) {
+	r.mu.RLock()
+	e, ok := r.entries[name]
+	r.mu.RUnlock()
+	if ok {
+		return e, nil
+	}
+	names := r.Names()
+	key := r.kind + ".name"
+	if name == "" {
+		return e, &ConfigError{Key: key, Msg: fmt.Sprintf("%s is empty; set it to one of: %s", key, strings.Join(names, ", "))}
+	}
+	msg := fmt.Sprintf("%s %q is not a registered %s", key, name, r.kind)
+	if s := Suggest(name, names); s != "" {
+		msg += fmt.Sprintf("; did you mean %q?", s)
+	} else {
+		msg += fmt.Sprintf("; known: %s", strings.Join(names, ", "))
+	}
+	return e, &ConfigError{Key: key, Msg: msg}
+}
+
+// Names lists registered names in sorted order.
+func (r *Registry[T]) Names() []string {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	names := make([]string, 0, len(r.entries))
+	for n := range r.entries {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// List describes every entry, sorted by name.
+func (r *Registry[T]) List() []Info {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	out := make([]Info, 0, len(r.entries))
+	for _, e := range r.entries {
+		out = append(out, e.Info())
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// Info describes e for listings.
+func (e Entry[T]) Info() Info {
+	args := e.Args
+	if args == nil {
+		args = []Arg{}
+	}
+	return Info{Name: e.Name, Description: e.Description, Args: args}
+}
+
+// Resolve checks args against the entry's declared arguments and returns
+// them with defaults filled in. keyPrefix is the config path of the args
+// map (e.g. "agent.args") and appears in every error.
+func (e Entry[T]) Resolve(keyPrefix string, args map[string]any) (Values, error) {
+	return resolve(e.Args, keyPrefix, args)
+}
+
+// ConfigError is a mistake a user fixes in their config: exit code 2.
+type ConfigError struct {
+	Key string // the config key at fault, e.g. "agent.args.max_steps"
+	Msg string
+}
+
+func (e *ConfigError) Error() string { return e.Msg }
+
+// ExitCode marks configuration mistakes for the CLI.
+func (e *ConfigError) ExitCode() int { return 2 }
+
+// Suggest returns the candidate closest to name by edit distance, or ""
+// when nothing is close enough to be a plausible typo.
+func Suggest(name string, candidates []string) string {
+	best, bestDist := "", -1
+	for _, c := range candidates {
+		d := editDistance(strings.ToLower(name), strings.ToLower(c))
+		if bestDist < 0 || d < bestDist {
+			best, bestDist = c, d
+		}
+	}
+	limit := len(name)/3 + 1
+	if bestDist < 0 || bestDist > limit {
+		// A prefix or substring match still deserves a hint
+		// ("frozen" for "frozenlake").
+		for _, c := range candidates {
+			if len(name) >= 3 && (strings.Contains(c, name) || strings.Contains(name, c)) {
+				return c
+			}
+		}
+		return ""
+	}
+	return best
+}
+
+func editDistance(a, b string) int {
+	ra, rb := []rune(a), []rune(b)
+	prev := make([]int, len(rb)+1)
+	cur := make([]int, len(rb)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(ra); i++ {
+		cur[0] = i
+		for j := 1; j <= len(rb); j++ {
+			cost := 1
+			if ra[i-1] == rb[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(rb)]
+}
