@@ -18,7 +18,7 @@ func TestEval(t *testing.T) {
 		{"1/3*3", "1", 3, nil},
 		{"-(2-5)", "3", 2, nil},
 		{" 8 / ( 3 - 8 / 3 ) ", "24", 4, nil}, // the classic 24 puzzle, exact only with rationals
-		{"10-2-3", "5", 3, nil},              // left associative
+		{"10-2-3", "5", 3, nil},               // left associative
 		{"12/2/3", "2", 3, nil},
 		{"1/0", "", 0, ErrDivByZero},
 		{"1/(2-2)", "", 0, ErrDivByZero},
