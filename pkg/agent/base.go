@@ -77,6 +77,9 @@ func ObservationText(obs any) string {
 	case fmt.Stringer:
 		return o.String()
 	case map[string]any:
+		if len(o) == 0 {
+			return ""
+		}
 		for _, k := range []string{"question", "problem", "prompt", "observation"} {
 			if s, ok := o[k].(string); ok {
 				return s

@@ -29,6 +29,10 @@ type Entry[T any] struct {
 	Description string
 	Args        []Arg
 	New         T
+	// Validate, when set, checks resolved args further (ranges, nested
+	// maps) so that mistakes surface when the config is loaded rather
+	// than in the middle of a rollout.
+	Validate func(Values) error
 }
 
 // Info is what `rllm list` prints about an entry.
@@ -140,7 +144,16 @@ func (e Entry[T]) Info() Info {
 // them with defaults filled in. keyPrefix is the config path of the args
 // map (e.g. "agent.args") and appears in every error.
 func (e Entry[T]) Resolve(keyPrefix string, args map[string]any) (Values, error) {
-	return resolve(e.Args, keyPrefix, args)
+	v, err := resolve(e.Args, keyPrefix, args)
+	if err != nil {
+		return nil, err
+	}
+	if e.Validate != nil {
+		if err := e.Validate(v); err != nil {
+			return nil, err
+		}
+	}
+	return v, nil
 }
 
 // ConfigError is a mistake a user fixes in their config: exit code 2.

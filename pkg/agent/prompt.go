@@ -1,0 +1,56 @@
+package agent
+
+import (
+	"strings"
+
+	"github.com/rllm-org/rllm-go/pkg/episode"
+	"github.com/rllm-org/rllm-go/pkg/registry"
+	"github.com/rllm-org/rllm-go/pkg/sampler"
+)
+
+// Prompt is the agent of single-turn tasks (rLLM's MathAgent and kin): it
+// asks the task's question, optionally after a system prompt and with an
+// instruction appended, and hands the whole reply to the env, which
+// extracts and scores the answer.
+type Prompt struct {
+	Base
+	System      string
+	Instruction string
+}
+
+// PromptArgs are the arguments of every Prompt-based agent; defaults are
+// per task.
+func PromptArgs(system, instruction string) []registry.Arg {
+	return []registry.Arg{
+		{Name: "system_prompt", Type: "string", Default: system, Doc: "system message sent first (empty: none)"},
+		{Name: "instruction", Type: "string", Default: instruction, Doc: "text appended to the question after a space (empty: none)"},
+	}
+}
+
+// NewPrompt builds a Prompt agent from PromptArgs values.
+func NewPrompt(args registry.Values) (Agent, error) {
+	return &Prompt{System: args.String("system_prompt"), Instruction: args.String("instruction")}, nil
+}
+
+// UpdateFromEnv turns the first observation (the task row) into the
+// question; later observations of a single-turn env carry nothing to say.
+func (p *Prompt) UpdateFromEnv(obs any, _ float64, done bool, _ map[string]any) {
+	text := ObservationText(obs)
+	if done || text == "" {
+		return
+	}
+	if len(p.Msgs) == 0 && p.System != "" {
+		p.AddSystem(p.System)
+	}
+	if len(p.Traj.Steps) == 0 && p.Instruction != "" {
+		text = strings.TrimRight(text, " ") + " " + p.Instruction
+	}
+	p.AddUser(text)
+}
+
+// UpdateFromModel passes the whole reply on as the answer.
+func (p *Prompt) UpdateFromModel(resp sampler.Response) episode.Action {
+	act := episode.Action{Content: resp.Text}
+	p.RecordModel(resp, act)
+	return act
+}

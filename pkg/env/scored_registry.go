@@ -1,0 +1,31 @@
+package env
+
+import (
+	"github.com/rllm-org/rllm-go/pkg/episode"
+	"github.com/rllm-org/rllm-go/pkg/registry"
+	"github.com/rllm-org/rllm-go/pkg/reward"
+)
+
+// RegisterScored registers a single-turn env named name that scores the
+// reply with the reward function rewardName. Its one argument,
+// reward_args, is checked against that reward function's arguments.
+func RegisterScored(name, rewardName, description string) {
+	Register(Definition{
+		Name:        name,
+		Description: description,
+		Args: []registry.Arg{
+			{Name: "reward_args", Type: "map", Default: map[string]any(nil), Doc: "arguments of the " + rewardName + " reward function (see rllm list rewards)"},
+		},
+		Validate: func(args registry.Values) error {
+			_, err := reward.New(rewardName, "env.args.reward_args", args.Map("reward_args"))
+			return err
+		},
+		New: func(task episode.Task, args registry.Values) (Env, error) {
+			fn, err := reward.New(rewardName, "env.args.reward_args", args.Map("reward_args"))
+			if err != nil {
+				return nil, err
+			}
+			return &Scored{Task: task, Reward: fn}, nil
+		},
+	})
+}
