@@ -39,10 +39,10 @@ func TestTransitions4x4(t *testing.T) {
 		{false, 0, Down, []Transition{{1, 4, 0, false}}},
 		{false, 0, Right, []Transition{{1, 1, 0, false}}},
 		{false, 0, Up, []Transition{{1, 0, 0, false}}},
-		{false, 1, Down, []Transition{{1, 5, 0, true}}},   // into a hole
+		{false, 1, Down, []Transition{{1, 5, 0, true}}},    // into a hole
 		{false, 14, Right, []Transition{{1, 15, 1, true}}}, // onto the goal
 		{false, 10, Down, []Transition{{1, 14, 0, false}}},
-		{false, 5, Up, []Transition{{1, 5, 0, true}}},   // holes absorb
+		{false, 5, Up, []Transition{{1, 5, 0, true}}},     // holes absorb
 		{false, 15, Left, []Transition{{1, 15, 0, true}}}, // so does the goal
 		{true, 14, Right, []Transition{{third, 14, 0, false}, {third, 15, 1, true}, {third, 10, 0, false}}},
 		{true, 0, Left, []Transition{{third, 0, 0, false}, {third, 0, 0, false}, {third, 4, 0, false}}},
