@@ -1,6 +1,8 @@
 package env
 
 import (
+	"sync"
+
 	"github.com/rllm-org/rllm-go/pkg/episode"
 	"github.com/rllm-org/rllm-go/pkg/registry"
 	"github.com/rllm-org/rllm-go/pkg/reward"
@@ -10,6 +12,7 @@ import (
 // reply with the reward function rewardName. Its one argument,
 // reward_args, is checked against that reward function's arguments.
 func RegisterScored(name, rewardName, description string) {
+	singleTurn.Store(name, true)
 	Register(Definition{
 		Name:        name,
 		Description: description,
@@ -28,4 +31,13 @@ func RegisterScored(name, rewardName, description string) {
 			return &Scored{Task: task, Reward: fn}, nil
 		},
 	})
+}
+
+var singleTurn sync.Map
+
+// IsSingleTurn reports whether env name ends after one step (it was
+// registered with RegisterScored).
+func IsSingleTurn(name string) bool {
+	_, ok := singleTurn.Load(name)
+	return ok
 }

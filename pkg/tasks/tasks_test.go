@@ -153,3 +153,11 @@ func TestFrozenLakeGenerate(t *testing.T) {
 		}
 	}
 }
+
+func TestDefaultWorkflow(t *testing.T) {
+	for env, want := range map[string]string{"math": "single_turn", "arith": "single_turn", "countdown": "single_turn", "search": "single_turn", "frozenlake": "multi_turn"} {
+		if got := workflow.DefaultName(env); got != want {
+			t.Errorf("%s: %s, want %s", env, got, want)
+		}
+	}
+}

@@ -15,6 +15,10 @@ import (
 // shapingArgs are accepted by both built-in workflows (rLLM's
 // workflow_args).
 var shapingArgs = []registry.Arg{
+	{Name: "agent_cls", Type: "string", Default: "", Doc: "registered agent (rLLM's workflow_args spelling); empty: agent.name"},
+	{Name: "agent_args", Type: "map", Default: map[string]any(nil), Doc: "arguments of agent_cls; used with agent_cls"},
+	{Name: "env_cls", Type: "string", Default: "", Doc: "registered env; empty: env.name"},
+	{Name: "env_args", Type: "map", Default: map[string]any(nil), Doc: "arguments of env_cls; used with env_cls"},
 	{Name: "gamma", Type: "float", Default: 1.0, Doc: "discount of the Monte Carlo return stored in each step"},
 	{Name: "reward_bonus_coeff", Type: "float", Default: 0.0, Doc: "step-reward shaping: r_i += c·(r_i − r_{i−1})"},
 }
@@ -64,6 +68,13 @@ type AgentEnv struct {
 func newAgentEnv(args registry.Values, deps Deps, maxSteps int) (*AgentEnv, error) {
 	if deps.Sampler == nil {
 		return nil, errors.New("workflow: Deps.Sampler is nil")
+	}
+	// rLLM's workflow mode names agent and env inside workflow_args.
+	if n := args.String("agent_cls"); n != "" {
+		deps.Agent = Component{Name: n, Args: args.Map("agent_args")}
+	}
+	if n := args.String("env_cls"); n != "" {
+		deps.Env = Component{Name: n, Args: args.Map("env_args")}
 	}
 	w := &AgentEnv{
 		deps: deps, maxSteps: maxSteps,

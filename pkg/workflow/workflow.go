@@ -89,3 +89,13 @@ func New(name string, args map[string]any, deps Deps) (Workflow, error) {
 	}
 	return d.New(v, deps)
 }
+
+// DefaultName picks the built-in workflow for an env when workflow.name
+// is empty: single_turn for single-turn envs (math, countdown, arith,
+// search), multi_turn for the rest.
+func DefaultName(envName string) string {
+	if env.IsSingleTurn(envName) {
+		return "single_turn"
+	}
+	return "multi_turn"
+}

@@ -282,3 +282,22 @@ func TestConcurrentEpisodes(t *testing.T) {
 		}
 	}
 }
+
+func TestWorkflowArgsNameAgentAndEnv(t *testing.T) {
+	// rLLM's workflow mode: agent and env given inside workflow.args.
+	d := deps(samplertest.Texts("3"))
+	d.Agent, d.Env = workflow.Component{}, workflow.Component{}
+	w, err := workflow.New("single_turn", map[string]any{
+		"agent_cls": "test_guess", "env_cls": "test_guess", "env_args": map[string]any{"target": 3},
+	}, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ep, err := w.Run(context.Background(), episode.Task{}, "w:0")
+	if err != nil || !ep.IsCorrect {
+		t.Fatalf("%+v %v", ep, err)
+	}
+	if got := workflow.DefaultName("test_guess"); got != "multi_turn" {
+		t.Errorf("default workflow for a multi-step env: %s", got)
+	}
+}
