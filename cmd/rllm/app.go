@@ -89,6 +89,8 @@ func newRootCmd(a *App) *cobra.Command {
 		newValidateConfigCmd(a),
 		newConfigCmd(a),
 		newVersionCmd(a),
+		newListCmd(a),
+		newDataCmd(a),
 	)
 	return root
 }
