@@ -41,6 +41,9 @@ func runTrain(a *App, opts *trainOptions) error {
 		return err
 	}
 	c := ld.Config
+	if err := checkComponents(c); err != nil {
+		return err
+	}
 	fmt.Fprintf(a.Stderr, "rllm: train: backend %s, agent %s, env %s, %d tasks x %d episodes per step, estimator %s\n",
 		c.Backend.Name, c.Agent.Name, c.Env.Name, c.Data.TrainBatchSize, c.Rollout.N, c.Algorithm.AdvEstimator)
 	return errTrainerNotWired

@@ -37,6 +37,9 @@ func runValidateConfig(a *App, opts *validateConfigOptions) error {
 		return err
 	}
 	c := ld.Config
+	if err := checkComponents(c); err != nil {
+		return err
+	}
 	_, err = fmt.Fprintf(a.Stdout, "configuration is valid: backend %s, agent %s, env %s, %d tasks x %d episodes per step\n",
 		c.Backend.Name, c.Agent.Name, c.Env.Name, c.Data.TrainBatchSize, c.Rollout.N)
 	return err
