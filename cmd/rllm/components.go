@@ -59,4 +59,3 @@ func checkComponents(c *config.Config) error {
 	_, err := workflow.New(name, args, deps)
 	return err
 }
-
