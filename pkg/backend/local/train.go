@@ -14,6 +14,7 @@ type workspace struct {
 	rstdF  []float32
 	nf     []float32
 	logits []float32 // [T,V]
+	lse    []float64 // [T] log Σ exp(logits) per row
 
 	// backward scratch
 	dx, dn, datt, dqkv, dh, dlogits []float32
@@ -33,7 +34,7 @@ func newWorkspace(c Config) *workspace {
 		ws.blocks = append(ws.blocks, b)
 		prev = b.out
 	}
-	ws.xf, ws.rstdF, ws.nf, ws.logits = prev, f(T), f(T*d), f(T*V)
+	ws.xf, ws.rstdF, ws.nf, ws.logits, ws.lse = prev, f(T), f(T*d), f(T*V), make([]float64, T)
 	ws.dx, ws.dn, ws.datt, ws.dqkv, ws.dh, ws.dlogits = f(T*d), f(T*d), f(T*d), f(T*3*d), f(T*ff), f(T*V)
 	return ws
 }
@@ -58,6 +59,9 @@ func (ws *workspace) forward(w *weights, tokens []int) {
 	}
 	rmsNorm(ws.nf, ws.rstdF, ws.xf, w.finalNorm, T, d)
 	matMul(ws.logits[:T*V], ws.nf[:T*d], w.head, T, d, V)
+	for i := range T {
+		ws.lse[i] = logSumExp(ws.logits[i*V : (i+1)*V])
+	}
 }
 
 // backward adds to g the gradient of Σ_i dlp[i]·log p(targets[i]) after
@@ -73,7 +77,7 @@ func (ws *workspace) backward(w, g *weights, tokens, targets []int, dlp []float6
 			clear(drow)
 			continue
 		}
-		lse := logSumExp(row)
+		lse := ws.lse[i]
 		for v, z := range row {
 			drow[v] = float32(-dlp[i] * math.Exp(float64(z)-lse))
 		}
@@ -150,6 +154,6 @@ func attentionBackward(c Config, b *blockBufs, datt, dqkv []float32, T int) {
 func (ws *workspace) targetLogprobs(targets []int, out []float64) {
 	V := TokenizerVocab
 	for i, t := range targets {
-		out[i] = logSoftmaxAt(ws.logits[i*V:(i+1)*V], t)
+		out[i] = float64(ws.logits[i*V+t]) - ws.lse[i]
 	}
 }
