@@ -85,6 +85,8 @@ func newRootCmd(a *App) *cobra.Command {
 		return &usageError{msg: err.Error()}
 	})
 	root.AddCommand(
+		newServeCmd(a),
+		newSFTCmd(a),
 		newTrainCmd(a),
 		newValidateConfigCmd(a),
 		newConfigCmd(a),

@@ -1,0 +1,241 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/rllm-org/rllm-go/pkg/backend"
+	"github.com/rllm-org/rllm-go/pkg/backend/local"
+	"github.com/rllm-org/rllm-go/pkg/episode"
+)
+
+type sftOptions struct {
+	config      configFlags
+	args        []string
+	data        string
+	promptKey   string
+	responseKey string
+	epochs      int
+	batchSize   int
+	lr          float64
+	out         string
+	weights     string
+}
+
+func newSFTCmd(a *App) *cobra.Command {
+	opts := &sftOptions{}
+	cmd := &cobra.Command{
+		Use:   "sft --data FILE.jsonl [key=value ...]",
+		Short: "Supervised fine-tuning with cross_entropy on prompt/response pairs",
+		Long: `Fine-tune the policy on a JSON-lines file of {"prompt": ..., "response": ...}
+rows: each prompt is rendered as a user message with the chat template, and
+the loss (cross_entropy, summed over response tokens) is taken on the
+response and its end-of-message token only. Prints one loss line per step
+and the loss curve at the end; --out saves a checkpoint rllm serve and
+rllm train can load.`,
+		Example: `  rllm sft --data pairs.jsonl --epochs 5 --out checkpoints/sft
+  rllm sft --data pairs.jsonl --prompt-key question --response-key answer`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.args = args
+			switch {
+			case opts.data == "":
+				return usagef("--data is required: a JSON-lines file of prompt/response pairs")
+			case opts.epochs < 1:
+				return usagef("--epochs %d must be at least 1", opts.epochs)
+			case opts.batchSize < 1:
+				return usagef("--batch-size %d must be at least 1", opts.batchSize)
+			case opts.lr < 0 || math.IsNaN(opts.lr):
+				return usagef("--lr %g must be ≥ 0 (0 takes backend.local.lr)", opts.lr)
+			}
+			return runSFT(cmd.Context(), a, opts)
+		},
+		ValidArgsFunction: completeConfigKeys,
+	}
+	opts.config.register(cmd)
+	f := cmd.Flags()
+	f.StringVar(&opts.data, "data", "", "JSON-lines `FILE` of prompt/response rows")
+	f.StringVar(&opts.promptKey, "prompt-key", "prompt", "column holding the prompt")
+	f.StringVar(&opts.responseKey, "response-key", "response", "column holding the response")
+	f.IntVar(&opts.epochs, "epochs", 3, "passes over the data")
+	f.IntVar(&opts.batchSize, "batch-size", 8, "rows per optimizer step")
+	f.Float64Var(&opts.lr, "lr", 0, "learning rate (0 takes backend.local.lr)")
+	f.StringVar(&opts.out, "out", "", "checkpoint `DIR` to write at the end")
+	f.StringVar(&opts.weights, "weights", "", "checkpoint `DIR` to start from")
+	return cmd
+}
+
+func runSFT(ctx context.Context, a *App, opts *sftOptions) error {
+	ld, err := opts.config.load(a, opts.args)
+	if err != nil {
+		return err
+	}
+	readFile := a.ReadFile
+	if readFile == nil {
+		return fmt.Errorf("no file reader configured")
+	}
+	raw, err := readFile(opts.data)
+	if err != nil {
+		return &usageError{msg: fmt.Sprintf("cannot read --data %s: %v", opts.data, err)}
+	}
+	be, err := openLocalBackend(ctx, ld.Config, opts.weights)
+	if err != nil {
+		return err
+	}
+	defer be.Close()
+	data, err := sftDatums(opts.data, raw, opts.promptKey, opts.responseKey, localTokenizer(), be.Info().MaxContext)
+	if err != nil {
+		return err
+	}
+	lr := opts.lr
+	if lr == 0 {
+		lr = ld.Config.Backend.Local.LR
+	}
+	rng := rand.New(rand.NewPCG(uint64(ld.Config.Trainer.Seed), 0x736674))
+	curve, err := trainSFT(ctx, be, data, sftPlan{epochs: opts.epochs, batchSize: opts.batchSize, adam: sftAdam(lr), rng: rng}, a.Stdout)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(a.Stdout, "loss curve (per token): %s  %.4f -> %.4f\n", sparkline(curve), curve[0], curve[len(curve)-1])
+	if opts.out != "" {
+		path, err := be.SaveState(ctx, opts.out).Result(ctx)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(a.Stdout, "saved checkpoint to %s\n", path)
+	}
+	return nil
+}
+
+func sftAdam(lr float64) backend.AdamParams {
+	p := backend.DefaultAdamParams(lr)
+	p.Eps, p.GradClipNorm = 1e-8, 1
+	return p
+}
+
+// chatTokenizer is the part of a tokenizer SFT needs; a Tinker backend
+// brings its own.
+type chatTokenizer interface {
+	ChatTemplate(msgs []episode.Message, addGenerationPrompt bool) []int
+	Encode(text string, special bool) []int
+}
+
+// sftDatums turns JSON-lines rows into cross_entropy datums with weight 1
+// on the response tokens and the closing <|im_end|>.
+func sftDatums(file string, raw []byte, promptKey, responseKey string, tok chatTokenizer, context int) ([]backend.Datum, error) {
+	var data []backend.Datum
+	sc := bufio.NewScanner(bytes.NewReader(raw))
+	sc.Buffer(make([]byte, 1<<20), 64<<20)
+	line := 0
+	for sc.Scan() {
+		line++
+		text := strings.TrimSpace(sc.Text())
+		if text == "" {
+			continue
+		}
+		var row map[string]any
+		if err := json.Unmarshal([]byte(text), &row); err != nil {
+			return nil, usagef("%s:%d is not a JSON object: %v", file, line, err)
+		}
+		prompt, ok1 := row[promptKey].(string)
+		response, ok2 := row[responseKey].(string)
+		if !ok1 || !ok2 {
+			return nil, usagef("%s:%d lacks a %q or %q string; each line needs {%q: ..., %q: ...} (or set --prompt-key/--response-key)", file, line, promptKey, responseKey, promptKey, responseKey)
+		}
+		p := tok.ChatTemplate([]episode.Message{{Role: "user", Content: prompt}}, true)
+		full := append(p, tok.Encode(response, false)...)
+		full = append(full, local.TokenImEnd)
+		if len(full)-1 > context {
+			return nil, usagef("%s:%d is %d tokens after the chat template, more than the %d a model of context %d trains on; shorten it or raise backend.local.context", file, line, len(full), context+1, context)
+		}
+		n := len(full) - 1
+		w := make([]float64, n)
+		for i := len(p) - 1; i < n; i++ {
+			w[i] = 1
+		}
+		data = append(data, backend.Datum{Input: full[:n], LossFnInputs: backend.LossFnInputs{TargetTokens: full[1:], Weights: w}})
+	}
+	if err := sc.Err(); err != nil {
+		return nil, usagef("%s:%d: %v", file, line+1, err)
+	}
+	if len(data) == 0 {
+		return nil, usagef("%s has no rows; give at least one {%q: ..., %q: ...} line", file, promptKey, responseKey)
+	}
+	return data, nil
+}
+
+type sftPlan struct {
+	epochs, batchSize int
+	adam              backend.AdamParams
+	rng               *rand.Rand
+}
+
+// trainSFT runs the epochs through any TrainingBackend, queueing each
+// step's forward_backward and optim_step before waiting, and returns the
+// per-token loss of every step.
+func trainSFT(ctx context.Context, be backend.TrainingBackend, data []backend.Datum, plan sftPlan, out io.Writer) ([]float64, error) {
+	loss := backend.Loss{Name: backend.LossCrossEntropy}
+	steps := plan.epochs * ((len(data) + plan.batchSize - 1) / plan.batchSize)
+	var curve []float64
+	order := make([]int, len(data))
+	for i := range order {
+		order[i] = i
+	}
+	step := 0
+	for epoch := 1; epoch <= plan.epochs; epoch++ {
+		plan.rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+		for start := 0; start < len(order); start += plan.batchSize {
+			batch := make([]backend.Datum, 0, plan.batchSize)
+			var weight float64
+			for _, i := range order[start:min(start+plan.batchSize, len(order))] {
+				batch = append(batch, data[i])
+				for _, w := range data[i].LossFnInputs.Weights {
+					weight += w
+				}
+			}
+			fb := be.ForwardBackward(ctx, batch, loss)
+			opt := be.OptimStep(ctx, plan.adam)
+			res, err := fb.Result(ctx)
+			if err != nil {
+				return curve, err
+			}
+			if _, err := opt.Result(ctx); err != nil {
+				return curve, err
+			}
+			step++
+			perToken := res.Metrics["loss:sum"] / max(weight, 1)
+			curve = append(curve, perToken)
+			fmt.Fprintf(out, "step %d/%d  epoch %d  loss %.4f\n", step, steps, epoch, perToken)
+		}
+	}
+	return curve, nil
+}
+
+// sparkline draws values as a row of block characters, high = tall.
+func sparkline(xs []float64) string {
+	const bars = "▁▂▃▄▅▆▇█"
+	runes := []rune(bars)
+	lo, hi := xs[0], xs[0]
+	for _, x := range xs {
+		lo, hi = min(lo, x), max(hi, x)
+	}
+	var b strings.Builder
+	for _, x := range xs {
+		k := 0
+		if hi > lo {
+			k = int((x - lo) / (hi - lo) * float64(len(runes)-1))
+		}
+		b.WriteRune(runes[k])
+	}
+	return b.String()
+}
+
+func localTokenizer() chatTokenizer { return local.Tokenizer{} }

@@ -1,0 +1,96 @@
+package local
+
+import (
+	"context"
+	"strings"
+	"sync"
+
+	"github.com/rllm-org/rllm-go/pkg/backend"
+	"github.com/rllm-org/rllm-go/pkg/sampler"
+)
+
+// ChatSampler lets workflows call the embedded policy through
+// sampler.Sampler: chats are rendered with the ChatML template, prompt ids
+// pass through, and the reply comes back as text plus the exact sampled
+// ids and logprobs. A trainer swaps in each newly published snapshot; a
+// call in flight keeps the snapshot it started with.
+type ChatSampler struct {
+	mu   sync.RWMutex
+	snap backend.TokenSampler
+}
+
+var _ sampler.Sampler = (*ChatSampler)(nil)
+
+// NewChatSampler samples from s until Swap replaces it.
+func NewChatSampler(s backend.TokenSampler) *ChatSampler { return &ChatSampler{snap: s} }
+
+// Swap makes later calls use s.
+func (c *ChatSampler) Swap(s backend.TokenSampler) {
+	c.mu.Lock()
+	c.snap = s
+	c.mu.Unlock()
+}
+
+// Current is the snapshot new calls use.
+func (c *ChatSampler) Current() backend.TokenSampler {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.snap
+}
+
+// Sample produces one completion.
+func (c *ChatSampler) Sample(ctx context.Context, req sampler.Request) (sampler.Response, error) {
+	snap := c.Current()
+	tok := Tokenizer{}
+	var prompt []int
+	switch {
+	case len(req.Messages) > 0 && len(req.PromptIDs) > 0:
+		return sampler.Response{}, inputErrorf("a sampler request sets both messages and prompt_ids; set exactly one")
+	case len(req.Tools) > 0:
+		return sampler.Response{}, inputErrorf("the embedded policy cannot call tools (the request lists %d); use a workflow without tools or an OpenAI-compatible server", len(req.Tools))
+	case len(req.Messages) > 0:
+		prompt = tok.ChatTemplate(req.Messages, true)
+	default:
+		prompt = req.PromptIDs
+	}
+	res, err := snap.Sample(ctx, backend.SampleRequest{Prompt: prompt, NumSamples: 1, Params: TokenParams(req.Params)})
+	if err != nil {
+		return sampler.Response{}, err
+	}
+	seq := res.Sequences[0]
+	text, err := ReplyText(seq)
+	if err != nil {
+		return sampler.Response{}, err
+	}
+	return sampler.Response{
+		Text:          text,
+		PromptIDs:     prompt,
+		CompletionIDs: seq.Tokens,
+		Logprobs:      seq.Logprobs,
+		FinishReason:  seq.StopReason,
+		StopReason:    seq.MatchedStop,
+		Model:         snap.Name(),
+	}, nil
+}
+
+// TokenParams maps OpenAI-style sampling settings onto the token sampler's
+// (top_k -1 means off in both).
+func TokenParams(p sampler.Params) backend.SamplingParams {
+	return backend.SamplingParams{
+		MaxTokens: p.MaxTokens, Temperature: p.Temperature, TopP: p.TopP, TopK: p.TopK,
+		Stop: p.Stop, StopTokenIDs: p.StopTokenIDs, Seed: p.Seed,
+	}
+}
+
+// ReplyText is the text of a sampled sequence as vLLM returns it: special
+// tokens skipped and a matched stop string cut off.
+func ReplyText(seq backend.SampledSequence) (string, error) {
+	text, err := Tokenizer{}.Decode(seq.Tokens, true)
+	if err != nil {
+		return "", err
+	}
+	if seq.MatchedStop != "" {
+		text = strings.TrimSuffix(text, seq.MatchedStop)
+	}
+	return text, nil
+}

@@ -1,0 +1,313 @@
+package local
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/rllm-org/rllm-go/pkg/backend"
+)
+
+// MaxSamples bounds num_samples in one request.
+const MaxSamples = 1024
+
+// Snapshot is an immutable copy of the weights published for sampling. It
+// implements backend.TokenSampler.
+//
+// Logprobs: each sampled token's logprob is log_softmax(logits)[token] of
+// the unmodified model at temperature 1, before temperature, top-k or
+// top-p shape the sampling distribution (vLLM's default "raw_logprobs").
+// That is exactly what Forward and ForwardBackward compute for the same
+// sequence, so an importance ratio of the snapshot against itself is 1.
+// With temperature ≠ 1 or truncation the tokens come from a different
+// distribution than these logprobs describe; the trainer must know that.
+type Snapshot struct {
+	name    string
+	version int
+	w       *weights
+	workers int
+}
+
+var _ backend.TokenSampler = (*Snapshot)(nil)
+
+// Name is the snapshot's name, e.g. "local-v3".
+func (s *Snapshot) Name() string { return s.name }
+
+// Version is the snapshot's number, counting from 1 per backend.
+func (s *Snapshot) Version() int { return s.version }
+
+// Config is the model configuration of the snapshot.
+func (s *Snapshot) Config() Config { return s.w.cfg }
+
+// Tokenizer is the snapshot's tokenizer.
+func (s *Snapshot) Tokenizer() Tokenizer { return Tokenizer{} }
+
+// Sample draws req.NumSamples completions of req.Prompt. The prompt is run
+// once and its KV cache shared; the sequences then decode in parallel.
+func (s *Snapshot) Sample(ctx context.Context, req backend.SampleRequest) (backend.SampleResult, error) {
+	cfg := s.w.cfg
+	if err := validateSampleRequest(&req, cfg.Context); err != nil {
+		return backend.SampleResult{}, err
+	}
+	n := max(req.NumSamples, 1)
+	prefill := newDecoder(cfg, len(req.Prompt))
+	first := slices.Clone(prefill.step(s.w, req.Prompt))
+
+	seed := rand.Uint64()
+	if req.Params.Seed != nil {
+		seed = uint64(*req.Params.Seed)
+	}
+	out := make([]backend.SampledSequence, n)
+	workers := max(1, min(s.workers, n))
+	var wg sync.WaitGroup
+	errs := make([]error, workers)
+	for wk := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			dec := prefill.fork()
+			for i := wk; i < n; i += workers {
+				if i != wk {
+					dec.reset(prefill)
+				}
+				rng := rand.New(rand.NewPCG(seed, uint64(i)))
+				seq, err := s.decode(ctx, dec, first, len(req.Prompt), req.Params, rng)
+				if err != nil {
+					errs[wk] = err
+					return
+				}
+				out[i] = seq
+			}
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return backend.SampleResult{}, err
+		}
+	}
+	return backend.SampleResult{Sequences: out}, nil
+}
+
+func (s *Snapshot) decode(ctx context.Context, dec *decoder, logits []float32, promptLen int, p backend.SamplingParams, rng *rand.Rand) (backend.SampledSequence, error) {
+	ctxLen := s.w.cfg.Context
+	maxTokens := ctxLen - promptLen
+	if p.MaxTokens > 0 {
+		maxTokens = min(maxTokens, p.MaxTokens)
+	}
+	var seq backend.SampledSequence
+	var text strings.Builder
+	scratch := make([]float64, TokenizerVocab)
+	for {
+		if err := ctx.Err(); err != nil {
+			return seq, err
+		}
+		lse := logSumExp(logits)
+		tok := choose(logits, p, rng, scratch)
+		seq.Tokens = append(seq.Tokens, tok)
+		seq.Logprobs = append(seq.Logprobs, float64(logits[tok])-lse)
+		if tok == TokenEOS || tok == TokenImEnd {
+			seq.StopReason = backend.StopReasonStop
+			return seq, nil
+		}
+		if slices.Contains(p.StopTokenIDs, tok) {
+			seq.StopReason, seq.MatchedStop = backend.StopReasonStop, strconv.Itoa(tok)
+			return seq, nil
+		}
+		if tok < 256 {
+			text.WriteByte(byte(tok))
+			for _, stop := range p.Stop {
+				if stop != "" && strings.HasSuffix(text.String(), stop) {
+					seq.StopReason, seq.MatchedStop = backend.StopReasonStop, stop
+					return seq, nil
+				}
+			}
+		}
+		if len(seq.Tokens) >= maxTokens {
+			seq.StopReason = backend.StopReasonLength
+			return seq, nil
+		}
+		logits = dec.step(s.w, []int{tok})
+	}
+}
+
+// choose draws a token from logits shaped by temperature, top-k and top-p.
+// Temperature 0 takes the most likely token (the first on a tie).
+func choose(logits []float32, p backend.SamplingParams, rng *rand.Rand, probs []float64) int {
+	if p.Temperature == 0 {
+		best := 0
+		for i, v := range logits {
+			if v > logits[best] {
+				best = i
+			}
+		}
+		return best
+	}
+	m := float64(slices.Max(logits))
+	var total float64
+	for i, v := range logits {
+		probs[i] = math.Exp((float64(v) - m) / p.Temperature)
+		total += probs[i]
+	}
+	topK := p.TopK > 0 && p.TopK < len(logits)
+	topP := p.TopP > 0 && p.TopP < 1
+	if !topK && !topP {
+		u := rng.Float64() * total
+		for i, q := range probs[:len(logits)] {
+			u -= q
+			if u < 0 {
+				return i
+			}
+		}
+		return len(logits) - 1
+	}
+	idx := make([]int, len(logits))
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortStableFunc(idx, func(a, b int) int {
+		switch {
+		case probs[a] > probs[b]:
+			return -1
+		case probs[a] < probs[b]:
+			return 1
+		}
+		return 0
+	})
+	keep := len(idx)
+	if topK {
+		keep = p.TopK
+	}
+	if topP {
+		var kept float64
+		for _, i := range idx[:keep] {
+			kept += probs[i]
+		}
+		var cum float64
+		for k, i := range idx[:keep] {
+			cum += probs[i]
+			if cum >= p.TopP*kept {
+				keep = k + 1
+				break
+			}
+		}
+	}
+	var kept float64
+	for _, i := range idx[:keep] {
+		kept += probs[i]
+	}
+	u := rng.Float64() * kept
+	for _, i := range idx[:keep] {
+		u -= probs[i]
+		if u < 0 {
+			return i
+		}
+	}
+	return idx[keep-1]
+}
+
+func validateSampleRequest(req *backend.SampleRequest, ctxLen int) error {
+	p := req.Params
+	switch {
+	case len(req.Prompt) == 0:
+		return inputErrorf("the prompt is empty; give at least one token")
+	case len(req.Prompt) >= ctxLen:
+		return inputErrorf("the prompt has %d tokens but the model's context is %d (prompt + reply); shorten the prompt", len(req.Prompt), ctxLen)
+	case req.NumSamples < 0 || req.NumSamples > MaxSamples:
+		return inputErrorf("num_samples is %d; use 1 to %d", req.NumSamples, MaxSamples)
+	case math.IsNaN(p.Temperature) || math.IsInf(p.Temperature, 0) || p.Temperature < 0:
+		return inputErrorf("temperature is %g; use a number ≥ 0 (0 is greedy)", p.Temperature)
+	case math.IsNaN(p.TopP) || p.TopP < 0 || p.TopP > 1:
+		return inputErrorf("top_p is %g; use a number in (0, 1] (0 or 1 disables it)", p.TopP)
+	case p.MaxTokens < 0:
+		return inputErrorf("max_tokens is %d; use a positive number (0 means up to the context)", p.MaxTokens)
+	}
+	for i, t := range req.Prompt {
+		if t < 0 || t >= TokenizerVocab {
+			return inputErrorf("prompt token %d is %d, outside the vocabulary [0, %d)", i, t, TokenizerVocab)
+		}
+	}
+	for _, t := range p.StopTokenIDs {
+		if t < 0 || t >= TokenizerVocab {
+			return inputErrorf("stop token id %d is outside the vocabulary [0, %d)", t, TokenizerVocab)
+		}
+	}
+	return nil
+}
+
+func inputErrorf(format string, args ...any) error {
+	return &backend.InputError{Msg: fmt.Sprintf(format, args...)}
+}
+
+// decoder is the KV cache of one sequence plus scratch for up to rows new
+// rows per step.
+type decoder struct {
+	cfg    Config
+	pos    int
+	caches [][]float32 // per layer: [ctx, 3d] q|k|v rows
+	bufs   []blockBufs
+	rstdF  []float32
+	nf     []float32
+	logits []float32
+}
+
+func newDecoder(c Config, rows int) *decoder {
+	d, ff, H := c.DModel, c.DFF, c.Heads
+	f := func(n int) []float32 { return make([]float32, n) }
+	dec := &decoder{cfg: c, rstdF: f(1), nf: f(d), logits: f(TokenizerVocab)}
+	prev := f(rows * d)
+	for range c.Layers {
+		b := blockBufs{
+			x: prev, rstd1: f(rows), n1: f(rows * d), qkv: f(c.Context * 3 * d), probs: f(H * rows * c.Context),
+			att: f(rows * d), x1: f(rows * d), rstd2: f(rows), n2: f(rows * d), hpre: f(rows * ff), hact: f(rows * ff), out: f(rows * d),
+			probStride: c.Context,
+		}
+		dec.caches = append(dec.caches, b.qkv)
+		dec.bufs = append(dec.bufs, b)
+		prev = b.out
+	}
+	return dec
+}
+
+// fork returns a one-row decoder holding a copy of dec's cache.
+func (dec *decoder) fork() *decoder {
+	f := newDecoder(dec.cfg, 1)
+	f.reset(dec)
+	return f
+}
+
+// reset copies src's cache (up to its position) into dec.
+func (dec *decoder) reset(src *decoder) {
+	n := src.pos * 3 * dec.cfg.DModel
+	for l := range dec.caches {
+		copy(dec.caches[l][:n], src.caches[l][:n])
+	}
+	dec.pos = src.pos
+}
+
+// step runs tokens at the next positions and returns the logits of the
+// last one (valid until the next step).
+func (dec *decoder) step(w *weights, tokens []int) []float32 {
+	c, d, n := dec.cfg, dec.cfg.DModel, len(tokens)
+	x := dec.bufs[0].x
+	for r, t := range tokens {
+		xi := x[r*d : (r+1)*d]
+		copy(xi, w.tokEmb[t*d:(t+1)*d])
+		for k, p := range w.posEmb[(dec.pos+r)*d : (dec.pos+r+1)*d] {
+			xi[k] += p
+		}
+	}
+	for l := range dec.bufs {
+		blockForward(c, &w.layers[l], &dec.bufs[l], dec.pos, n)
+	}
+	last := dec.bufs[len(dec.bufs)-1].out[(n-1)*d : n*d]
+	rmsNorm(dec.nf, dec.rstdF, last, w.finalNorm, 1, d)
+	matMul(dec.logits, dec.nf, w.head, 1, d, TokenizerVocab)
+	dec.pos += n
+	return dec.logits
+}

@@ -1,0 +1,130 @@
+package local
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/rllm-org/rllm-go/pkg/episode"
+)
+
+// The tokenizer is byte-level: ids 0–255 are the bytes of UTF-8 text, and
+// five special tokens follow. Any text encodes (no unknown token) and
+// decoding the ids of a text gives the text back byte for byte.
+const (
+	TokenBOS       = 256 // <|bos|>: reserved; the chat template does not use it
+	TokenEOS       = 257 // <|eos|>: end of a plain-text completion
+	TokenPad       = 258 // <|pad|>: never sampled by a trained model; fills batches
+	TokenImStart   = 259 // <|im_start|>: opens a chat message
+	TokenImEnd     = 260 // <|im_end|>: closes a chat message; ends an assistant reply
+	TokenizerVocab = 261
+	// TokenizerID names this tokenizer and chat template in manifests.
+	TokenizerID = "rllm-byte-chatml-v1"
+)
+
+var specialText = map[int]string{
+	TokenBOS:     "<|bos|>",
+	TokenEOS:     "<|eos|>",
+	TokenPad:     "<|pad|>",
+	TokenImStart: "<|im_start|>",
+	TokenImEnd:   "<|im_end|>",
+}
+
+// Tokenizer converts between text and token ids, and renders chats.
+type Tokenizer struct{}
+
+// VocabSize is 261: 256 bytes and 5 special tokens.
+func (Tokenizer) VocabSize() int { return TokenizerVocab }
+
+// IsSpecial reports whether id is one of the special tokens.
+func (Tokenizer) IsSpecial(id int) bool { return id >= 256 && id < TokenizerVocab }
+
+// StopTokens end every sampled sequence: <|eos|> and <|im_end|>.
+func (Tokenizer) StopTokens() []int { return []int{TokenEOS, TokenImEnd} }
+
+// Encode turns text into byte tokens. With special set, the literal
+// strings "<|im_start|>" etc. become their special tokens (as vLLM's
+// tokenizer does for a rendered chat prompt); otherwise they stay bytes.
+func (Tokenizer) Encode(text string, special bool) []int {
+	ids := make([]int, 0, len(text))
+	for i := 0; i < len(text); {
+		if special && text[i] == '<' {
+			if id, n := matchSpecial(text[i:]); n > 0 {
+				ids = append(ids, id)
+				i += n
+				continue
+			}
+		}
+		ids = append(ids, int(text[i]))
+		i++
+	}
+	return ids
+}
+
+func matchSpecial(s string) (id, n int) {
+	for id := TokenBOS; id < TokenizerVocab; id++ {
+		if strings.HasPrefix(s, specialText[id]) {
+			return id, len(specialText[id])
+		}
+	}
+	return 0, 0
+}
+
+// Decode turns ids back into text. Special tokens are written as their
+// literal strings unless skipSpecial is set. It fails on an id outside the
+// vocabulary.
+func (Tokenizer) Decode(ids []int, skipSpecial bool) (string, error) {
+	var b strings.Builder
+	for i, id := range ids {
+		switch {
+		case id >= 0 && id < 256:
+			b.WriteByte(byte(id))
+		case id >= 256 && id < TokenizerVocab:
+			if !skipSpecial {
+				b.WriteString(specialText[id])
+			}
+		default:
+			return "", &vocabError{index: i, id: id}
+		}
+	}
+	return b.String(), nil
+}
+
+// TokenText is the text of one token, for logprob listings.
+func (t Tokenizer) TokenText(id int) string {
+	if s, ok := specialText[id]; ok {
+		return s
+	}
+	if id >= 0 && id < 256 {
+		return string([]byte{byte(id)})
+	}
+	return ""
+}
+
+type vocabError struct{ index, id int }
+
+func (e *vocabError) Error() string {
+	return fmt.Sprintf("token %d is %d, outside the vocabulary [0, %d)", e.index, e.id, TokenizerVocab)
+}
+func (e *vocabError) ExitCode() int { return 2 }
+
+// ChatTemplate renders messages the ChatML way, with special tokens:
+//
+//	<|im_start|>{role}\n{content}<|im_end|>\n      (per message)
+//	<|im_start|>assistant\n                       (generation prompt)
+//
+// An assistant reply is its content followed by <|im_end|>, so the
+// shortest reply to "3+4=" is two tokens: "7" and <|im_end|>. Tool calls
+// and reasoning are not rendered: the embedded model is text-only.
+func (t Tokenizer) ChatTemplate(msgs []episode.Message, addGenerationPrompt bool) []int {
+	var ids []int
+	for _, m := range msgs {
+		ids = append(ids, TokenImStart)
+		ids = append(ids, t.Encode(m.Role+"\n"+m.Content, false)...)
+		ids = append(ids, TokenImEnd, '\n')
+	}
+	if addGenerationPrompt {
+		ids = append(ids, TokenImStart)
+		ids = append(ids, t.Encode("assistant\n", false)...)
+	}
+	return ids
+}
