@@ -59,8 +59,8 @@ func Load(dir string) (*Tokenizer, error) {
 // the path.
 type parseError struct{ file, msg string }
 
-func (e *parseError) Error() string   { return e.file + e.msg }
-func (e *parseError) ExitCode() int   { return 2 }
+func (e *parseError) Error() string { return e.file + e.msg }
+func (e *parseError) ExitCode() int { return 2 }
 func fileErrorf(file, format string, args ...any) error {
 	return &parseError{file: file, msg: fmt.Sprintf(format, args...)}
 }

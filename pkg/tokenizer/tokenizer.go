@@ -20,13 +20,13 @@ import (
 type Tokenizer struct {
 	dir string
 
-	vocab     map[string]int   // token as written in tokenizer.json (byte-level chars) -> id
-	idToToken []string         // id -> token as written
-	idBytes   []string         // id -> the raw bytes it stands for
-	known     []bool           // id is defined
-	bytesToID map[string]int32 // raw bytes -> id, for whole-piece lookups
-	byteIDs   [256]int32       // the single-byte tokens
-	merges    map[uint64]merge
+	vocab        map[string]int   // token as written in tokenizer.json (byte-level chars) -> id
+	idToToken    []string         // id -> token as written
+	idBytes      []string         // id -> the raw bytes it stands for
+	known        []bool           // id is defined
+	bytesToID    map[string]int32 // raw bytes -> id, for whole-piece lookups
+	byteIDs      [256]int32       // the single-byte tokens
+	merges       map[uint64]merge
 	ignoreMerges bool
 
 	added      []addedToken
