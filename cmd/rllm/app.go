@@ -88,6 +88,7 @@ func newRootCmd(a *App) *cobra.Command {
 		newTrainCmd(a),
 		newValidateConfigCmd(a),
 		newConfigCmd(a),
+		newTokenizeCmd(a),
 		newVersionCmd(a),
 	)
 	return root
