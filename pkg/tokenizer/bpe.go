@@ -1,6 +1,6 @@
 package tokenizer
 
-import "container/heap"
+import "sync"
 
 // byteLevelAlphabet maps each byte to the printable character GPT-2's
 // byte-level BPE uses for it: printable Latin-1 bytes stand for themselves,
@@ -102,21 +102,21 @@ func (t *Tokenizer) bpeHeap(word string, out []int) []int {
 		alive[i] = true
 	}
 	next[n-1] = -1
-	h := &mergeHeap{}
+	h := make(mergeHeap, 0, n)
 	push := func(i int32) {
 		j := next[i]
 		if j < 0 {
 			return
 		}
 		if m, ok := t.merges[mergeKey(syms[i], syms[j])]; ok {
-			heap.Push(h, candidate{rank: m.rank, pos: i, left: syms[i], right: syms[j]})
+			h.push(candidate{rank: m.rank, pos: i, left: syms[i], right: syms[j]})
 		}
 	}
 	for i := int32(0); i < int32(n-1); i++ {
 		push(i)
 	}
-	for h.Len() > 0 {
-		c := heap.Pop(h).(candidate)
+	for len(h) > 0 {
+		c := h.pop()
 		i := c.pos
 		j := next[i]
 		// stale: one side has been merged away or changed since the push
@@ -145,20 +145,84 @@ type candidate struct {
 	left, right int32
 }
 
+// mergeHeap is a binary min-heap by (rank, pos), written out to avoid
+// container/heap's interface boxing in this hot loop.
 type mergeHeap []candidate
 
-func (h mergeHeap) Len() int { return len(h) }
-func (h mergeHeap) Less(a, b int) bool {
+func (h mergeHeap) less(a, b int) bool {
 	if h[a].rank != h[b].rank {
 		return h[a].rank < h[b].rank
 	}
 	return h[a].pos < h[b].pos
 }
-func (h mergeHeap) Swap(a, b int) { h[a], h[b] = h[b], h[a] }
-func (h *mergeHeap) Push(x any)   { *h = append(*h, x.(candidate)) }
-func (h *mergeHeap) Pop() any {
-	old := *h
-	c := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return c
+
+func (h *mergeHeap) push(c candidate) {
+	*h = append(*h, c)
+	s := *h
+	for i := len(s) - 1; i > 0; {
+		parent := (i - 1) / 2
+		if !s.less(i, parent) {
+			break
+		}
+		s[i], s[parent] = s[parent], s[i]
+		i = parent
+	}
+}
+
+func (h *mergeHeap) pop() candidate {
+	s := *h
+	top := s[0]
+	last := len(s) - 1
+	s[0] = s[last]
+	s = s[:last]
+	for i := 0; ; {
+		l, r, m := 2*i+1, 2*i+2, i
+		if l < len(s) && s.less(l, m) {
+			m = l
+		}
+		if r < len(s) && s.less(r, m) {
+			m = r
+		}
+		if m == i {
+			break
+		}
+		s[i], s[m] = s[m], s[i]
+		i = m
+	}
+	*h = s
+	return top
+}
+
+// Pieces up to cachedWord bytes are cached (as Hugging Face's BPE does):
+// natural text repeats its words, so most pieces skip merging entirely.
+const (
+	cachedWord   = 256
+	cacheEntries = 1 << 16
+)
+
+type wordCache struct {
+	mu sync.RWMutex
+	m  map[string][]int
+}
+
+func (t *Tokenizer) bpeCached(word string, out []int) []int {
+	if len(word) > cachedWord {
+		return t.bpe(word, out)
+	}
+	t.cache.mu.RLock()
+	ids, ok := t.cache.m[word]
+	t.cache.mu.RUnlock()
+	if ok {
+		return append(out, ids...)
+	}
+	start := len(out)
+	out = t.bpe(word, out)
+	ids = append([]int(nil), out[start:]...)
+	t.cache.mu.Lock()
+	if t.cache.m == nil || len(t.cache.m) >= cacheEntries {
+		t.cache.m = make(map[string][]int, 1024) // start over rather than track recency
+	}
+	t.cache.m[word] = ids
+	t.cache.mu.Unlock()
+	return out
 }

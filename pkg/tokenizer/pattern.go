@@ -55,6 +55,11 @@ type charClass struct {
 	negate bool
 	items  []classItem
 	fold   bool
+	// asciiOnly: a class of ASCII characters alone (like (?i:'s)); the
+	// only non-ASCII runes it matches are the case-fold partners in
+	// extra (K and the Kelvin sign), so no Unicode lookup is needed.
+	asciiOnly bool
+	extra     []rune
 }
 
 type classItem struct {
@@ -72,6 +77,14 @@ func (c *charClass) matches(r rune) bool {
 }
 
 func (c *charClass) slowMatches(r rune) bool {
+	if c.asciiOnly && r >= 128 {
+		for _, e := range c.extra {
+			if e == r {
+				return !c.negate
+			}
+		}
+		return c.negate
+	}
 	in := c.contains(r)
 	if !in && c.fold {
 		for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
@@ -109,6 +122,24 @@ func (c *charClass) finish() *charClass {
 			c.ascii[r>>6] |= 1 << (uint(r) & 63)
 		}
 	}
+	for _, it := range c.items {
+		if it.table != nil || it.tables != nil || it.not || it.hi >= 128 {
+			return c
+		}
+	}
+	if c.fold {
+		for r := rune(0); r < 128; r++ {
+			if !c.contains(r) {
+				continue
+			}
+			for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
+				if f >= 128 {
+					c.extra = append(c.extra, f)
+				}
+			}
+		}
+	}
+	c.asciiOnly = true
 	return c
 }
 

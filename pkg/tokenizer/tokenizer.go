@@ -28,6 +28,7 @@ type Tokenizer struct {
 	byteIDs      [256]int32       // the single-byte tokens
 	merges       map[uint64]merge
 	ignoreMerges bool
+	cache        wordCache
 
 	added      []addedToken
 	addedFirst [256][]int // first byte -> indexes into added, longest first
@@ -284,9 +285,24 @@ func (t *Tokenizer) encodeOrdinary(text string, out []int) []int {
 // splitFrom applies split step k and the following ones to piece, then BPE.
 func (t *Tokenizer) splitFrom(k int, piece string, out []int) []int {
 	if k == len(t.splits) {
-		return t.bpe(piece, out)
+		return t.bpeCached(piece, out)
 	}
 	s := &t.splits[k]
+	if s.behavior == "Isolated" && s.pattern != nil {
+		// every gap and every match is its own piece, whatever invert says
+		prev := 0
+		s.pattern.findAll(piece, func(a, b int) {
+			if a > prev {
+				out = t.splitFrom(k+1, piece[prev:a], out)
+			}
+			out = t.splitFrom(k+1, piece[a:b], out)
+			prev = b
+		})
+		if prev < len(piece) {
+			out = t.splitFrom(k+1, piece[prev:], out)
+		}
+		return out
+	}
 	emit := func(p string) {
 		if p != "" {
 			out = t.splitFrom(k+1, p, out)
