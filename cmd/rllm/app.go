@@ -90,6 +90,7 @@ func newRootCmd(a *App) *cobra.Command {
 		newTrainCmd(a),
 		newValidateConfigCmd(a),
 		newConfigCmd(a),
+		newTokenizeCmd(a),
 		newVersionCmd(a),
 		newListCmd(a),
 		newDataCmd(a),

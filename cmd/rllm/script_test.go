@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"testing"
 
 	"github.com/rogpeppe/go-internal/testscript"
@@ -23,9 +25,84 @@ func TestMain(m *testing.M) {
 	})
 }
 
+// TestScripts runs testdata/script/*.txtar. Scripts get $TOKENIZERS, the
+// real tokenizers fetched by scripts/fetch-tokenizers.sh (condition
+// [tokenizers]; scripts needing them skip when absent, except in CI where
+// this test fails), $TINY, a small byte-level BPE tokenizer written here,
+// and an empty Hugging Face cache in $HF_HUB_CACHE.
 func TestScripts(t *testing.T) {
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokenizers := filepath.Join(root, ".cache", "tokenizers")
+	haveReal := fileExists(filepath.Join(tokenizers, "qwen3", "tokenizer.json"))
+	if !haveReal && os.Getenv("CI") != "" {
+		t.Fatal("tokenizer files missing in .cache/tokenizers: run scripts/fetch-tokenizers.sh")
+	}
 	testscript.Run(t, testscript.Params{
 		Dir:                 "testdata/script",
 		RequireExplicitExec: true,
+		Setup: func(env *testscript.Env) error {
+			env.Setenv("TOKENIZERS", tokenizers)
+			env.Setenv("HF_HUB_CACHE", filepath.Join(env.WorkDir, "hub"))
+			tiny := filepath.Join(env.WorkDir, "tiny")
+			if err := writeTinyTokenizer(tiny); err != nil {
+				return err
+			}
+			env.Setenv("TINY", tiny)
+			return nil
+		},
+		Condition: func(cond string) (bool, error) {
+			if cond == "tokenizers" {
+				return haveReal, nil
+			}
+			return false, nil
+		},
 	})
+}
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
+
+// writeTinyTokenizer writes a byte-level BPE tokenizer whose ids are the
+// byte values (byte-level alphabet of GPT-2), with one merge "h e" -> 256,
+// a special token <|end|> = 257 and a chat template.
+func writeTinyTokenizer(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	vocab := map[string]int{}
+	next := rune(256)
+	for b := 0; b < 256; b++ {
+		r := rune(b)
+		if !(b >= '!' && b <= '~' || b >= 0xA1 && b <= 0xAC || b >= 0xAE) {
+			r = next
+			next++
+		}
+		vocab[string(r)] = b
+	}
+	vocab["he"] = 256
+	tok := map[string]any{
+		"added_tokens":  []any{map[string]any{"id": 257, "content": "<|end|>", "special": true}},
+		"pre_tokenizer": map[string]any{"type": "ByteLevel", "add_prefix_space": false, "use_regex": true},
+		"decoder":       map[string]any{"type": "ByteLevel"},
+		"model":         map[string]any{"type": "BPE", "vocab": vocab, "merges": []string{"h e"}},
+	}
+	cfg := map[string]any{
+		"eos_token":     "<|end|>",
+		"chat_template": "{% for m in messages %}{{ m.role }}: {{ m.content }}<|end|>\n{% endfor %}{% if tools %}tools: {{ tools|tojson }}\n{% endif %}{% if add_generation_prompt %}assistant:{% endif %}",
+	}
+	for name, v := range map[string]any{"tokenizer.json": tok, "tokenizer_config.json": cfg} {
+		data, err := json.Marshal(v)
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -1,0 +1,433 @@
+package tokenizer
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// Error is a problem a user can fix: a missing or malformed tokenizer
+// file, or a tokenizer kind this package does not support. The CLI maps
+// it to exit code 2.
+type Error struct{ msg string }
+
+func (e *Error) Error() string { return e.msg }
+
+// ExitCode marks the error as a usage/config error for cmd/rllm.
+func (e *Error) ExitCode() int { return 2 }
+
+func errorf(format string, args ...any) error { return &Error{msg: fmt.Sprintf(format, args...)} }
+
+// Files read from a tokenizer directory.
+const (
+	TokenizerFile = "tokenizer.json"
+	ConfigFile    = "tokenizer_config.json"
+)
+
+// Load reads tokenizer.json and (if present) tokenizer_config.json from dir.
+func Load(dir string) (*Tokenizer, error) {
+	data, err := os.ReadFile(filepath.Join(dir, TokenizerFile))
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, errorf("no %s in %s: point the tokenizer at a directory holding a Hugging Face %s", TokenizerFile, dir, TokenizerFile)
+		}
+		return nil, errorf("cannot read %s: %v", filepath.Join(dir, TokenizerFile), err)
+	}
+	var config []byte
+	config, err = os.ReadFile(filepath.Join(dir, ConfigFile))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, errorf("cannot read %s: %v", filepath.Join(dir, ConfigFile), err)
+	}
+	t, err := Parse(data, config)
+	if err != nil {
+		var pe *parseError
+		if errors.As(err, &pe) {
+			return nil, errorf("%s%s", filepath.Join(dir, pe.file), pe.msg)
+		}
+		return nil, err
+	}
+	t.dir = dir
+	return t, nil
+}
+
+// parseError carries which file a parse problem is in, so Load can name
+// the path.
+type parseError struct{ file, msg string }
+
+func (e *parseError) Error() string { return e.file + e.msg }
+func (e *parseError) ExitCode() int { return 2 }
+func fileErrorf(file, format string, args ...any) error {
+	return &parseError{file: file, msg: fmt.Sprintf(format, args...)}
+}
+
+// jsonError turns a decoding error into ":line: message" using the byte
+// offset encoding/json reports.
+func jsonError(file string, data []byte, err error) error {
+	var syn *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &syn):
+		return fileErrorf(file, ":%d: invalid JSON: %v", lineOf(data, syn.Offset), syn)
+	case errors.As(err, &typ):
+		return fileErrorf(file, ":%d: %s should be %s, not JSON %s", lineOf(data, typ.Offset), typ.Field, typ.Type, typ.Value)
+	}
+	return fileErrorf(file, ": invalid JSON: %v", err)
+}
+
+// lineOf is the 1-based line holding byte offset off.
+func lineOf(data []byte, off int64) int {
+	if off > int64(len(data)) {
+		off = int64(len(data))
+	}
+	if off < 0 {
+		off = 0
+	}
+	return bytes.Count(data[:off], []byte{'\n'}) + 1
+}
+
+// The parts of tokenizer.json this package reads.
+type fileJSON struct {
+	AddedTokens   []addedTokenJSON `json:"added_tokens"`
+	Normalizer    *componentJSON   `json:"normalizer"`
+	PreTokenizer  *componentJSON   `json:"pre_tokenizer"`
+	PostProcessor *componentJSON   `json:"post_processor"`
+	Decoder       *componentJSON   `json:"decoder"`
+	Model         modelJSON        `json:"model"`
+}
+
+type addedTokenJSON struct {
+	ID         int    `json:"id"`
+	Content    string `json:"content"`
+	SingleWord bool   `json:"single_word"`
+	LStrip     bool   `json:"lstrip"`
+	RStrip     bool   `json:"rstrip"`
+	Normalized bool   `json:"normalized"`
+	Special    bool   `json:"special"`
+}
+
+// componentJSON is any normalizer, pre-tokenizer, post-processor or
+// decoder; the fields used depend on Type.
+type componentJSON struct {
+	Type           string           `json:"type"`
+	Normalizers    []*componentJSON `json:"normalizers"`
+	PreTokenizers  []*componentJSON `json:"pretokenizers"`
+	Processors     []*componentJSON `json:"processors"`
+	Decoders       []*componentJSON `json:"decoders"`
+	Pattern        *patternJSON     `json:"pattern"`
+	Behavior       string           `json:"behavior"`
+	Invert         bool             `json:"invert"`
+	AddPrefixSpace bool             `json:"add_prefix_space"`
+	UseRegex       bool             `json:"use_regex"`
+	Individual     bool             `json:"individual_digits"`
+	Single         []templatePiece  `json:"single"`
+	SpecialTokens  map[string]struct {
+		IDs []int `json:"ids"`
+	} `json:"special_tokens"`
+}
+
+type patternJSON struct {
+	Regex  *string `json:"Regex"`
+	String *string `json:"String"`
+}
+
+type templatePiece struct {
+	SpecialToken *struct {
+		ID string `json:"id"`
+	} `json:"SpecialToken"`
+	Sequence *struct {
+		ID string `json:"id"`
+	} `json:"Sequence"`
+}
+
+type modelJSON struct {
+	Type                    string          `json:"type"`
+	Vocab                   map[string]int  `json:"vocab"`
+	Merges                  json.RawMessage `json:"merges"`
+	IgnoreMerges            bool            `json:"ignore_merges"`
+	ByteFallback            bool            `json:"byte_fallback"`
+	ContinuingSubwordPrefix *string         `json:"continuing_subword_prefix"`
+	EndOfWordSuffix         *string         `json:"end_of_word_suffix"`
+	Dropout                 *float64        `json:"dropout"`
+}
+
+// configJSON is the part of tokenizer_config.json that matters here.
+type configJSON struct {
+	BOSToken     tokenName       `json:"bos_token"`
+	EOSToken     tokenName       `json:"eos_token"`
+	PADToken     tokenName       `json:"pad_token"`
+	UNKToken     tokenName       `json:"unk_token"`
+	AddBOSToken  *bool           `json:"add_bos_token"`
+	AddEOSToken  *bool           `json:"add_eos_token"`
+	ChatTemplate json.RawMessage `json:"chat_template"`
+}
+
+// tokenName is a special token written either as a string or as an
+// AddedToken object {"content": ...}; null is empty.
+type tokenName string
+
+func (n *tokenName) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err == nil {
+		*n = tokenName(s)
+		return nil
+	}
+	var obj struct {
+		Content string `json:"content"`
+	}
+	if err := json.Unmarshal(b, &obj); err != nil {
+		// lists or numbers: not a single token, ignore as HF does for
+		// fields it does not understand here
+		return nil
+	}
+	*n = tokenName(obj.Content)
+	return nil
+}
+
+// Parse builds a tokenizer from the contents of tokenizer.json and
+// tokenizer_config.json (config may be nil).
+func Parse(tokenizerJSON, configJSONData []byte) (*Tokenizer, error) {
+	var f fileJSON
+	if err := json.Unmarshal(tokenizerJSON, &f); err != nil {
+		return nil, jsonError(TokenizerFile, tokenizerJSON, err)
+	}
+	var cfg configJSON
+	if len(configJSONData) > 0 {
+		if err := json.Unmarshal(configJSONData, &cfg); err != nil {
+			return nil, jsonError(ConfigFile, configJSONData, err)
+		}
+	}
+	return build(&f, &cfg)
+}
+
+func build(f *fileJSON, cfg *configJSON) (*Tokenizer, error) {
+	m := &f.Model
+	switch {
+	case m.Type != "BPE" && !(m.Type == "" && m.Vocab != nil && m.Merges != nil):
+		return nil, fileErrorf(TokenizerFile, ": model type %q is not supported: only byte-level BPE tokenizers (Qwen, Llama 3, DeepSeek, gpt-oss) are", m.Type)
+	case m.ByteFallback:
+		return nil, fileErrorf(TokenizerFile, ": BPE with byte_fallback (SentencePiece-style) is not supported: only byte-level BPE is")
+	case m.ContinuingSubwordPrefix != nil && *m.ContinuingSubwordPrefix != "",
+		m.EndOfWordSuffix != nil && *m.EndOfWordSuffix != "":
+		return nil, fileErrorf(TokenizerFile, ": BPE subword prefixes/suffixes are not supported: only byte-level BPE is")
+	case m.Dropout != nil && *m.Dropout != 0:
+		return nil, fileErrorf(TokenizerFile, ": BPE dropout is not supported for exact tokenization")
+	case len(m.Vocab) == 0:
+		return nil, fileErrorf(TokenizerFile, ": model.vocab is empty")
+	}
+	if !isByteLevel(f.Decoder) {
+		return nil, fileErrorf(TokenizerFile, ": decoder %s is not supported: only ByteLevel decoding is", describe(f.Decoder))
+	}
+
+	t := &Tokenizer{ignoreMerges: m.IgnoreMerges}
+	alphabet := byteLevelAlphabet()
+	var fromChar [512]int16 // byte-level char -> byte, -1 if none
+	for i := range fromChar {
+		fromChar[i] = -1
+	}
+	for b, r := range alphabet {
+		fromChar[r] = int16(b)
+	}
+
+	maxID := -1
+	for _, id := range m.Vocab {
+		maxID = max(maxID, id)
+	}
+	for _, a := range f.AddedTokens {
+		maxID = max(maxID, a.ID)
+	}
+	if maxID >= 1<<24 {
+		return nil, fileErrorf(TokenizerFile, ": token id %d is implausibly large", maxID)
+	}
+	t.idToToken = make([]string, maxID+1)
+	t.idBytes = make([]string, maxID+1)
+	t.known = make([]bool, maxID+1)
+	t.vocab = make(map[string]int, len(m.Vocab)+len(f.AddedTokens))
+	t.bytesToID = make(map[string]int32, len(m.Vocab))
+	var raw []byte
+	for tok, id := range m.Vocab {
+		if id < 0 {
+			return nil, fileErrorf(TokenizerFile, ": token %q has negative id %d", tok, id)
+		}
+		t.vocab[tok] = id
+		t.idToToken[id] = tok
+		t.known[id] = true
+		raw = raw[:0]
+		ok := true
+		for _, r := range tok {
+			if r < 0 || int(r) >= len(fromChar) || fromChar[r] < 0 {
+				ok = false
+				break
+			}
+			raw = append(raw, byte(fromChar[r]))
+		}
+		if !ok {
+			// not a byte-level token (should not happen); decode as written
+			t.idBytes[id] = tok
+			continue
+		}
+		t.idBytes[id] = string(raw)
+		t.bytesToID[t.idBytes[id]] = int32(id)
+	}
+	for b := 0; b < 256; b++ {
+		id, ok := t.vocab[string(alphabet[b])]
+		if !ok {
+			return nil, fileErrorf(TokenizerFile, ": vocab lacks the byte-level token for byte 0x%02x, so this is not a byte-level BPE vocabulary", b)
+		}
+		t.byteIDs[b] = int32(id)
+	}
+
+	merges, err := parseMerges(m.Merges)
+	if err != nil {
+		return nil, err
+	}
+	t.merges = make(map[uint64]merge, len(merges))
+	for rank, mg := range merges {
+		l, lok := t.vocab[mg[0]]
+		r, rok := t.vocab[mg[1]]
+		res, resok := t.vocab[mg[0]+mg[1]]
+		if !lok || !rok || !resok {
+			return nil, fileErrorf(TokenizerFile, ": merge %d (%q %q) uses a token missing from the vocab", rank, mg[0], mg[1])
+		}
+		key := mergeKey(int32(l), int32(r))
+		if _, dup := t.merges[key]; !dup {
+			t.merges[key] = merge{rank: int32(rank), id: int32(res)}
+		}
+	}
+
+	for _, a := range f.AddedTokens {
+		if a.ID < 0 || a.Content == "" {
+			return nil, fileErrorf(TokenizerFile, ": added token %q has id %d", a.Content, a.ID)
+		}
+		t.vocab[a.Content] = a.ID
+		t.idToToken[a.ID] = a.Content
+		t.idBytes[a.ID] = a.Content
+		t.known[a.ID] = true
+		t.added = append(t.added, addedToken{id: a.ID, content: a.Content, lstrip: a.LStrip, rstrip: a.RStrip, special: a.Special})
+	}
+	t.addedIndex()
+
+	if err := t.setNormalizer(f.Normalizer); err != nil {
+		return nil, err
+	}
+	if err := t.setPreTokenizer(f.PreTokenizer); err != nil {
+		return nil, err
+	}
+	if err := t.setPostProcessor(f.PostProcessor, cfg); err != nil {
+		return nil, err
+	}
+
+	t.special = SpecialTokens{BOS: -1, EOS: -1, PAD: -1, UNK: -1}
+	for _, s := range []struct {
+		name tokenName
+		dst  *int
+	}{{cfg.BOSToken, &t.special.BOS}, {cfg.EOSToken, &t.special.EOS}, {cfg.PADToken, &t.special.PAD}, {cfg.UNKToken, &t.special.UNK}} {
+		if s.name == "" {
+			continue
+		}
+		id, ok := t.vocab[string(s.name)]
+		if !ok {
+			return nil, fileErrorf(ConfigFile, ": special token %q is not in the vocabulary", s.name)
+		}
+		*s.dst = id
+	}
+	t.specialText = map[string]string{
+		"bos_token": string(cfg.BOSToken), "eos_token": string(cfg.EOSToken),
+		"pad_token": string(cfg.PADToken), "unk_token": string(cfg.UNKToken),
+	}
+	if len(cfg.ChatTemplate) > 0 {
+		t.chatTemplates, err = parseChatTemplates(cfg.ChatTemplate)
+		if err != nil {
+			return nil, err
+		}
+	}
+	return t, nil
+}
+
+// parseMerges accepts both spellings: ["a b", ...] (older files) and
+// [["a", "b"], ...] (newer ones, which allow spaces inside tokens).
+func parseMerges(raw json.RawMessage) ([][2]string, error) {
+	trimmed := bytes.TrimSpace(raw)
+	if len(trimmed) == 0 || string(trimmed) == "null" || string(trimmed) == "[]" {
+		return nil, nil
+	}
+	inner := bytes.TrimLeft(trimmed[1:], " \t\r\n")
+	if len(inner) > 0 && inner[0] == '[' {
+		var pairs [][2]string
+		if err := json.Unmarshal(trimmed, &pairs); err != nil {
+			return nil, fileErrorf(TokenizerFile, ": model.merges: %v", err)
+		}
+		return pairs, nil
+	}
+	var lines []string
+	if err := json.Unmarshal(trimmed, &lines); err != nil {
+		return nil, fileErrorf(TokenizerFile, ": model.merges: %v", err)
+	}
+	pairs := make([][2]string, len(lines))
+	for i, l := range lines {
+		a, b, ok := strings.Cut(l, " ")
+		if !ok {
+			return nil, fileErrorf(TokenizerFile, ": model.merges[%d] %q is not two tokens separated by a space", i, l)
+		}
+		pairs[i] = [2]string{a, b}
+	}
+	return pairs, nil
+}
+
+func describe(c *componentJSON) string {
+	if c == nil {
+		return "null"
+	}
+	return fmt.Sprintf("%q", c.Type)
+}
+
+func isByteLevel(c *componentJSON) bool {
+	if c == nil {
+		return false
+	}
+	switch c.Type {
+	case "ByteLevel":
+		return true
+	case "Sequence":
+		found := false
+		for _, d := range c.Decoders {
+			if d == nil {
+				return false
+			}
+			switch d.Type {
+			case "ByteLevel":
+				found = true
+			case "Fuse": // harmless after ByteLevel
+			default:
+				return false
+			}
+		}
+		return found
+	}
+	return false
+}
+
+// parseChatTemplates reads chat_template, either a string or a list of
+// {"name", "template"} objects; the unnamed one is "default".
+func parseChatTemplates(raw json.RawMessage) (map[string]string, error) {
+	var one string
+	if err := json.Unmarshal(raw, &one); err == nil {
+		return map[string]string{"default": one}, nil
+	}
+	var many []struct {
+		Name     string `json:"name"`
+		Template string `json:"template"`
+	}
+	if err := json.Unmarshal(raw, &many); err != nil {
+		return nil, fileErrorf(ConfigFile, ": chat_template should be a string or a list of {name, template}")
+	}
+	out := make(map[string]string, len(many))
+	for _, m := range many {
+		out[m.Name] = m.Template
+	}
+	return out, nil
+}
