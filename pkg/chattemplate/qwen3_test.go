@@ -68,11 +68,7 @@ const (
 var weatherTool = sampler.Tool{Type: "function", Function: sampler.ToolFunction{
 	Name:        "get_weather",
 	Description: "Get the weather",
-	Parameters: map[string]any{
-		"type":       "object",
-		"properties": map[string]any{"city": map[string]any{"type": "string"}},
-		"required":   []any{"city"},
-	},
+	Parameters:  json.RawMessage(`{"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}`),
 }}
 
 // TestQwen3Template checks the real Qwen3 template against outputs worked
@@ -131,8 +127,8 @@ func TestQwen3Template(t *testing.T) {
 		want: "<|im_start|>user\nWhat is 2+2?<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n4<|im_end|>\n",
 	}, {
 		// tools with a system message: the system text goes first in the
-		// tools system block, then one tojson line per tool. Parameters
-		// come from a Go map, so its keys are sorted (see TestQwen3ToolKeyOrder).
+		// tools system block, then one tojson line per tool, parameters
+		// in the order the schema was written (see TestQwen3ToolKeyOrder).
 		// The assistant tool call (no content, not last, no reasoning)
 		// gets a plain header then <tool_call> with the arguments parsed
 		// and re-serialized by tojson; two consecutive tool results share
@@ -153,7 +149,7 @@ func TestQwen3Template(t *testing.T) {
 			AddGenerationPrompt: true,
 		},
 		want: "<|im_start|>system\nYou are a helpful assistant.\n\n" + qwen3ToolsHead +
-			"\n" + `{"type": "function", "function": {"name": "get_weather", "description": "Get the weather", "parameters": {"properties": {"city": {"type": "string"}}, "required": ["city"], "type": "object"}}}` +
+			"\n" + `{"type": "function", "function": {"name": "get_weather", "description": "Get the weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}` +
 			qwen3ToolsFoot +
 			"<|im_start|>user\nWeather in Paris and Rome?<|im_end|>\n" +
 			"<|im_start|>assistant\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Rome\"}}\n</tool_call><|im_end|>\n" +

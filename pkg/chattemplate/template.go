@@ -135,7 +135,11 @@ func (t *Template) Render(in Input) (string, error) {
 		v.Messages[i] = MessageValue(m)
 	}
 	for _, tool := range in.Tools {
-		v.Tools = append(v.Tools, ToolValue(tool))
+		tv, err := ToolValue(tool)
+		if err != nil {
+			return "", err
+		}
+		v.Tools = append(v.Tools, tv)
 	}
 	return t.RenderValues(v)
 }

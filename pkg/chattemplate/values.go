@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"sort"
 	"strings"
 
 	"github.com/nikolalohinski/gonja/v2/exec"
@@ -171,53 +170,24 @@ func MessageValue(m episode.Message) any {
 }
 
 // ToolValue turns a tool into {"type", "function": {"name",
-// "description", "parameters"}} in that order. Parameters is a Go map, so
-// its keys come out sorted; callers that must reproduce a user's key
-// order decode the tool JSON with DecodeJSON instead.
-func ToolValue(t sampler.Tool) any {
+// "description", "parameters"}} in that order, the parameters' keys in the
+// order their JSON gives them.
+func ToolValue(t sampler.Tool) (any, error) {
 	fn := dict("name", t.Function.Name)
 	if t.Function.Description != "" {
 		fn.Pairs = append(fn.Pairs, &exec.Pair{Key: exec.AsValue("description"), Value: exec.AsValue(t.Function.Description)})
 	}
-	if t.Function.Parameters != nil {
-		fn.Pairs = append(fn.Pairs, &exec.Pair{Key: exec.AsValue("parameters"), Value: exec.AsValue(orderedFromGo(t.Function.Parameters))})
+	if len(t.Function.Parameters) > 0 {
+		params, err := DecodeJSON(t.Function.Parameters)
+		if err != nil {
+			return nil, fmt.Errorf("tool %s: parameters are not valid JSON: %w", t.Function.Name, err)
+		}
+		fn.Pairs = append(fn.Pairs, &exec.Pair{Key: exec.AsValue("parameters"), Value: exec.AsValue(params)})
 	}
 	typ := t.Type
 	if typ == "" {
 		typ = "function"
 	}
-	return dict("type", typ, "function", fn)
+	return dict("type", typ, "function", fn), nil
 }
 
-// orderedFromGo converts maps (sorted keys) and slices recursively.
-func orderedFromGo(v any) any {
-	switch x := v.(type) {
-	case map[string]any:
-		keys := make([]string, 0, len(x))
-		for k := range x {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		d := &exec.Dict{Pairs: make([]*exec.Pair, 0, len(keys))}
-		for _, k := range keys {
-			d.Pairs = append(d.Pairs, &exec.Pair{Key: exec.AsValue(k), Value: exec.AsValue(orderedFromGo(x[k]))})
-		}
-		return d
-	case []any:
-		out := make([]any, len(x))
-		for i, e := range x {
-			out[i] = orderedFromGo(e)
-		}
-		return out
-	case int:
-		return int64(x)
-	case float64:
-		if x == float64(int64(x)) && x >= -1e15 && x <= 1e15 {
-			// encoding/json decodes every number as float64; a schema's
-			// integers ("minimum": 1) are integers to Python
-			return int64(x)
-		}
-		return x
-	}
-	return v
-}

@@ -5,6 +5,7 @@ package sampler
 
 import (
 	"context"
+	"encoding/json"
 
 	"github.com/rllm-org/rllm-go/pkg/episode"
 )
@@ -48,11 +49,14 @@ type Tool struct {
 	Function ToolFunction `json:"function"`
 }
 
-// ToolFunction describes a callable tool; Parameters is a JSON Schema.
+// ToolFunction describes a callable tool. Parameters is a JSON Schema kept
+// as the raw JSON it came in (from a user file, an MCP server's
+// inputSchema): chat templates print it with tojson, and a Go map would
+// reorder its keys and so change the prompt's tokens.
 type ToolFunction struct {
-	Name        string         `json:"name"`
-	Description string         `json:"description,omitempty"`
-	Parameters  map[string]any `json:"parameters,omitempty"`
+	Name        string          `json:"name"`
+	Description string          `json:"description,omitempty"`
+	Parameters  json.RawMessage `json:"parameters,omitempty"`
 }
 
 // Response is one completion with the exact tokens the model sampled.

@@ -67,11 +67,7 @@ func (Calculator) Spec() sampler.Tool {
 	return sampler.Tool{Type: "function", Function: sampler.ToolFunction{
 		Name:        "calculator",
 		Description: "Evaluate an arithmetic expression with + - * / and parentheses.",
-		Parameters: map[string]any{
-			"type":       "object",
-			"properties": map[string]any{"expression": map[string]any{"type": "string"}},
-			"required":   []any{"expression"},
-		},
+		Parameters:  json.RawMessage(`{"type": "object", "properties": {"expression": {"type": "string"}}, "required": ["expression"]}`),
 	}}
 }
 
