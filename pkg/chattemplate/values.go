@@ -190,4 +190,3 @@ func ToolValue(t sampler.Tool) (any, error) {
 	}
 	return dict("type", typ, "function", fn), nil
 }
-
