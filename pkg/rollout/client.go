@@ -1,0 +1,517 @@
+// Package rollout talks to inference servers and runs episodes at scale:
+// an OpenAI-compatible client for vLLM and SGLang (several endpoints,
+// balancing, retries, strict response checks), the concurrent episode
+// engine, and the token bookkeeping that turns episodes into training
+// sequences.
+package rollout
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rllm-org/rllm-go/pkg/sampler"
+)
+
+// Options configure a Client. Zero durations and counts take the defaults
+// noted on each field.
+type Options struct {
+	// Endpoints are server base URLs such as http://gpu1:8000 (a trailing
+	// /v1 is accepted and dropped).
+	Endpoints []string
+	// Model is the served model name sent with every request.
+	Model string
+	// APIKey is sent as a bearer token when set. The CLI resolves it from
+	// an environment variable; it is never logged.
+	APIKey string
+	// RequestTimeout bounds one attempt (default 5 minutes).
+	RequestTimeout time.Duration
+	Retry          RetryPolicy
+	// VocabSize, when positive, is the model's vocabulary size; token ids
+	// at or above it make a response invalid.
+	VocabSize int
+	// TextOnly accepts replies without token ids or logprobs (evaluation
+	// against servers that cannot return them). Training needs them, so it
+	// is off by default.
+	TextOnly bool
+	// ReturnTokensAsTokenIDs asks for logprob tokens in "token_id:N" form.
+	ReturnTokensAsTokenIDs bool
+	// EjectAfter consecutive failures take an endpoint out of rotation
+	// (default 3); it is probed on /health every ProbeInterval (default
+	// 2s) and put back when healthy.
+	EjectAfter    int
+	ProbeInterval time.Duration
+	// HealthInterval, when positive, checks /health of every endpoint at
+	// that period and ejects those that fail. Close stops it.
+	HealthInterval time.Duration
+	// HTTPClient replaces the client's own (tuned for many requests in
+	// flight to few hosts).
+	HTTPClient *http.Client
+}
+
+// RetryPolicy bounds retries of retryable failures: connection errors,
+// malformed bodies and HTTP 408, 429 and 5xx.
+type RetryPolicy struct {
+	MaxAttempts int           // attempts in all, first included (default 5)
+	BaseBackoff time.Duration // first wait (default 200ms), doubled each retry
+	MaxBackoff  time.Duration // cap of one wait (default 10s)
+	Deadline    time.Duration // bound of all attempts of one call (0: none)
+}
+
+// OptionError is a client option a user must fix.
+type OptionError struct{ msg string }
+
+func (e *OptionError) Error() string { return e.msg }
+
+// ExitCode marks the error as a usage/config mistake.
+func (e *OptionError) ExitCode() int { return 2 }
+
+// StatusError is a non-success HTTP answer.
+type StatusError struct {
+	Endpoint   string
+	Path       string
+	Status     int
+	Message    string // the server's own message
+	Type       string // the server's error type, if any
+	RetryAfter time.Duration
+}
+
+func (e *StatusError) Error() string {
+	return fmt.Sprintf("%s%s answered %d %s: %s", e.Endpoint, e.Path, e.Status, http.StatusText(e.Status), e.Message)
+}
+
+// Retryable reports whether the status is worth another attempt.
+func (e *StatusError) Retryable() bool {
+	return e.Status == http.StatusRequestTimeout || e.Status == http.StatusTooManyRequests || e.Status >= 500
+}
+
+// ResponseError is a successful answer the client cannot use (missing
+// fields, arrays of different lengths, ids outside the vocabulary).
+type ResponseError struct {
+	Endpoint string
+	Path     string
+	Reason   string
+}
+
+func (e *ResponseError) Error() string {
+	return fmt.Sprintf("%s%s sent an unusable response: %s", e.Endpoint, e.Path, e.Reason)
+}
+
+// RetriesExhaustedError wraps the last error of a call that ran out of
+// attempts or time.
+type RetriesExhaustedError struct {
+	Attempts int
+	Err      error
+}
+
+func (e *RetriesExhaustedError) Error() string {
+	return fmt.Sprintf("gave up after %d attempts: %v", e.Attempts, e.Err)
+}
+
+func (e *RetriesExhaustedError) Unwrap() error { return e.Err }
+
+// Client is an OpenAI-compatible inference client. It is safe for
+// concurrent use and implements sampler.Sampler.
+type Client struct {
+	opts      Options
+	http      *http.Client
+	endpoints []*endpoint
+	rr        atomic.Uint64
+	sleep     func(ctx context.Context, d time.Duration) error
+	stop      chan struct{}
+	stopOnce  sync.Once
+
+	requests, attempts, retries, failures atomic.Int64
+	promptTokens, completionTokens        atomic.Int64
+}
+
+var _ sampler.Sampler = (*Client)(nil)
+
+// NewClient checks the options and builds a client. It does not contact
+// the servers; call Check for that.
+func NewClient(opts Options) (*Client, error) {
+	if len(opts.Endpoints) == 0 {
+		return nil, &OptionError{"rollout.endpoints is empty; give at least one server URL such as http://localhost:8000"}
+	}
+	if strings.TrimSpace(opts.Model) == "" {
+		return nil, &OptionError{"rollout.model is empty; set it to the model name the server serves (see its /v1/models)"}
+	}
+	c := &Client{opts: opts, sleep: sleepCtx, stop: make(chan struct{})}
+	seen := map[string]bool{}
+	for _, raw := range opts.Endpoints {
+		base, err := normalizeEndpoint(raw)
+		if err != nil {
+			return nil, err
+		}
+		if seen[base] {
+			return nil, &OptionError{fmt.Sprintf("rollout.endpoints lists %s twice; list each server once", base)}
+		}
+		seen[base] = true
+		c.endpoints = append(c.endpoints, &endpoint{url: base})
+	}
+	o := &c.opts
+	if o.RequestTimeout <= 0 {
+		o.RequestTimeout = 5 * time.Minute
+	}
+	if o.Retry.MaxAttempts <= 0 {
+		o.Retry.MaxAttempts = 5
+	}
+	if o.Retry.BaseBackoff <= 0 {
+		o.Retry.BaseBackoff = 200 * time.Millisecond
+	}
+	if o.Retry.MaxBackoff <= 0 {
+		o.Retry.MaxBackoff = 10 * time.Second
+	}
+	if o.EjectAfter <= 0 {
+		o.EjectAfter = 3
+	}
+	if o.ProbeInterval <= 0 {
+		o.ProbeInterval = 2 * time.Second
+	}
+	c.http = opts.HTTPClient
+	if c.http == nil {
+		// Many requests in flight to a few hosts: keep that many
+		// connections alive instead of the default two per host.
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.MaxIdleConns = 0
+		t.MaxIdleConnsPerHost = 4096
+		t.ForceAttemptHTTP2 = false
+		c.http = &http.Client{Transport: t}
+	}
+	if o.HealthInterval > 0 {
+		go c.healthLoop()
+	}
+	return c, nil
+}
+
+func normalizeEndpoint(raw string) (string, error) {
+	u, err := url.Parse(strings.TrimSpace(raw))
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return "", &OptionError{fmt.Sprintf("rollout.endpoints: %q is not an http(s) URL; write it like http://localhost:8000", raw)}
+	}
+	p := strings.TrimSuffix(strings.TrimSuffix(u.Path, "/"), "/v1")
+	return u.Scheme + "://" + u.Host + p, nil
+}
+
+// Close stops background health checks.
+func (c *Client) Close() { c.stopOnce.Do(func() { close(c.stop) }) }
+
+// Model is the model name the client requests.
+func (c *Client) Model() string { return c.opts.Model }
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Sample implements sampler.Sampler: a chat request, or a completions
+// request with a token-id prompt when req.PromptIDs is set. It always asks
+// for token ids and logprobs.
+func (c *Client) Sample(ctx context.Context, req sampler.Request) (sampler.Response, error) {
+	if err := checkParams(req); err != nil {
+		return sampler.Response{}, err
+	}
+	p := req.Params
+	rules := responseRules{vocabSize: c.opts.VocabSize, textOnly: c.opts.TextOnly}
+	var out sampler.Response
+	var path string
+	var body any
+	if req.PromptIDs != nil {
+		zero := 0
+		path = "/v1/completions"
+		rules.promptIDs = req.PromptIDs
+		body = &CompletionRequest{Model: c.opts.Model, Prompt: Prompt{IDs: req.PromptIDs},
+			Temperature: p.Temperature, TopP: p.TopP, TopK: p.TopK, MaxTokens: p.MaxTokens,
+			Stop: p.Stop, StopTokenIDs: p.StopTokenIDs, Seed: p.Seed, N: 1, Logprobs: &zero,
+			ReturnTokenIDs: true, ReturnTokensAsTokenIDs: c.opts.ReturnTokensAsTokenIDs}
+	} else {
+		path = "/v1/chat/completions"
+		body = &ChatRequest{Model: c.opts.Model, Messages: req.Messages,
+			Temperature: p.Temperature, TopP: p.TopP, TopK: p.TopK, MaxTokens: p.MaxTokens,
+			Stop: p.Stop, StopTokenIDs: p.StopTokenIDs, Seed: p.Seed, N: 1, Logprobs: true,
+			ReturnTokenIDs: true, ReturnTokensAsTokenIDs: c.opts.ReturnTokensAsTokenIDs,
+			ChatTemplateKwargs: req.ChatTemplateKwargs, Tools: req.Tools}
+	}
+	err := c.post(ctx, path, body, func(b []byte) error {
+		var err error
+		if path == "/v1/completions" {
+			out, err = decodeCompletion(b, rules)
+		} else {
+			out, err = decodeChat(b, rules)
+		}
+		return err
+	})
+	if err == nil {
+		c.promptTokens.Add(int64(len(out.PromptIDs)))
+		c.completionTokens.Add(int64(len(out.CompletionIDs)))
+	}
+	return out, err
+}
+
+// checkParams refuses what vLLM would refuse, before a request is sent.
+func checkParams(req sampler.Request) error {
+	p := req.Params
+	switch {
+	case (req.PromptIDs == nil) == (len(req.Messages) == 0):
+		return errors.New("sampler request needs exactly one of messages and prompt_ids")
+	case req.PromptIDs != nil && len(req.PromptIDs) == 0:
+		return errors.New("sampler request has an empty token-id prompt")
+	case req.PromptIDs != nil && len(req.Tools) > 0:
+		return errors.New("sampler request has tools with a token-id prompt; tools are rendered by the chat template, so send messages")
+	case p.Temperature < 0:
+		return fmt.Errorf("temperature %v is negative; use 0 for greedy sampling", p.Temperature)
+	case p.TopP <= 0 || p.TopP > 1:
+		return fmt.Errorf("top_p %v is outside (0, 1]; use 1.0 to disable nucleus sampling", p.TopP)
+	case p.TopK < -1:
+		return fmt.Errorf("top_k %d is invalid; use -1 to disable top-k sampling", p.TopK)
+	case p.MaxTokens < 0:
+		return fmt.Errorf("max_tokens %d is negative", p.MaxTokens)
+	}
+	return nil
+}
+
+// Chat sends a raw chat request (the caller sets every field) and returns
+// the decoded answer without checks beyond JSON.
+func (c *Client) Chat(ctx context.Context, req *ChatRequest) (*ChatResponse, error) {
+	if req.Model == "" {
+		req.Model = c.opts.Model
+	}
+	var out ChatResponse
+	err := c.post(ctx, "/v1/chat/completions", req, func(b []byte) error {
+		if err := json.Unmarshal(b, &out); err != nil {
+			return &malformed{err}
+		}
+		return nil
+	})
+	return &out, err
+}
+
+// Complete sends a raw completions request.
+func (c *Client) Complete(ctx context.Context, req *CompletionRequest) (*CompletionResponse, error) {
+	if req.Model == "" {
+		req.Model = c.opts.Model
+	}
+	var out CompletionResponse
+	err := c.post(ctx, "/v1/completions", req, func(b []byte) error {
+		if err := json.Unmarshal(b, &out); err != nil {
+			return &malformed{err}
+		}
+		return nil
+	})
+	return &out, err
+}
+
+// post sends body to path on the least loaded endpoint, retrying what is
+// worth retrying on a possibly different endpoint.
+func (c *Client) post(ctx context.Context, path string, body any, decode func([]byte) error) error {
+	payload, err := json.Marshal(body)
+	if err != nil {
+		return fmt.Errorf("encoding the request: %w", err)
+	}
+	c.requests.Add(1)
+	parent := ctx
+	if c.opts.Retry.Deadline > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.opts.Retry.Deadline)
+		defer cancel()
+	}
+	var last *endpoint
+	for attempt := 1; ; attempt++ {
+		ep := c.pick(last)
+		c.attempts.Add(1)
+		err := c.attempt(ctx, ep, path, payload, decode)
+		if err == nil {
+			ep.succeeded()
+			return nil
+		}
+		if parent.Err() != nil {
+			c.failures.Add(1)
+			return parent.Err()
+		}
+		retry, wait := c.retryable(err)
+		if retry {
+			if ep.failed(c.opts.EjectAfter) {
+				ep.nextProbe.Store(time.Now().Add(c.opts.ProbeInterval).UnixNano())
+			}
+		}
+		if !retry {
+			c.failures.Add(1)
+			return err
+		}
+		if attempt >= c.opts.Retry.MaxAttempts || ctx.Err() != nil {
+			c.failures.Add(1)
+			return &RetriesExhaustedError{Attempts: attempt, Err: err}
+		}
+		backoff := c.backoff(attempt)
+		if wait < backoff {
+			wait = backoff
+		}
+		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < wait {
+			c.failures.Add(1)
+			return &RetriesExhaustedError{Attempts: attempt, Err: fmt.Errorf("%w (the retry deadline leaves no time to wait %v)", err, wait.Round(time.Millisecond))}
+		}
+		c.retries.Add(1)
+		if err := c.sleep(ctx, wait); err != nil {
+			c.failures.Add(1)
+			if parent.Err() != nil {
+				return parent.Err()
+			}
+			return &RetriesExhaustedError{Attempts: attempt, Err: err}
+		}
+		last = ep
+	}
+}
+
+// backoff is exponential with equal jitter: half fixed, half random, so
+// that many clients hit by one outage do not come back in step.
+func (c *Client) backoff(attempt int) time.Duration {
+	d := c.opts.Retry.BaseBackoff
+	for i := 1; i < attempt && d < c.opts.Retry.MaxBackoff; i++ {
+		d *= 2
+	}
+	d = min(d, c.opts.Retry.MaxBackoff)
+	return d/2 + time.Duration(rand.Int64N(int64(d/2)+1))
+}
+
+func (c *Client) retryable(err error) (bool, time.Duration) {
+	var se *StatusError
+	if errors.As(err, &se) {
+		return se.Retryable(), se.RetryAfter
+	}
+	var re *ResponseError
+	if errors.As(err, &re) {
+		return false, 0
+	}
+	// Transport failures, timeouts of one attempt and malformed bodies.
+	return true, 0
+}
+
+const maxBody = 64 << 20
+
+func (c *Client) attempt(ctx context.Context, ep *endpoint, path string, payload []byte, decode func([]byte) error) error {
+	ep.inflight.Add(1)
+	defer ep.inflight.Add(-1)
+	ep.requests.Add(1)
+	ctx, cancel := context.WithTimeout(ctx, c.opts.RequestTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, ep.url+path, bytes.NewReader(payload))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if c.opts.APIKey != "" {
+		req.Header.Set("Authorization", "Bearer "+c.opts.APIKey)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return fmt.Errorf("%s%s: %w", ep.url, path, stripURL(err))
+	}
+	defer resp.Body.Close()
+	body, err := readBody(resp)
+	if err != nil {
+		return fmt.Errorf("%s%s: reading the response: %w", ep.url, path, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		msg, typ := errorMessage(body)
+		return &StatusError{Endpoint: ep.url, Path: path, Status: resp.StatusCode, Message: msg, Type: typ,
+			RetryAfter: parseRetryAfter(resp.Header.Get("Retry-After"))}
+	}
+	if err := decode(body); err != nil {
+		var inv *invalidResponse
+		if errors.As(err, &inv) {
+			return &ResponseError{Endpoint: ep.url, Path: path, Reason: inv.msg}
+		}
+		return fmt.Errorf("%s%s: %w", ep.url, path, err)
+	}
+	return nil
+}
+
+func readBody(resp *http.Response) ([]byte, error) {
+	var buf bytes.Buffer
+	if resp.ContentLength > 0 && resp.ContentLength < maxBody {
+		buf.Grow(int(resp.ContentLength))
+	}
+	n, err := buf.ReadFrom(io.LimitReader(resp.Body, maxBody+1))
+	if err != nil {
+		return nil, err
+	}
+	if n > maxBody {
+		return nil, fmt.Errorf("the body is larger than %d bytes", maxBody)
+	}
+	return buf.Bytes(), nil
+}
+
+// stripURL drops url.Error's "Post \"...\":" prefix; we name the endpoint
+// ourselves.
+func stripURL(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err
+	}
+	return err
+}
+
+func parseRetryAfter(v string) time.Duration {
+	if v == "" {
+		return 0
+	}
+	if s, err := strconv.Atoi(strings.TrimSpace(v)); err == nil && s >= 0 {
+		return time.Duration(s) * time.Second
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		return max(0, time.Until(t))
+	}
+	return 0
+}
+
+// ClientStats are the client's counters.
+type ClientStats struct {
+	Requests         int64 // calls (a call may take several attempts)
+	Attempts         int64
+	Retries          int64
+	Failures         int64 // calls that ended in an error
+	PromptTokens     int64
+	CompletionTokens int64
+	Endpoints        []EndpointStats
+}
+
+// EndpointStats describe one endpoint.
+type EndpointStats struct {
+	URL       string
+	InFlight  int64
+	Requests  int64 // attempts sent to it
+	Failures  int64 // retryable failures
+	Ejections int64
+	Ejected   bool
+}
+
+// Stats returns the counters so far.
+func (c *Client) Stats() ClientStats {
+	s := ClientStats{Requests: c.requests.Load(), Attempts: c.attempts.Load(), Retries: c.retries.Load(),
+		Failures: c.failures.Load(), PromptTokens: c.promptTokens.Load(), CompletionTokens: c.completionTokens.Load()}
+	for _, ep := range c.endpoints {
+		s.Endpoints = append(s.Endpoints, EndpointStats{URL: ep.url, InFlight: ep.inflight.Load(),
+			Requests: ep.requests.Load(), Failures: ep.failures.Load(), Ejections: ep.ejections.Load(), Ejected: ep.ejected.Load()})
+	}
+	return s
+}

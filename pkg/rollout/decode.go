@@ -1,0 +1,169 @@
+package rollout
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/rllm-org/rllm-go/pkg/sampler"
+)
+
+// responseRules are what a usable response must satisfy.
+type responseRules struct {
+	vocabSize int  // token ids must be below it; 0 skips the check
+	textOnly  bool // token ids and logprobs may be missing
+	promptIDs []int
+}
+
+// invalidf reports a response that decoded but cannot be used.
+func invalidf(format string, args ...any) error {
+	return &invalidResponse{msg: fmt.Sprintf(format, args...)}
+}
+
+type invalidResponse struct{ msg string }
+
+func (e *invalidResponse) Error() string { return e.msg }
+
+// malformed is a body that is not the JSON it should be; a truncated body
+// is usually a transport accident, so it is retried.
+type malformed struct{ err error }
+
+func (e *malformed) Error() string { return "malformed JSON: " + e.err.Error() }
+
+// decodeChat decodes and checks a chat answer and returns its first choice.
+func decodeChat(body []byte, rules responseRules) (sampler.Response, error) {
+	var r ChatResponse
+	if err := json.Unmarshal(body, &r); err != nil {
+		return sampler.Response{}, &malformed{err}
+	}
+	return rules.chat(&r)
+}
+
+// decodeCompletion decodes and checks a completions answer.
+func decodeCompletion(body []byte, rules responseRules) (sampler.Response, error) {
+	var r CompletionResponse
+	if err := json.Unmarshal(body, &r); err != nil {
+		return sampler.Response{}, &malformed{err}
+	}
+	return rules.completion(&r)
+}
+
+func (rules responseRules) chat(r *ChatResponse) (sampler.Response, error) {
+	if len(r.Choices) == 0 {
+		return sampler.Response{}, invalidf("the response has no choices")
+	}
+	c := r.Choices[0]
+	if c.Message == nil {
+		return sampler.Response{}, invalidf("choice 0 has no message")
+	}
+	out := sampler.Response{Model: r.Model, ToolCalls: c.Message.ToolCalls, FinishReason: c.FinishReason}
+	if c.Message.Content != nil {
+		out.Text = *c.Message.Content
+	}
+	switch {
+	case c.Message.Reasoning != nil:
+		out.Reasoning = *c.Message.Reasoning
+	case c.Message.ReasoningContent != nil:
+		out.Reasoning = *c.Message.ReasoningContent
+	}
+	out.StopReason = string(c.StopReason)
+	if out.StopReason == "" {
+		out.StopReason = string(c.MatchedStop)
+	}
+	var toks []string
+	var lps []float64
+	if c.Logprobs != nil {
+		toks = make([]string, len(c.Logprobs.Content))
+		lps = make([]float64, len(c.Logprobs.Content))
+		for i, t := range c.Logprobs.Content {
+			toks[i], lps[i] = t.Token, logprobValue(t.Logprob)
+		}
+	}
+	prompt := r.PromptTokenIDs
+	if prompt == nil {
+		prompt = rules.promptIDs
+	}
+	return rules.finish(out, prompt, c.TokenIDs, toks, lps, c.Logprobs != nil)
+}
+
+func (rules responseRules) completion(r *CompletionResponse) (sampler.Response, error) {
+	if len(r.Choices) == 0 {
+		return sampler.Response{}, invalidf("the response has no choices")
+	}
+	c := r.Choices[0]
+	if c.Text == nil {
+		return sampler.Response{}, invalidf("choice 0 has no text")
+	}
+	out := sampler.Response{Model: r.Model, Text: *c.Text, FinishReason: c.FinishReason}
+	out.StopReason = string(c.StopReason)
+	if out.StopReason == "" {
+		out.StopReason = string(c.MatchedStop)
+	}
+	var toks []string
+	var lps []float64
+	if c.Logprobs != nil {
+		toks = c.Logprobs.Tokens
+		if len(toks) != len(c.Logprobs.TokenLogprobs) {
+			return sampler.Response{}, invalidf("choice 0 has %d logprob tokens but %d token_logprobs", len(toks), len(c.Logprobs.TokenLogprobs))
+		}
+		lps = make([]float64, len(c.Logprobs.TokenLogprobs))
+		for i, v := range c.Logprobs.TokenLogprobs {
+			lps[i] = logprobValue(v)
+		}
+	}
+	prompt := c.PromptTokenIDs
+	if prompt == nil {
+		prompt = rules.promptIDs
+	}
+	return rules.finish(out, prompt, c.TokenIDs, toks, lps, c.Logprobs != nil)
+}
+
+// finish fills token ids and logprobs and checks them against each other
+// and the vocabulary.
+func (rules responseRules) finish(out sampler.Response, prompt, ids []int, toks []string, lps []float64, haveLogprobs bool) (sampler.Response, error) {
+	if out.FinishReason == "" {
+		return out, invalidf("choice 0 has no finish_reason")
+	}
+	if ids == nil && haveLogprobs && len(toks) > 0 {
+		// Servers without return_token_ids but started with
+		// --return-tokens-as-token-ids still tell us the ids.
+		ids = make([]int, len(toks))
+		for i, t := range toks {
+			id, ok := tokenIDFromString(t)
+			if !ok {
+				ids = nil
+				break
+			}
+			ids[i] = id
+		}
+	}
+	if !rules.textOnly {
+		switch {
+		case ids == nil:
+			return out, invalidf("choice 0 has no token_ids; use vLLM 0.10.2 or later (return_token_ids) or start it with --return-tokens-as-token-ids")
+		case !haveLogprobs:
+			return out, invalidf("choice 0 has no logprobs")
+		case prompt == nil:
+			return out, invalidf("the response has no prompt_token_ids; use vLLM 0.10.2 or later (return_token_ids)")
+		}
+	}
+	if haveLogprobs && ids != nil && len(lps) != len(ids) {
+		return out, invalidf("choice 0 has %d token ids but %d logprobs", len(ids), len(lps))
+	}
+	if err := rules.checkIDs("token_ids", ids); err != nil {
+		return out, err
+	}
+	if err := rules.checkIDs("prompt_token_ids", prompt); err != nil {
+		return out, err
+	}
+	out.PromptIDs, out.CompletionIDs, out.Logprobs = prompt, ids, lps
+	return out, nil
+}
+
+func (rules responseRules) checkIDs(field string, ids []int) error {
+	for i, id := range ids {
+		if id < 0 || (rules.vocabSize > 0 && id >= rules.vocabSize) {
+			return invalidf("%s[%d] = %d is outside the vocabulary of %d tokens", field, i, id, rules.vocabSize)
+		}
+	}
+	return nil
+}

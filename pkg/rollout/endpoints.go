@@ -1,0 +1,249 @@
+package rollout
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// endpoint is one server and what the client knows of its state.
+type endpoint struct {
+	url       string
+	inflight  atomic.Int64
+	requests  atomic.Int64
+	failures  atomic.Int64
+	ejections atomic.Int64
+	streak    atomic.Int64 // consecutive retryable failures
+	ejected   atomic.Bool
+	nextProbe atomic.Int64 // unix nanoseconds
+	probing   atomic.Bool
+	maxLen    atomic.Int64 // max_model_len from /v1/models
+}
+
+func (e *endpoint) succeeded() { e.streak.Store(0) }
+
+// failed records a retryable failure and reports whether it ejected the
+// endpoint.
+func (e *endpoint) failed(ejectAfter int) bool {
+	e.failures.Add(1)
+	if e.streak.Add(1) >= int64(ejectAfter) && e.ejected.CompareAndSwap(false, true) {
+		e.ejections.Add(1)
+		return true
+	}
+	return false
+}
+
+// pick returns the endpoint with the fewest requests in flight among those
+// in rotation, avoiding the one that just failed when there is a choice.
+// Ties go round-robin so that idle endpoints share the load. When every
+// endpoint is ejected it still picks one: a request has a better chance
+// on a struggling server than none.
+func (c *Client) pick(avoid *endpoint) *endpoint {
+	eps := c.endpoints
+	if len(eps) == 1 {
+		c.maybeProbe(eps[0])
+		return eps[0]
+	}
+	start := int(c.rr.Add(1))
+	var best, fallback *endpoint
+	for i := range eps {
+		ep := eps[(start+i)%len(eps)]
+		if ep.ejected.Load() {
+			c.maybeProbe(ep)
+			if fallback == nil || ep.inflight.Load() < fallback.inflight.Load() {
+				fallback = ep
+			}
+			continue
+		}
+		if ep == avoid {
+			continue
+		}
+		if best == nil || ep.inflight.Load() < best.inflight.Load() {
+			best = ep
+		}
+	}
+	switch {
+	case best != nil:
+		return best
+	case avoid != nil && !avoid.ejected.Load():
+		return avoid
+	}
+	return fallback
+}
+
+// maybeProbe starts one /health probe of an ejected endpoint when its
+// probe is due.
+func (c *Client) maybeProbe(ep *endpoint) {
+	if !ep.ejected.Load() || time.Now().UnixNano() < ep.nextProbe.Load() || !ep.probing.CompareAndSwap(false, true) {
+		return
+	}
+	go func() {
+		defer ep.probing.Store(false)
+		ctx, cancel := context.WithTimeout(context.Background(), min(c.opts.RequestTimeout, 10*time.Second))
+		defer cancel()
+		if c.healthy(ctx, ep) == nil {
+			ep.streak.Store(0)
+			ep.ejected.Store(false)
+			return
+		}
+		ep.nextProbe.Store(time.Now().Add(c.opts.ProbeInterval).UnixNano())
+	}()
+}
+
+func (c *Client) healthLoop() {
+	t := time.NewTicker(c.opts.HealthInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.stop:
+			return
+		case <-t.C:
+		}
+		var wg sync.WaitGroup
+		for _, ep := range c.endpoints {
+			if ep.ejected.Load() {
+				continue // probed on its own schedule
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				ctx, cancel := context.WithTimeout(context.Background(), min(c.opts.HealthInterval, 10*time.Second))
+				defer cancel()
+				if c.healthy(ctx, ep) != nil && ep.ejected.CompareAndSwap(false, true) {
+					ep.ejections.Add(1)
+					ep.nextProbe.Store(time.Now().Add(c.opts.ProbeInterval).UnixNano())
+				}
+			}()
+		}
+		wg.Wait()
+	}
+}
+
+func (c *Client) get(ctx context.Context, ep *endpoint, path string) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, ep.url+path, nil)
+	if err != nil {
+		return nil, err
+	}
+	if c.opts.APIKey != "" {
+		req.Header.Set("Authorization", "Bearer "+c.opts.APIKey)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return nil, stripURL(err)
+	}
+	defer resp.Body.Close()
+	body, err := readBody(resp)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		msg, typ := errorMessage(body)
+		return nil, &StatusError{Endpoint: ep.url, Path: path, Status: resp.StatusCode, Message: msg, Type: typ}
+	}
+	return body, nil
+}
+
+func (c *Client) healthy(ctx context.Context, ep *endpoint) error {
+	_, err := c.get(ctx, ep, "/health")
+	return err
+}
+
+// CheckError lists every endpoint that failed the start-up check.
+type CheckError struct {
+	Problems []string // one sentence per endpoint
+}
+
+func (e *CheckError) Error() string {
+	return "inference endpoints not ready: " + strings.Join(e.Problems, "; ")
+}
+
+// Check asks every endpoint for /health and /v1/models, concurrently, and
+// fails with one error naming each endpoint that is down or does not
+// serve the configured model. It records max_model_len for MaxModelLen.
+func (c *Client) Check(ctx context.Context) error {
+	problems := make([]string, len(c.endpoints))
+	var wg sync.WaitGroup
+	for i, ep := range c.endpoints {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			problems[i] = c.checkOne(ctx, ep)
+		}()
+	}
+	wg.Wait()
+	var out []string
+	for _, p := range problems {
+		if p != "" {
+			out = append(out, p)
+		}
+	}
+	if len(out) > 0 {
+		return &CheckError{Problems: out}
+	}
+	return nil
+}
+
+func (c *Client) checkOne(ctx context.Context, ep *endpoint) string {
+	ctx, cancel := context.WithTimeout(ctx, min(c.opts.RequestTimeout, 30*time.Second))
+	defer cancel()
+	if err := c.healthy(ctx, ep); err != nil {
+		var se *StatusError
+		if errors.As(err, &se) {
+			return fmt.Sprintf("%s/health answered %d (the server is up but not ready; wait for it to load the model)", ep.url, se.Status)
+		}
+		return fmt.Sprintf("%s is down (%v); start the server or fix rollout.endpoints", ep.url, err)
+	}
+	body, err := c.get(ctx, ep, "/v1/models")
+	if err != nil {
+		return fmt.Sprintf("%s/v1/models failed: %v", ep.url, err)
+	}
+	var models struct {
+		Data []struct {
+			ID          string `json:"id"`
+			MaxModelLen int64  `json:"max_model_len"`
+		} `json:"data"`
+	}
+	if err := json.Unmarshal(body, &models); err != nil {
+		return fmt.Sprintf("%s/v1/models sent malformed JSON: %v", ep.url, err)
+	}
+	var ids []string
+	for _, m := range models.Data {
+		if m.ID == c.opts.Model {
+			ep.maxLen.Store(m.MaxModelLen)
+			return ""
+		}
+		ids = append(ids, m.ID)
+	}
+	slices.Sort(ids)
+	return fmt.Sprintf("%s serves %s, not %q; set rollout.model to the served name or point rollout.endpoints at the right server", ep.url, quoteList(ids), c.opts.Model)
+}
+
+func quoteList(ids []string) string {
+	if len(ids) == 0 {
+		return "no model"
+	}
+	q := make([]string, len(ids))
+	for i, id := range ids {
+		q[i] = fmt.Sprintf("%q", id)
+	}
+	return strings.Join(q, ", ")
+}
+
+// MaxModelLen is the smallest context length the endpoints reported in
+// Check (0 before Check or when none reported one).
+func (c *Client) MaxModelLen() int {
+	var m int64
+	for _, ep := range c.endpoints {
+		if l := ep.maxLen.Load(); l > 0 && (m == 0 || l < m) {
+			m = l
+		}
+	}
+	return int(m)
+}

@@ -1,0 +1,262 @@
+package rollout
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+
+	"github.com/rllm-org/rllm-go/pkg/episode"
+	"github.com/rllm-org/rllm-go/pkg/sampler"
+)
+
+// The wire types below carry exactly the fields vLLM and SGLang define for
+// their OpenAI-compatible routes (see the inference-servers reference).
+// Sampling fields are never omitted: an omitted field falls back to the
+// model's generation_config on vLLM, which silently changes the policy.
+
+// ChatRequest is a POST /v1/chat/completions body.
+type ChatRequest struct {
+	Model                  string            `json:"model"`
+	Messages               []episode.Message `json:"messages"`
+	Temperature            float64           `json:"temperature"`
+	TopP                   float64           `json:"top_p"`
+	TopK                   int               `json:"top_k"`
+	MaxTokens              int               `json:"max_tokens,omitempty"` // 0: up to the context length
+	Stop                   []string          `json:"stop,omitempty"`
+	StopTokenIDs           []int             `json:"stop_token_ids,omitempty"`
+	Seed                   *int64            `json:"seed,omitempty"`
+	N                      int               `json:"n"`
+	Logprobs               bool              `json:"logprobs"`
+	TopLogprobs            int               `json:"top_logprobs,omitempty"`
+	ReturnTokenIDs         bool              `json:"return_token_ids"`
+	ReturnTokensAsTokenIDs bool              `json:"return_tokens_as_token_ids,omitempty"`
+	ChatTemplateKwargs     map[string]any    `json:"chat_template_kwargs,omitempty"`
+	Tools                  []sampler.Tool    `json:"tools,omitempty"`
+	ToolChoice             any               `json:"tool_choice,omitempty"`
+}
+
+// CompletionRequest is a POST /v1/completions body.
+type CompletionRequest struct {
+	Model                  string   `json:"model"`
+	Prompt                 Prompt   `json:"prompt"`
+	Temperature            float64  `json:"temperature"`
+	TopP                   float64  `json:"top_p"`
+	TopK                   int      `json:"top_k"`
+	MaxTokens              int      `json:"max_tokens,omitempty"` // 0: up to the context length
+	Stop                   []string `json:"stop,omitempty"`
+	StopTokenIDs           []int    `json:"stop_token_ids,omitempty"`
+	Seed                   *int64   `json:"seed,omitempty"`
+	N                      int      `json:"n"`
+	Logprobs               *int     `json:"logprobs,omitempty"` // number of top logprobs; 0 still returns the sampled token's
+	ReturnTokenIDs         bool     `json:"return_token_ids"`
+	ReturnTokensAsTokenIDs bool     `json:"return_tokens_as_token_ids,omitempty"`
+}
+
+// Prompt is a completions prompt: token ids when IDs is non-nil, else text.
+type Prompt struct {
+	Text string
+	IDs  []int
+}
+
+// MarshalJSON writes the ids as a JSON list or the text as a string.
+func (p Prompt) MarshalJSON() ([]byte, error) {
+	if p.IDs != nil {
+		return json.Marshal(p.IDs)
+	}
+	return json.Marshal(p.Text)
+}
+
+// UnmarshalJSON reads either form.
+func (p *Prompt) UnmarshalJSON(b []byte) error {
+	if len(b) > 0 && b[0] == '[' {
+		p.Text = ""
+		return json.Unmarshal(b, &p.IDs)
+	}
+	p.IDs = nil
+	return json.Unmarshal(b, &p.Text)
+}
+
+// Usage is the token accounting of a response.
+type Usage struct {
+	PromptTokens     int `json:"prompt_tokens"`
+	CompletionTokens int `json:"completion_tokens"`
+	TotalTokens      int `json:"total_tokens"`
+}
+
+// ChatResponse is a /v1/chat/completions answer.
+type ChatResponse struct {
+	ID             string       `json:"id"`
+	Object         string       `json:"object"`
+	Created        int64        `json:"created"`
+	Model          string       `json:"model"`
+	Choices        []ChatChoice `json:"choices"`
+	Usage          Usage        `json:"usage"`
+	PromptTokenIDs []int        `json:"prompt_token_ids"`
+}
+
+// ChatChoice is one choice of a chat answer. StopReason is vLLM's
+// stop_reason, MatchedStop SGLang's name for the same thing.
+type ChatChoice struct {
+	Index        int           `json:"index"`
+	Message      *ChatMessage  `json:"message"`
+	Logprobs     *ChatLogprobs `json:"logprobs"`
+	FinishReason string        `json:"finish_reason"`
+	StopReason   StopReason    `json:"stop_reason"`
+	MatchedStop  StopReason    `json:"matched_stop"`
+	TokenIDs     []int         `json:"token_ids"`
+}
+
+// ChatMessage is the assistant message of a choice. Reasoning is vLLM's
+// field (2026), ReasoningContent older vLLM's and SGLang's.
+type ChatMessage struct {
+	Role             string             `json:"role"`
+	Content          *string            `json:"content"`
+	Reasoning        *string            `json:"reasoning"`
+	ReasoningContent *string            `json:"reasoning_content"`
+	ToolCalls        []episode.ToolCall `json:"tool_calls"`
+}
+
+// ChatLogprobs is the chat form of logprobs.
+type ChatLogprobs struct {
+	Content []TokenLogprob `json:"content"`
+}
+
+// TokenLogprob is one sampled token with its logprob and alternatives.
+type TokenLogprob struct {
+	Token       string       `json:"token"`
+	Logprob     float64      `json:"logprob"`
+	Bytes       []int        `json:"bytes"`
+	TopLogprobs []TopLogprob `json:"top_logprobs"`
+}
+
+// TopLogprob is one alternative token.
+type TopLogprob struct {
+	Token   string  `json:"token"`
+	Logprob float64 `json:"logprob"`
+	Bytes   []int   `json:"bytes"`
+}
+
+// CompletionResponse is a /v1/completions answer.
+type CompletionResponse struct {
+	ID      string             `json:"id"`
+	Object  string             `json:"object"`
+	Created int64              `json:"created"`
+	Model   string             `json:"model"`
+	Choices []CompletionChoice `json:"choices"`
+	Usage   Usage              `json:"usage"`
+}
+
+// CompletionChoice is one choice of a completions answer; vLLM puts the
+// prompt ids on each choice here.
+type CompletionChoice struct {
+	Index          int                 `json:"index"`
+	Text           *string             `json:"text"`
+	Logprobs       *CompletionLogprobs `json:"logprobs"`
+	FinishReason   string              `json:"finish_reason"`
+	StopReason     StopReason          `json:"stop_reason"`
+	MatchedStop    StopReason          `json:"matched_stop"`
+	TokenIDs       []int               `json:"token_ids"`
+	PromptTokenIDs []int               `json:"prompt_token_ids"`
+}
+
+// CompletionLogprobs is the completions (legacy OpenAI) form of logprobs.
+type CompletionLogprobs struct {
+	Tokens        []string             `json:"tokens"`
+	TokenLogprobs []float64            `json:"token_logprobs"`
+	TopLogprobs   []map[string]float64 `json:"top_logprobs"`
+	TextOffset    []int                `json:"text_offset"`
+}
+
+// StopReason is the stop string or token id that ended a choice, as text
+// ("" for end-of-sequence). Servers send a string, a number or null.
+type StopReason string
+
+// UnmarshalJSON accepts a string, an integer or null.
+func (s *StopReason) UnmarshalJSON(b []byte) error {
+	b = bytes.TrimSpace(b)
+	switch {
+	case len(b) == 0 || string(b) == "null":
+		*s = ""
+	case b[0] == '"':
+		var v string
+		if err := json.Unmarshal(b, &v); err != nil {
+			return err
+		}
+		*s = StopReason(v)
+	default:
+		var n json.Number
+		if err := json.Unmarshal(b, &n); err != nil {
+			return fmt.Errorf("stop reason must be a string, a token id or null, got %.40s", b)
+		}
+		*s = StopReason(n.String())
+	}
+	return nil
+}
+
+// apiError is vLLM's error body, nested ({"error":{...}}) or flat (older).
+type apiError struct {
+	Message string          `json:"message"`
+	Type    string          `json:"type"`
+	Param   json.RawMessage `json:"param"`
+	Code    json.RawMessage `json:"code"`
+}
+
+// errorMessage pulls the server's message out of an error body, whatever
+// its shape; it falls back to the start of the body.
+func errorMessage(body []byte) (msg, typ string) {
+	var nested struct {
+		Error json.RawMessage `json:"error"`
+	}
+	var flat apiError
+	if json.Unmarshal(body, &nested) == nil && len(nested.Error) > 0 {
+		var e apiError
+		if json.Unmarshal(nested.Error, &e) == nil && e.Message != "" {
+			return e.Message, e.Type
+		}
+		var s string
+		if json.Unmarshal(nested.Error, &s) == nil && s != "" {
+			return s, ""
+		}
+	}
+	if json.Unmarshal(body, &flat) == nil && flat.Message != "" {
+		return flat.Message, flat.Type
+	}
+	var detail struct {
+		Detail string `json:"detail"` // FastAPI's default error shape
+	}
+	if json.Unmarshal(body, &detail) == nil && detail.Detail != "" {
+		return detail.Detail, ""
+	}
+	t := strings.TrimSpace(string(body))
+	if len(t) > 200 {
+		t = t[:200] + "..."
+	}
+	return t, ""
+}
+
+// vLLM sends -inf logprobs as -9999.0 because JSON has no infinity.
+const wireNegInf = -9999.0
+
+func logprobValue(v float64) float64 {
+	if v <= wireNegInf {
+		return math.Inf(-1)
+	}
+	return v
+}
+
+// tokenIDFromString reads the "token_id:N" form vLLM uses with
+// --return-tokens-as-token-ids.
+func tokenIDFromString(tok string) (int, bool) {
+	rest, ok := strings.CutPrefix(tok, "token_id:")
+	if !ok {
+		return 0, false
+	}
+	n, err := strconv.Atoi(rest)
+	if err != nil || n < 0 {
+		return 0, false
+	}
+	return n, true
+}
