@@ -1,0 +1,357 @@
+package rollout
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/rllm-org/rllm-go/pkg/episode"
+)
+
+// Workflow runs one episode of one task. It has exactly the method of
+// pkg/workflow's Workflow, so any workflow satisfies it.
+type Workflow interface {
+	Run(ctx context.Context, task episode.Task, episodeID string) (*episode.Episode, error)
+}
+
+// WorkflowFactory makes a fresh workflow for every episode (and every
+// retry of one), so episodes never share agent or environment state.
+type WorkflowFactory func() (Workflow, error)
+
+// EngineOptions configure an Engine.
+type EngineOptions struct {
+	// N is the number of rollouts per task (rollout.n; default 1).
+	N int
+	// NParallel bounds the episodes in flight (workflow.n_parallel_tasks;
+	// default 256).
+	NParallel int
+	// EpisodeTimeout ends an episode with termination "timeout" (0: none).
+	// An episode whose workflow ignores its context is abandoned at the
+	// timeout rather than allowed to wedge the run.
+	EpisodeTimeout time.Duration
+	// RetryLimit is how many times an episode is run in all while it ends
+	// in "error" (workflow.retry_limit, rLLM's meaning; default 3, at
+	// least 1).
+	RetryLimit int
+	// TaskID names a task; by default its "uid" or "id" field, else its
+	// index in the batch. A name seen twice in a batch gets "@index"
+	// appended so that episode ids stay unique.
+	TaskID func(index int, task episode.Task) string
+	// OnEvent receives progress events. Calls are serialized; keep it fast.
+	OnEvent func(Event)
+}
+
+// EventKind says what happened to an episode.
+type EventKind string
+
+// Progress events. Every episode has one started, any number of retried,
+// one tokens, and then exactly one of finished and failed (error or
+// timeout).
+const (
+	EventStarted  EventKind = "started"
+	EventRetried  EventKind = "retried"
+	EventTokens   EventKind = "tokens"
+	EventFinished EventKind = "finished"
+	EventFailed   EventKind = "failed"
+)
+
+// Event is one progress event.
+type Event struct {
+	Kind           EventKind
+	EpisodeID      string
+	TaskIndex      int
+	Rollout        int
+	Attempt        int // 1 for the first run
+	Termination    episode.TerminationReason
+	Err            string
+	PromptTokens   int
+	ResponseTokens int
+}
+
+// EngineMetrics are cumulative over every Run of an engine.
+type EngineMetrics struct {
+	Episodes       int64 // episodes returned
+	Retries        int64 // re-runs of episodes that ended in error
+	Errors         int64 // episodes returned with termination "error"
+	Timeouts       int64 // episodes returned with termination "timeout"
+	Abandoned      int64 // workflows still running after their timeout
+	PromptTokens   int64
+	ResponseTokens int64
+	Terminations   map[episode.TerminationReason]int64
+}
+
+// Engine runs tasks × N episodes concurrently.
+type Engine struct {
+	factory WorkflowFactory
+	opts    EngineOptions
+
+	eventMu sync.Mutex
+	mu      sync.Mutex
+	terms   map[episode.TerminationReason]int64
+
+	episodes, retries, errs, timeouts, abandoned atomic.Int64
+	promptTokens, responseTokens                 atomic.Int64
+}
+
+// NewEngine checks the options and builds an engine.
+func NewEngine(factory WorkflowFactory, opts EngineOptions) (*Engine, error) {
+	if factory == nil {
+		return nil, errors.New("rollout engine needs a workflow factory")
+	}
+	if opts.N < 0 || opts.NParallel < 0 || opts.RetryLimit < 0 || opts.EpisodeTimeout < 0 {
+		return nil, &OptionError{fmt.Sprintf("rollout.n (%d), workflow.n_parallel_tasks (%d), workflow.retry_limit (%d) and the episode timeout (%v) must not be negative",
+			opts.N, opts.NParallel, opts.RetryLimit, opts.EpisodeTimeout)}
+	}
+	if opts.N == 0 {
+		opts.N = 1
+	}
+	if opts.NParallel == 0 {
+		opts.NParallel = 256
+	}
+	if opts.RetryLimit == 0 {
+		opts.RetryLimit = 3
+	}
+	if opts.TaskID == nil {
+		opts.TaskID = DefaultTaskID
+	}
+	return &Engine{factory: factory, opts: opts, terms: map[episode.TerminationReason]int64{}}, nil
+}
+
+// DefaultTaskID is the task's "uid" or "id" field, else its index.
+func DefaultTaskID(index int, task episode.Task) string {
+	for _, key := range []string{"uid", "id"} {
+		switch v := task[key].(type) {
+		case string:
+			if v != "" {
+				return v
+			}
+		case int:
+			return strconv.Itoa(v)
+		case int64:
+			return strconv.FormatInt(v, 10)
+		case float64:
+			return strconv.FormatFloat(v, 'f', -1, 64)
+		}
+	}
+	return strconv.Itoa(index)
+}
+
+// Run runs every task N times and returns the episodes in task order:
+// task 0's rollouts 0..N-1, then task 1's, and so on, with ids
+// "task_id:rollout_index". Every episode is returned exactly once, failed
+// ones with termination "error" or "timeout" and the reason in Error.
+// When ctx is cancelled Run stops starting episodes and returns the
+// finished ones, still in order, with ctx's error.
+func (e *Engine) Run(ctx context.Context, tasks []episode.Task) ([]*episode.Episode, error) {
+	ids := e.taskIDs(tasks)
+	n := e.opts.N
+	results := make([]*episode.Episode, len(tasks)*n)
+	var g errgroup.Group
+	g.SetLimit(e.opts.NParallel)
+launch:
+	for ti, task := range tasks {
+		for r := 0; r < n; r++ {
+			if ctx.Err() != nil {
+				break launch
+			}
+			g.Go(func() error {
+				results[ti*n+r] = e.runEpisode(ctx, ti, r, task, episode.EpisodeID(ids[ti], r))
+				return nil
+			})
+		}
+	}
+	_ = g.Wait()
+	if err := ctx.Err(); err != nil {
+		done := results[:0]
+		for _, ep := range results {
+			if ep != nil {
+				done = append(done, ep)
+			}
+		}
+		return done, err
+	}
+	return results, nil
+}
+
+func (e *Engine) taskIDs(tasks []episode.Task) []string {
+	ids := make([]string, len(tasks))
+	seen := make(map[string]bool, len(tasks))
+	for i, t := range tasks {
+		id := e.opts.TaskID(i, t)
+		if seen[id] {
+			id = id + "@" + strconv.Itoa(i)
+		}
+		seen[id] = true
+		ids[i] = id
+	}
+	return ids
+}
+
+func (e *Engine) emit(ev Event) {
+	if e.opts.OnEvent == nil {
+		return
+	}
+	e.eventMu.Lock()
+	defer e.eventMu.Unlock()
+	e.opts.OnEvent(ev)
+}
+
+// runEpisode runs one episode, re-running it while it ends in error. It
+// returns nil only when ctx was cancelled.
+func (e *Engine) runEpisode(ctx context.Context, ti, r int, task episode.Task, id string) *episode.Episode {
+	if ctx.Err() != nil {
+		return nil
+	}
+	e.emit(Event{Kind: EventStarted, EpisodeID: id, TaskIndex: ti, Rollout: r, Attempt: 1})
+	var ep *episode.Episode
+	attempt := 1
+	for ; ; attempt++ {
+		ep = e.once(ctx, task, id)
+		if ep == nil {
+			return nil
+		}
+		if ep.TerminationReason != episode.TerminationError || attempt >= e.opts.RetryLimit {
+			break
+		}
+		e.retries.Add(1)
+		e.emit(Event{Kind: EventRetried, EpisodeID: id, TaskIndex: ti, Rollout: r, Attempt: attempt + 1, Err: ep.Error})
+	}
+	pt, rt := tokenCounts(ep)
+	e.episodes.Add(1)
+	e.promptTokens.Add(int64(pt))
+	e.responseTokens.Add(int64(rt))
+	e.mu.Lock()
+	e.terms[ep.TerminationReason]++
+	e.mu.Unlock()
+	e.emit(Event{Kind: EventTokens, EpisodeID: id, TaskIndex: ti, Rollout: r, Attempt: attempt, PromptTokens: pt, ResponseTokens: rt})
+	kind := EventFinished
+	switch ep.TerminationReason {
+	case episode.TerminationError:
+		e.errs.Add(1)
+		kind = EventFailed
+	case episode.TerminationTimeout:
+		e.timeouts.Add(1)
+		kind = EventFailed
+	}
+	e.emit(Event{Kind: kind, EpisodeID: id, TaskIndex: ti, Rollout: r, Attempt: attempt,
+		Termination: ep.TerminationReason, Err: ep.Error, PromptTokens: pt, ResponseTokens: rt})
+	return ep
+}
+
+func tokenCounts(ep *episode.Episode) (prompt, response int) {
+	for _, tr := range ep.Trajectories {
+		for _, st := range tr.Steps {
+			prompt += len(st.PromptIDs)
+			response += len(st.ResponseIDs)
+		}
+	}
+	return prompt, response
+}
+
+// abandonGrace is how long a timed-out workflow may take to return
+// before the engine leaves it behind.
+const abandonGrace = 200 * time.Millisecond
+
+type outcome struct {
+	ep  *episode.Episode
+	err error
+}
+
+// once runs one attempt of an episode; nil means ctx was cancelled.
+func (e *Engine) once(ctx context.Context, task episode.Task, id string) *episode.Episode {
+	failed := func(reason episode.TerminationReason, partial *episode.Episode, msg string) *episode.Episode {
+		ep := &episode.Episode{}
+		if partial != nil {
+			ep = partial
+		}
+		ep.ID, ep.TerminationReason, ep.Error = id, reason, msg
+		if ep.Task == nil {
+			ep.Task = task
+		}
+		return ep
+	}
+	wf, err := e.factory()
+	if err != nil {
+		return failed(episode.TerminationError, nil, "creating the workflow: "+err.Error())
+	}
+	if wf == nil {
+		return failed(episode.TerminationError, nil, "the workflow factory returned no workflow")
+	}
+	epCtx, cancel := ctx, context.CancelFunc(func() {})
+	if e.opts.EpisodeTimeout > 0 {
+		epCtx, cancel = context.WithTimeout(ctx, e.opts.EpisodeTimeout)
+	}
+	defer cancel()
+	done := make(chan outcome, 1)
+	go func() {
+		defer func() {
+			if p := recover(); p != nil {
+				done <- outcome{err: fmt.Errorf("workflow panicked: %v", p)}
+			}
+		}()
+		ep, err := wf.Run(epCtx, task, id)
+		done <- outcome{ep, err}
+	}()
+	var out outcome
+	select {
+	case out = <-done:
+	case <-epCtx.Done():
+		// A workflow that honours its context returns promptly; give it
+		// that moment before deciding it ignores the context.
+		grace := time.NewTimer(abandonGrace)
+		defer grace.Stop()
+		select {
+		case out = <-done:
+		case <-grace.C:
+			if ctx.Err() != nil {
+				return nil
+			}
+			// The workflow ignores its context: leave it behind.
+			e.abandoned.Add(1)
+			return failed(episode.TerminationTimeout, nil, fmt.Sprintf("episode exceeded its timeout of %v", e.opts.EpisodeTimeout))
+		}
+	}
+	if ctx.Err() != nil {
+		return nil
+	}
+	timedOut := errors.Is(epCtx.Err(), context.DeadlineExceeded)
+	switch {
+	case out.err != nil && timedOut:
+		return failed(episode.TerminationTimeout, out.ep, fmt.Sprintf("episode exceeded its timeout of %v: %v", e.opts.EpisodeTimeout, out.err))
+	case out.err != nil:
+		return failed(episode.TerminationError, out.ep, out.err.Error())
+	case out.ep == nil:
+		return failed(episode.TerminationError, nil, "the workflow returned no episode and no error")
+	}
+	ep := out.ep
+	ep.ID = id
+	if ep.Task == nil {
+		ep.Task = task
+	}
+	if ep.TerminationReason == "" {
+		ep.TerminationReason = episode.TerminationUnknown
+	}
+	if ep.TerminationReason == episode.TerminationError && ep.Error == "" {
+		ep.Error = "the workflow ended the episode with termination error"
+	}
+	return ep
+}
+
+// Metrics returns the counters of every Run so far.
+func (e *Engine) Metrics() EngineMetrics {
+	m := EngineMetrics{Episodes: e.episodes.Load(), Retries: e.retries.Load(), Errors: e.errs.Load(),
+		Timeouts: e.timeouts.Load(), Abandoned: e.abandoned.Load(), PromptTokens: e.promptTokens.Load(),
+		ResponseTokens: e.responseTokens.Load(), Terminations: map[episode.TerminationReason]int64{}}
+	e.mu.Lock()
+	for k, v := range e.terms {
+		m.Terminations[k] = v
+	}
+	e.mu.Unlock()
+	return m
+}
