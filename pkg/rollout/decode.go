@@ -31,11 +31,34 @@ func (e *malformed) Error() string { return "malformed JSON: " + e.err.Error() }
 
 // decodeChat decodes and checks a chat answer and returns its first choice.
 func decodeChat(body []byte, rules responseRules) (sampler.Response, error) {
-	var r ChatResponse
+	var r leanChatResponse
 	if err := json.Unmarshal(body, &r); err != nil {
 		return sampler.Response{}, &malformed{err}
 	}
 	return rules.chat(&r)
+}
+
+// leanChatResponse is ChatResponse without the fields Sample never reads
+// (per-token bytes and alternatives): decoding them was a third of the
+// client's CPU per request.
+type leanChatResponse struct {
+	Model          string           `json:"model"`
+	Choices        []leanChatChoice `json:"choices"`
+	PromptTokenIDs []int            `json:"prompt_token_ids"`
+}
+
+type leanChatChoice struct {
+	Message  *ChatMessage `json:"message"`
+	Logprobs *struct {
+		Content []struct {
+			Token   string  `json:"token"`
+			Logprob float64 `json:"logprob"`
+		} `json:"content"`
+	} `json:"logprobs"`
+	FinishReason string     `json:"finish_reason"`
+	StopReason   StopReason `json:"stop_reason"`
+	MatchedStop  StopReason `json:"matched_stop"`
+	TokenIDs     []int      `json:"token_ids"`
 }
 
 // decodeCompletion decodes and checks a completions answer.
@@ -47,7 +70,7 @@ func decodeCompletion(body []byte, rules responseRules) (sampler.Response, error
 	return rules.completion(&r)
 }
 
-func (rules responseRules) chat(r *ChatResponse) (sampler.Response, error) {
+func (rules responseRules) chat(r *leanChatResponse) (sampler.Response, error) {
 	if len(r.Choices) == 0 {
 		return sampler.Response{}, invalidf("the response has no choices")
 	}
