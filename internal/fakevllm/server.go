@@ -353,10 +353,10 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request) {
 	}
 	if fault == FaultTimeout {
 		<-mergeDone(r.Context(), s.quit)
-		return
+		panic(http.ErrAbortHandler) // never answer, not even an empty 200
 	}
 	if !s.sleep(r.Context(), s.cfg.Latency) {
-		return
+		panic(http.ErrAbortHandler)
 	}
 	switch fault {
 	case FaultServerError:

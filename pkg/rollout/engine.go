@@ -12,13 +12,11 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/rllm-org/rllm-go/pkg/episode"
+	"github.com/rllm-org/rllm-go/pkg/workflow"
 )
 
-// Workflow runs one episode of one task. It has exactly the method of
-// pkg/workflow's Workflow, so any workflow satisfies it.
-type Workflow interface {
-	Run(ctx context.Context, task episode.Task, episodeID string) (*episode.Episode, error)
-}
+// Workflow runs one episode of one task (pkg/workflow's interface).
+type Workflow = workflow.Workflow
 
 // WorkflowFactory makes a fresh workflow for every episode (and every
 // retry of one), so episodes never share agent or environment state.
