@@ -89,21 +89,21 @@ func TestOutcomeFixtures(t *testing.T) {
 }
 
 type tokenCase struct {
-	Name        string    `json:"name"`
-	Estimator   string    `json:"estimator"`
-	Offsets     []int     `json:"offsets"`
-	Rewards     []float64 `json:"rewards"`
-	Values      []float64 `json:"values"`
-	Mask        []float64 `json:"mask"`
-	Gamma       float64   `json:"gamma"`
-	Lam         *float64  `json:"lam"`
-	Whiten      *bool     `json:"whiten"`
-	KLCoef      float64   `json:"kl_coef"`
-	KLType      string    `json:"kl_type"`
-	Old         []float64 `json:"old_logprobs"`
-	Ref         []float64 `json:"ref_logprobs"`
-	Advantages  []float64 `json:"advantages"`
-	Returns     []float64 `json:"returns"`
+	Name       string    `json:"name"`
+	Estimator  string    `json:"estimator"`
+	Offsets    []int     `json:"offsets"`
+	Rewards    []float64 `json:"rewards"`
+	Values     []float64 `json:"values"`
+	Mask       []float64 `json:"mask"`
+	Gamma      float64   `json:"gamma"`
+	Lam        *float64  `json:"lam"`
+	Whiten     *bool     `json:"whiten"`
+	KLCoef     float64   `json:"kl_coef"`
+	KLType     string    `json:"kl_type"`
+	Old        []float64 `json:"old_logprobs"`
+	Ref        []float64 `json:"ref_logprobs"`
+	Advantages []float64 `json:"advantages"`
+	Returns    []float64 `json:"returns"`
 }
 
 func TestTokenFixtures(t *testing.T) {

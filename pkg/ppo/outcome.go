@@ -139,7 +139,10 @@ func GRPO(rewards []float64, groups []int, numGroups int, normByStd bool, eps fl
 			for hi < len(groups) && groups[hi] == groups[lo] {
 				hi++
 			}
-			grpoRun(rewards[lo:hi], normByStd, eps, ddof, dst[lo:hi])
+			if !grpoRun(rewards[lo:hi], normByStd, eps, ddof, dst[lo:hi]) {
+				zero(dst)
+				return errOverflow("advantages")
+			}
 			lo = hi
 		}
 		return nil
@@ -155,18 +158,25 @@ func GRPO(rewards []float64, groups []int, numGroups int, normByStd bool, eps fl
 		}
 		ws.mean[g], ws.sq[g] = mean, std+eps
 	}
+	var chk float64
 	for i, g := range groups {
 		if normByStd {
 			dst[i] = (rewards[i] - ws.mean[g]) / ws.sq[g]
 		} else {
 			dst[i] = rewards[i] - ws.mean[g]
 		}
+		chk += dst[i] * 0
+	}
+	if chk != 0 {
+		zero(dst)
+		return errOverflow("advantages")
 	}
 	return nil
 }
 
-// grpoRun is GRPO over one group held contiguously.
-func grpoRun(r []float64, normByStd bool, eps, ddof float64, dst []float64) {
+// grpoRun is GRPO over one group held contiguously; false if a result is
+// not finite.
+func grpoRun(r []float64, normByStd bool, eps, ddof float64, dst []float64) bool {
 	mean, std := 0.0, 1.0
 	if len(r) > 1 {
 		var v float64
@@ -177,16 +187,20 @@ func grpoRun(r []float64, normByStd bool, eps, ddof float64, dst []float64) {
 		}
 		std = math.Sqrt(v)
 	}
+	var chk float64
 	if !normByStd {
 		for i, x := range r {
 			dst[i] = x - mean
+			chk += dst[i] * 0
 		}
-		return
+		return chk == 0
 	}
 	den := std + eps
 	for i, x := range r {
 		dst[i] = (x - mean) / den
+		chk += dst[i] * 0
 	}
+	return chk == 0
 }
 
 // RLOO computes REINFORCE-leave-one-out advantages (Ahmadian et al. 2024,
@@ -213,6 +227,16 @@ func RLOO(rewards []float64, groups []int, numGroups int, ws *Workspace, dst []f
 		} else {
 			dst[i] = rewards[i]
 		}
+	}
+	return finish(dst)
+}
+
+// finish makes sure no NaN or ±Inf leaves an estimator (rewards near the
+// float64 limit can overflow a sum).
+func finish(dst []float64) error {
+	if checkFinite("advantages", dst) != nil {
+		zero(dst)
+		return errOverflow("advantages")
 	}
 	return nil
 }
@@ -290,7 +314,7 @@ func ReinforcePPBaseline(rewards []float64, groups []int, numGroups int, lengths
 		for i := range dst {
 			dst[i] /= den
 		}
-		return nil
+		return finish(dst)
 	}
 	if err := sameLen("lengths", len(lengths), "rewards", len(rewards)); err != nil {
 		zero(dst)
@@ -325,7 +349,7 @@ func ReinforcePPBaseline(rewards []float64, groups []int, numGroups int, lengths
 	for i, c := range dst {
 		dst[i] = (c - mu) * inv
 	}
-	return nil
+	return finish(dst)
 }
 
 // OPO computes On-Policy RL with Optimal reward baseline advantages (Hao et
@@ -369,5 +393,5 @@ func OPO(rewards []float64, groups []int, numGroups int, lengths []float64, ws *
 	for i, g := range groups {
 		dst[i] = rewards[i] - ws.mean[g]
 	}
-	return nil
+	return finish(dst)
 }

@@ -94,15 +94,23 @@ func MaskedWhiten(xs, mask []float64) error {
 		n += mask[t]
 		s += x * mask[t]
 	}
-	maskedWhiten(xs, mask, n, s)
+	if !maskedWhiten(xs, mask, n, s) {
+		zero(xs)
+		return errOverflow("values")
+	}
 	return nil
 }
 
-// maskedWhiten is MaskedWhiten given N = Σ m and S = Σ m·x.
-func maskedWhiten(xs, mask []float64, n, s float64) {
+func errOverflow(name string) error {
+	return &InputError{Name: name, Index: 0, Msg: "overflowed to ±Inf; the inputs are out of any sensible range"}
+}
+
+// maskedWhiten is MaskedWhiten given N = Σ m and S = Σ m·x. It reports
+// false if a result is not finite (inputs near the float64 limit).
+func maskedWhiten(xs, mask []float64, n, s float64) bool {
 	if n < 2 {
 		zero(xs)
-		return
+		return true
 	}
 	mu := s / (n + 1e-8)
 	var sq float64
@@ -112,9 +120,13 @@ func maskedWhiten(xs, mask []float64, n, s float64) {
 	}
 	variance := sq / (n + 1e-8) * (n / (n - 1))
 	inv := 1 / math.Sqrt(variance+1e-8)
+	var chk float64
 	for t, x := range xs {
-		xs[t] = (x - mu) * inv * mask[t]
+		y := (x - mu) * inv * mask[t]
+		chk += y * 0
+		xs[t] = y
 	}
+	return chk == 0
 }
 
 // ReinforcePP computes REINFORCE++ advantages (Hu et al. 2025,
@@ -145,6 +157,7 @@ func ReinforcePP(in *TokenInput, cfg *Config, adv, ret []float64) error {
 			running = in.reward(cfg, kind, t) + gamma*running
 			ret[t] = running
 			adv[t] = running
+			chk += running * 0
 			n += m
 			s += running * m
 			running *= m
@@ -159,7 +172,11 @@ func ReinforcePP(in *TokenInput, cfg *Config, adv, ret []float64) error {
 		zero(ret)
 		return in.nonFinite()
 	}
-	maskedWhiten(adv, in.Mask, n, s)
+	if !maskedWhiten(adv, in.Mask, n, s) {
+		zero(adv)
+		zero(ret)
+		return errOverflow("advantages")
+	}
 	return nil
 }
 
@@ -212,6 +229,7 @@ func GAE(in *TokenInput, cfg *Config, adv, ret []float64) error {
 			last = cur*m + (1-m)*last
 			a[t] = last * m
 			g[t] = (last + v[t]) * m
+			chk += g[t] * 0
 			n += m
 			s += last * m
 		}
@@ -222,8 +240,10 @@ func GAE(in *TokenInput, cfg *Config, adv, ret []float64) error {
 		zero(ret)
 		return in.nonFinite()
 	}
-	if cfg.Whiten {
-		maskedWhiten(adv, in.Mask, n, s)
+	if cfg.Whiten && !maskedWhiten(adv, in.Mask, n, s) {
+		zero(adv)
+		zero(ret)
+		return errOverflow("advantages")
 	}
 	return nil
 }
