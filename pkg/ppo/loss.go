@@ -421,6 +421,19 @@ func weightFor(plan *aggPlan, mask []float64) float64 {
 	return plan.seqWeight(0)
 }
 
+// clampRatio is torch.clamp(r, lo, hi) for finite r. The builtin min and
+// max also order NaNs and signed zeros, which costs more than the whole
+// rest of the PPO token loop.
+func clampRatio(r, lo, hi float64) float64 {
+	if r < lo {
+		return lo
+	}
+	if r > hi {
+		return hi
+	}
+	return r
+}
+
 // logRatio is verl's clamped negative_approx_kl and the factor its clamp
 // puts on the gradient.
 func logRatio(lp, old float64) (x, dx float64) {
@@ -436,28 +449,32 @@ func logRatio(lp, old float64) (x, dx float64) {
 
 func ppoLoss(in *LossInput, cfg *LossConfig, plan *aggPlan, grad []float64, res *LossResult) float64 {
 	lowR, highR, c := 1-cfg.ClipRatioLow, 1+cfg.ClipRatioHigh, cfg.ClipRatioC
+	// Dual clip can only bite where max(r, clip(r)) reaches c: rounded
+	// products are monotone, so below dualGate neither −A·r > −A·c nor a
+	// tie is possible. Testing the ratio first keeps the branch on the
+	// sign of A (random from token to token) off the common path.
+	dualGate := c * (1 - 1e-9)
 	var chk, loss, clipped, lower, kl, rsum float64
 	rmin, rmax := math.Inf(1), math.Inf(-1)
 	for i := 0; i+1 < len(in.Offsets); i++ {
 		lo, hi := in.Offsets[i], in.Offsets[i+1]
 		lp, old, adv, mask, g := in.Logprobs[lo:hi], in.OldLogprobs[lo:hi], in.Advantages[lo:hi], in.Mask[lo:hi], grad[lo:hi]
+		old, adv, mask, g = old[:len(lp)], adv[:len(lp)], mask[:len(lp)], g[:len(lp)]
 		w := weightFor(plan, mask)
 		var seqLoss float64
 		for t := range lp {
 			m, a := mask[t], adv[t]
-			chk += lp[t]*0 + old[t]*0 + a*0 + m*0
 			x, dx := logRatio(lp[t], old[t])
-			r := math.Exp(x)
-			rc := min(max(r, lowR), highR)
+			chk += (lp[t] - old[t] + a + m) * 0
+			r := ratioExp(x)
+			rc := clampRatio(r, lowR, highR)
 			l1, l2 := -a*r, -a*rc
-			var l, d float64
-			isClipped := l2 > l1
-			if isClipped {
-				l = l2 // clip(r) is flat here: no gradient
-			} else {
-				l, d = l1, -a*r*dx
+			l, d := l1, -a*r*dx
+			if l2 > l1 {
+				l, d = l2, 0 // clip(r) is flat here: no gradient
+				clipped += m
 			}
-			if a < 0 {
+			if (r >= dualGate || rc >= dualGate) && a < 0 {
 				l3 := -a * c
 				if l > l3 {
 					l, d = l3, 0
@@ -466,15 +483,17 @@ func ppoLoss(in *LossInput, cfg *LossConfig, plan *aggPlan, grad []float64, res 
 					d *= 0.5 // torch.minimum splits the gradient of a tie
 				}
 			}
-			if isClipped {
-				clipped += m
-			}
 			seqLoss += l * m
 			g[t] = w * m * d
 			kl -= x * m
 			rsum += r * m
 			if m != 0 {
-				rmin, rmax = min(rmin, r), max(rmax, r)
+				if r < rmin {
+					rmin = r
+				}
+				if r > rmax {
+					rmax = r
+				}
 			}
 		}
 		loss += w * seqLoss
@@ -495,13 +514,18 @@ func isLoss(in *LossInput, plan *aggPlan, grad []float64, res *LossResult) float
 			m, a := mask[t], adv[t]
 			chk += lp[t]*0 + old[t]*0 + a*0 + m*0
 			x, dx := logRatio(lp[t], old[t])
-			r := math.Exp(x)
+			r := ratioExp(x)
 			seqLoss += -a * r * m
 			g[t] = w * m * (-a * r * dx)
 			kl -= x * m
 			rsum += r * m
 			if m != 0 {
-				rmin, rmax = min(rmin, r), max(rmax, r)
+				if r < rmin {
+					rmin = r
+				}
+				if r > rmax {
+					rmax = r
+				}
 			}
 		}
 		loss += w * seqLoss
@@ -523,8 +547,8 @@ func cispoLoss(in *LossInput, cfg *LossConfig, plan *aggPlan, grad []float64, re
 			m, a := mask[t], adv[t]
 			chk += lp[t]*0 + old[t]*0 + a*0 + m*0
 			x, _ := logRatio(lp[t], old[t])
-			r := math.Exp(x)
-			rc := min(max(r, lowR), highR)
+			r := ratioExp(x)
+			rc := clampRatio(r, lowR, highR)
 			if rc != r {
 				clipped += m
 			}
@@ -533,7 +557,12 @@ func cispoLoss(in *LossInput, cfg *LossConfig, plan *aggPlan, grad []float64, re
 			kl -= x * m
 			rsum += r * m
 			if m != 0 {
-				rmin, rmax = min(rmin, r), max(rmax, r)
+				if r < rmin {
+					rmin = r
+				}
+				if r > rmax {
+					rmax = r
+				}
 			}
 		}
 		loss += w * seqLoss
@@ -561,8 +590,8 @@ func gspoLoss(in *LossInput, cfg *LossConfig, plan *aggPlan, grad []float64, res
 		if sx > 10 {
 			sx, ds = 10, 0
 		}
-		s := math.Exp(sx)
-		sc := min(max(s, lowR), highR)
+		s := math.Exp(sx) // per sequence, and sx has no lower clamp
+		sc := clampRatio(s, lowR, highR)
 		var seqLoss float64
 		for t := range lp {
 			m, a := mask[t], adv[t]

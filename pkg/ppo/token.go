@@ -218,18 +218,25 @@ func GAE(in *TokenInput, cfg *Config, adv, ret []float64) error {
 		a, g := adv[lo:hi], ret[lo:hi]
 		var next, last float64
 		for t := len(r) - 1; t >= 0; t-- {
-			m := mask[t]
+			m, vt := mask[t], v[t]
 			rt := r[t]
 			if kl {
 				rt = in.reward(cfg, kind, lo+t)
 			}
-			chk += rt*0 + v[t]*0 + m*0
-			cur := rt + gamma*next - v[t] + gl*last
-			next = v[t]*m + (1-m)*next
-			last = cur*m + (1-m)*last
+			cur := rt + gamma*next - vt + gl*last
+			// m·x + (1−m)·y, with the 0/1 masks of real batches taken
+			// without arithmetic: it shortens the chain each token waits on.
+			switch m {
+			case 1:
+				next, last = vt, cur
+			case 0:
+			default:
+				next = vt*m + (1-m)*next
+				last = cur*m + (1-m)*last
+			}
+			chk += (rt + vt + m + last) * 0
 			a[t] = last * m
-			g[t] = (last + v[t]) * m
-			chk += g[t] * 0
+			g[t] = (last + vt) * m
 			n += m
 			s += last * m
 		}
