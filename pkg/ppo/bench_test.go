@@ -35,6 +35,8 @@ func newGRPOData() *grpoData {
 func BenchmarkGRPO1MEpisodes(b *testing.B) {
 	d := newGRPOData()
 	b.SetBytes(int64(benchEpisodes * 8 * 3))
+	b.ReportAllocs()
+	_ = GRPO(d.rewards, d.groups, benchEpisodes/benchGroup, true, 1e-6, ReferenceVerl, &d.ws, d.adv) // size the workspace
 	for b.Loop() {
 		if err := GRPO(d.rewards, d.groups, benchEpisodes/benchGroup, true, 1e-6, ReferenceVerl, &d.ws, d.adv); err != nil {
 			b.Fatal(err)
@@ -49,6 +51,8 @@ func BenchmarkGRPO1MEpisodesScattered(b *testing.B) {
 		d.groups[i] = i % (benchEpisodes / benchGroup)
 	}
 	b.SetBytes(int64(benchEpisodes * 8 * 3))
+	b.ReportAllocs()
+	_ = GRPO(d.rewards, d.groups, benchEpisodes/benchGroup, true, 1e-6, ReferenceVerl, &d.ws, d.adv) // size the workspace
 	for b.Loop() {
 		if err := GRPO(d.rewards, d.groups, benchEpisodes/benchGroup, true, 1e-6, ReferenceVerl, &d.ws, d.adv); err != nil {
 			b.Fatal(err)
@@ -60,6 +64,7 @@ func BenchmarkGRPOCopyBound(b *testing.B) {
 	d := newGRPOData()
 	groups := make([]int, benchEpisodes)
 	b.SetBytes(int64(benchEpisodes * 8 * 3))
+	b.ReportAllocs()
 	for b.Loop() {
 		copy(d.adv, d.rewards)
 		copy(groups, d.groups)

@@ -461,12 +461,19 @@ func ppoLoss(in *LossInput, cfg *LossConfig, plan *aggPlan, grad []float64, res 
 		lp, old, adv, mask, g := in.Logprobs[lo:hi], in.OldLogprobs[lo:hi], in.Advantages[lo:hi], in.Mask[lo:hi], grad[lo:hi]
 		old, adv, mask, g = old[:len(lp)], adv[:len(lp)], mask[:len(lp)], g[:len(lp)]
 		w := weightFor(plan, mask)
+		// The ratios first, into the gradient buffer: a tight loop around
+		// the exp, whose call would otherwise make the main loop spill
+		// every accumulator. The sequence stays in L1 between the loops.
+		for t := range lp {
+			x, _ := logRatio(lp[t], old[t])
+			g[t] = ratioExp(x)
+		}
 		var seqLoss float64
 		for t := range lp {
 			m, a := mask[t], adv[t]
 			x, dx := logRatio(lp[t], old[t])
 			chk += (lp[t] - old[t] + a + m) * 0
-			r := ratioExp(x)
+			r := g[t]
 			rc := clampRatio(r, lowR, highR)
 			l1, l2 := -a*r, -a*rc
 			l, d := l1, -a*r*dx
@@ -509,12 +516,16 @@ func isLoss(in *LossInput, plan *aggPlan, grad []float64, res *LossResult) float
 		lo, hi := in.Offsets[i], in.Offsets[i+1]
 		lp, old, adv, mask, g := in.Logprobs[lo:hi], in.OldLogprobs[lo:hi], in.Advantages[lo:hi], in.Mask[lo:hi], grad[lo:hi]
 		w := weightFor(plan, mask)
+		for t := range lp { // ratios first, as in ppoLoss
+			x, _ := logRatio(lp[t], old[t])
+			g[t] = ratioExp(x)
+		}
 		var seqLoss float64
 		for t := range lp {
 			m, a := mask[t], adv[t]
 			chk += lp[t]*0 + old[t]*0 + a*0 + m*0
 			x, dx := logRatio(lp[t], old[t])
-			r := ratioExp(x)
+			r := g[t]
 			seqLoss += -a * r * m
 			g[t] = w * m * (-a * r * dx)
 			kl -= x * m
@@ -542,12 +553,16 @@ func cispoLoss(in *LossInput, cfg *LossConfig, plan *aggPlan, grad []float64, re
 		lo, hi := in.Offsets[i], in.Offsets[i+1]
 		lp, old, adv, mask, g := in.Logprobs[lo:hi], in.OldLogprobs[lo:hi], in.Advantages[lo:hi], in.Mask[lo:hi], grad[lo:hi]
 		w := weightFor(plan, mask)
+		for t := range lp { // ratios first, as in ppoLoss
+			x, _ := logRatio(lp[t], old[t])
+			g[t] = ratioExp(x)
+		}
 		var seqLoss float64
 		for t := range lp {
 			m, a := mask[t], adv[t]
 			chk += lp[t]*0 + old[t]*0 + a*0 + m*0
 			x, _ := logRatio(lp[t], old[t])
-			r := ratioExp(x)
+			r := g[t]
 			rc := clampRatio(r, lowR, highR)
 			if rc != r {
 				clipped += m
