@@ -90,13 +90,3 @@ func Broadcast(seq []float64, offsets []int, mask []float64, dst []float64) erro
 	}
 	return nil
 }
-
-// maskCounts returns the per-sequence sum of mask into counts (if non-nil)
-// and the total.
-func sumMask(mask []float64) float64 {
-	var s float64
-	for _, m := range mask {
-		s += m
-	}
-	return s
-}
