@@ -1,0 +1,77 @@
+package ppo
+
+import (
+	"fmt"
+	"math"
+)
+
+// LengthError reports two inputs that must have the same length and do not.
+type LengthError struct {
+	Name      string // the input whose length is wrong
+	Len       int
+	OtherName string // the input it is checked against
+	OtherLen  int
+}
+
+func (e *LengthError) Error() string {
+	return fmt.Sprintf("ppo: %s has length %d but %s has length %d; they must match", e.Name, e.Len, e.OtherName, e.OtherLen)
+}
+
+// NonFiniteError reports a NaN or ±Inf in an input: a clear error instead of
+// a NaN spreading silently into advantages or gradients.
+type NonFiniteError struct {
+	Name  string
+	Index int
+	Value float64
+}
+
+func (e *NonFiniteError) Error() string {
+	return fmt.Sprintf("ppo: %s[%d] is %v; every value must be a finite number", e.Name, e.Index, e.Value)
+}
+
+// ConfigError is a setting a user can fix (an unknown estimator name, a clip
+// ratio out of range). It carries exit code 2 for the CLI.
+type ConfigError struct {
+	Key string
+	Msg string
+}
+
+func (e *ConfigError) Error() string { return fmt.Sprintf("ppo: %s: %s", e.Key, e.Msg) }
+
+// ExitCode marks the error as user-fixable.
+func (e *ConfigError) ExitCode() int { return 2 }
+
+// InputError is an input that is malformed in a way other than its length
+// (offsets that go backwards, a group id out of range).
+type InputError struct {
+	Name  string
+	Index int
+	Msg   string
+}
+
+func (e *InputError) Error() string {
+	return fmt.Sprintf("ppo: %s[%d]: %s", e.Name, e.Index, e.Msg)
+}
+
+func sameLen(name string, n int, other string, m int) error {
+	if n != m {
+		return &LengthError{Name: name, Len: n, OtherName: other, OtherLen: m}
+	}
+	return nil
+}
+
+// checkFinite scans xs for the first NaN or ±Inf. It is the slow path used
+// after a fused check in a hot loop said something is wrong, and the direct
+// check for small per-sequence inputs.
+func checkFinite(name string, xs []float64) error {
+	for i, x := range xs {
+		if math.IsNaN(x) || math.IsInf(x, 0) {
+			return &NonFiniteError{Name: name, Index: i, Value: x}
+		}
+	}
+	return nil
+}
+
+func zero(xs []float64) {
+	clear(xs)
+}
