@@ -121,9 +121,10 @@ func NewEngine(factory WorkflowFactory, opts EngineOptions) (*Engine, error) {
 	return &Engine{factory: factory, opts: opts, terms: map[episode.TerminationReason]int64{}}, nil
 }
 
-// DefaultTaskID is the task's "uid" or "id" field, else its index.
+// DefaultTaskID is the task's "task_id", "uid" or "id" field (the columns
+// pkg/dataset reads ids from), else its index.
 func DefaultTaskID(index int, task episode.Task) string {
-	for _, key := range []string{"uid", "id"} {
+	for _, key := range []string{"task_id", "uid", "id"} {
 		switch v := task[key].(type) {
 		case string:
 			if v != "" {

@@ -6,9 +6,44 @@
 package tasks
 
 import (
+	"sort"
+
+	"github.com/rllm-org/rllm-go/pkg/episode"
 	// Each registers its agent and env in init().
-	_ "github.com/rllm-org/rllm-go/pkg/tasks/arith"
-	_ "github.com/rllm-org/rllm-go/pkg/tasks/countdown"
-	_ "github.com/rllm-org/rllm-go/pkg/tasks/frozenlake"
+	"github.com/rllm-org/rllm-go/pkg/tasks/arith"
+	"github.com/rllm-org/rllm-go/pkg/tasks/countdown"
+	"github.com/rllm-org/rllm-go/pkg/tasks/frozenlake"
 	_ "github.com/rllm-org/rllm-go/pkg/tasks/qa"
 )
+
+// Generator makes n task rows of a built-in task from a seed, with the
+// task's default options. The trainer uses it when no dataset file is
+// given (data.train_files empty), `rllm data generate` for its files.
+type Generator func(n int, seed uint64) ([]episode.Task, error)
+
+// generators maps an env name to its task generator.
+var generators = map[string]Generator{
+	"arith": func(n int, seed uint64) ([]episode.Task, error) { return arith.Generate(n, seed, arith.DefaultOptions) },
+	"countdown": func(n int, seed uint64) ([]episode.Task, error) {
+		return countdown.Generate(n, seed, countdown.DefaultOptions)
+	},
+	"frozenlake": func(n int, seed uint64) ([]episode.Task, error) {
+		return frozenlake.Generate(n, seed, frozenlake.DefaultOptions)
+	},
+}
+
+// GeneratorFor returns the generator of the env name, if it has one.
+func GeneratorFor(env string) (Generator, bool) {
+	g, ok := generators[env]
+	return g, ok
+}
+
+// GeneratorNames lists the envs that can generate their own tasks.
+func GeneratorNames() []string {
+	names := make([]string, 0, len(generators))
+	for n := range generators {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
