@@ -43,6 +43,9 @@ const parquetReadAhead = 64
 
 func newParquetSource(path string, r io.ReaderAt, size int64) (src *parquetSource, err error) {
 	defer recoverCorrupt(path, -1, &err)
+	if err := checkParquetFooter(r, size); err != nil {
+		return nil, fileError(path, err, "not a readable parquet file")
+	}
 	f, err := parquet.OpenFile(r, size,
 		parquet.SkipPageIndex(true),
 		parquet.SkipBloomFilters(true),
