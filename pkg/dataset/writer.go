@@ -2,6 +2,7 @@ package dataset
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -30,7 +31,8 @@ type Writer struct {
 	format Format
 	tmp    *os.File
 	buf    *bufio.Writer
-	enc    *json.Encoder
+	enc    *json.Encoder // encodes one row into line
+	line   bytes.Buffer
 	rows   int
 	pq     *parquetBuilder
 	err    error
@@ -55,6 +57,9 @@ func Create(path string, opts WriteOptions) (*Writer, error) {
 		return nil, fileError(path, nil, "is a directory; give a file name")
 	}
 	tmp, err := os.CreateTemp(dir, "."+base+".*.tmp")
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, fileError(path, nil, "the directory %s does not exist; create it first", dir)
+	}
 	if err != nil {
 		return nil, openError(path, err)
 	}
@@ -63,11 +68,8 @@ func Create(path string, opts WriteOptions) (*Writer, error) {
 	case FormatParquet:
 		w.pq = newParquetBuilder(path)
 	case FormatJSONL, FormatJSON:
-		w.enc = json.NewEncoder(w.buf)
+		w.enc = json.NewEncoder(&w.line)
 		w.enc.SetEscapeHTML(false)
-		if format == FormatJSON {
-			_, w.err = w.buf.WriteString("[")
-		}
 	}
 	return w, nil
 }
@@ -84,19 +86,23 @@ func (w *Writer) Write(t episode.Task) error {
 	switch w.format {
 	case FormatParquet:
 		w.err = w.pq.add(t)
-	case FormatJSONL:
+	case FormatJSONL, FormatJSON:
+		w.line.Reset()
 		if err := w.enc.Encode(t); err != nil {
 			w.err = rowError(w.path, w.rows, err, "cannot encode the task as JSON")
+			break
 		}
-	case FormatJSON:
-		sep := ",\n"
-		if w.rows == 0 {
-			sep = "\n"
+		line := w.line.Bytes()
+		if w.format == FormatJSON {
+			sep := ",\n  "
+			if w.rows == 0 {
+				sep = "[\n  "
+			}
+			w.buf.WriteString(sep)
+			line = bytes.TrimSuffix(line, []byte("\n"))
 		}
-		if _, err := w.buf.WriteString(sep); err != nil {
-			w.err = err
-		} else if err := w.enc.Encode(t); err != nil {
-			w.err = rowError(w.path, w.rows, err, "cannot encode the task as JSON")
+		if _, err := w.buf.Write(line); err != nil {
+			w.err = fmt.Errorf("%s: %w", w.path, err)
 		}
 	}
 	if w.err == nil {
@@ -156,7 +162,7 @@ func (w *Writer) finish() error {
 	case FormatJSON:
 		end := "\n]\n"
 		if w.rows == 0 {
-			end = "]\n"
+			end = "[]\n"
 		}
 		if _, err := w.buf.WriteString(end); err != nil {
 			return err

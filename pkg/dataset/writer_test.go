@@ -291,3 +291,31 @@ func cloneTasks(tasks []episode.Task) []episode.Task {
 	}
 	return out
 }
+
+func TestWriteJSONText(t *testing.T) {
+	dir := t.TempDir()
+	tasks := []episode.Task{{"q": "<a & b>", "n": int64(1)}, {"q": "λ"}}
+	for file, want := range map[string]string{
+		"a.json":  "[\n  {\"n\":1,\"q\":\"<a & b>\"},\n  {\"q\":\"λ\"}\n]\n",
+		"a.jsonl": "{\"n\":1,\"q\":\"<a & b>\"}\n{\"q\":\"λ\"}\n",
+		"e.json":  "[]\n",
+	} {
+		in := tasks
+		if file == "e.json" {
+			in = nil
+		}
+		path := filepath.Join(dir, file)
+		must(t, Write(context.Background(), path, in, WriteOptions{}))
+		got, err := os.ReadFile(path)
+		must(t, err)
+		if string(got) != want {
+			t.Errorf("%s:\n got %q\nwant %q", file, got, want)
+		}
+	}
+}
+
+func TestCreateInMissingDirectory(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "nope")
+	_, err := Create(filepath.Join(dir, "x.jsonl"), WriteOptions{})
+	assertUserError(t, err, filepath.Join(dir, "x.jsonl")+": the directory "+dir+string(filepath.Separator)+" does not exist; create it first")
+}
