@@ -1,0 +1,90 @@
+package dataset
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+
+	"github.com/rllm-org/rllm-go/pkg/episode"
+)
+
+// normalizeJSON replaces every json.Number in v (decoded with UseNumber)
+// by int64 when the literal is an integer that fits, else by float64.
+// This is what Python's json module does, so an id or a ground truth
+// written as 12 stays the integer 12 and 12.0 stays a float; an integer
+// too large for int64 becomes the nearest float64.
+func normalizeJSON(v any) (any, error) {
+	switch x := v.(type) {
+	case json.Number:
+		return jsonNumber(string(x))
+	case map[string]any:
+		for k, e := range x {
+			n, err := normalizeJSON(e)
+			if err != nil {
+				return nil, fmt.Errorf("field %q: %w", k, err)
+			}
+			x[k] = n
+		}
+	case []any:
+		for i, e := range x {
+			n, err := normalizeJSON(e)
+			if err != nil {
+				return nil, fmt.Errorf("element %d: %w", i, err)
+			}
+			x[i] = n
+		}
+	}
+	return v, nil
+}
+
+func jsonNumber(s string) (any, error) {
+	if !strings.ContainsAny(s, ".eE") {
+		if i, err := strconv.ParseInt(s, 10, 64); err == nil {
+			return i, nil
+		}
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil || math.IsInf(f, 0) {
+		return nil, fmt.Errorf("number %s is out of range for a float64", s)
+	}
+	return f, nil
+}
+
+// asTask checks that a decoded JSON value is an object.
+func asTask(v any) (episode.Task, error) {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("row is %s, not a JSON object", jsonKind(v))
+	}
+	if _, err := normalizeJSON(m); err != nil {
+		return nil, err
+	}
+	return episode.Task(m), nil
+}
+
+func jsonKind(v any) string {
+	switch v.(type) {
+	case nil:
+		return "null"
+	case bool:
+		return "a boolean"
+	case json.Number, float64:
+		return "a number"
+	case string:
+		return "a string"
+	case []any:
+		return "an array"
+	case map[string]any:
+		return "an object"
+	}
+	return fmt.Sprintf("a %T", v)
+}
+
+func decodeJSONValue(b []byte, v *any) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	return dec.Decode(v)
+}

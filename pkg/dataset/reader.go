@@ -1,0 +1,162 @@
+package dataset
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/rllm-org/rllm-go/pkg/episode"
+)
+
+// Options tune reading. The zero value reads by extension with the
+// default CSV typing.
+type Options struct {
+	// Format overrides the format the extension implies.
+	Format Format
+	// CSVStrings keeps every CSV cell as a string (empty cells as "")
+	// instead of typing canonical integers and decimals and reading empty
+	// cells as null. See docs/datasets.md.
+	CSVStrings bool
+}
+
+// rowSource is one format's row decoder. next returns io.EOF after the
+// last row and an *Error for a malformed row.
+type rowSource interface {
+	next() (episode.Task, error)
+}
+
+// Reader streams the rows of one dataset file as tasks. It is not safe
+// for concurrent use.
+type Reader struct {
+	path   string
+	format Format
+	file   *os.File
+	src    rowSource
+	rows   int
+	err    error // sticky: after an error or io.EOF, Next keeps returning it
+}
+
+// Open opens a dataset file for streaming. A missing file, a directory or
+// an unknown extension is an *Error.
+func Open(path string, opts Options) (*Reader, error) {
+	format, err := resolveFormat(path, opts.Format)
+	if err != nil {
+		return nil, err
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, openError(path, err)
+	}
+	info, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if info.IsDir() {
+		f.Close()
+		return nil, fileError(path, nil, "is a directory; give one dataset file (%s)", knownExtensions)
+	}
+	r := &Reader{path: path, format: format, file: f}
+	switch format {
+	case FormatParquet:
+		r.src, err = newParquetSource(path, f, info.Size())
+	case FormatJSONL:
+		r.src = newJSONLSource(path, bufio.NewReaderSize(f, 256<<10))
+	case FormatJSON:
+		r.src = newJSONSource(path, bufio.NewReaderSize(f, 256<<10))
+	case FormatCSV:
+		r.src = newCSVSource(path, bufio.NewReaderSize(f, 256<<10), opts.CSVStrings)
+	}
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return r, nil
+}
+
+// Path is the file being read.
+func (r *Reader) Path() string { return r.path }
+
+// Format is the format the file is read as.
+func (r *Reader) Format() Format { return r.format }
+
+// Rows is how many rows Next has returned so far.
+func (r *Reader) Rows() int { return r.rows }
+
+// Next returns the next row, or io.EOF after the last one. A malformed
+// row is an *Error naming the file and the line or row; reading stops
+// there.
+func (r *Reader) Next() (episode.Task, error) {
+	if r.err != nil {
+		return nil, r.err
+	}
+	if r.src == nil {
+		r.err = fmt.Errorf("%s: reader is closed", r.path)
+		return nil, r.err
+	}
+	t, err := r.src.next()
+	if err != nil {
+		r.err = err
+		return nil, err
+	}
+	r.rows++
+	return t, nil
+}
+
+// Close releases the file. It is safe to call more than once.
+func (r *Reader) Close() error {
+	if r.file == nil {
+		return nil
+	}
+	var err error
+	if c, ok := r.src.(io.Closer); ok {
+		err = c.Close()
+	}
+	if ferr := r.file.Close(); err == nil {
+		err = ferr
+	}
+	r.file, r.src = nil, nil
+	return err
+}
+
+// ReadAll reads every row of a dataset file. It checks ctx between rows,
+// so a huge file can be abandoned.
+func ReadAll(ctx context.Context, path string, opts Options) ([]episode.Task, error) {
+	r, err := Open(path, opts)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	var tasks []episode.Task
+	for i := 0; ; i++ {
+		if i%1024 == 0 {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+		}
+		t, err := r.Next()
+		if errors.Is(err, io.EOF) {
+			return tasks, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		tasks = append(tasks, t)
+	}
+}
+
+// Load reads every row of a dataset file and gives each task an id
+// (AssignIDs). It is what the trainer and `rllm eval` call.
+func Load(ctx context.Context, path string, opts Options) ([]episode.Task, error) {
+	tasks, err := ReadAll(ctx, path, opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := AssignIDs(path, tasks); err != nil {
+		return nil, err
+	}
+	return tasks, nil
+}
