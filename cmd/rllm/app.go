@@ -28,6 +28,8 @@ type App struct {
 	Environ func() []string
 	// ReadFile reads user files (configs, datasets); nil means os.ReadFile.
 	ReadFile func(string) ([]byte, error)
+	// StderrIsTerminal chooses readable progress over JSON lines.
+	StderrIsTerminal bool
 }
 
 // exitCoder is implemented by errors that know their exit code; packages

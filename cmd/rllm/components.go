@@ -6,38 +6,15 @@ import (
 
 	"github.com/rllm-org/rllm-go/pkg/config"
 	"github.com/rllm-org/rllm-go/pkg/sampler"
-	_ "github.com/rllm-org/rllm-go/pkg/tasks" // registers the built-in agents, envs, rewards and workflows
+	_ "github.com/rllm-org/rllm-go/pkg/tasks"
+	"github.com/rllm-org/rllm-go/pkg/trainer" // registers the built-in agents, envs, rewards and workflows
 	"github.com/rllm-org/rllm-go/pkg/workflow"
 )
 
 // workflowSpec maps the agent, env and workflow sections of the config
-// onto pkg/workflow: the workflow's name, its args and its deps (without
-// a sampler, which the caller supplies).
+// onto pkg/workflow (see trainer.WorkflowSpec).
 func workflowSpec(c *config.Config) (name string, args map[string]any, deps workflow.Deps) {
-	name = c.Workflow.Name
-	if name == "" {
-		name = workflow.DefaultName(c.Env.Name)
-	}
-	deps = workflow.Deps{
-		Params: sampler.Params{
-			Temperature: c.Rollout.Temperature,
-			TopP:        c.Rollout.TopP,
-			TopK:        c.Rollout.TopK,
-			MaxTokens:   c.EffectiveMaxTokens(),
-			Stop:        c.Rollout.Stop,
-		},
-		ChatTemplateKwargs: c.Rollout.ChatTemplateKwargs,
-		MaxSteps:           c.Agent.MaxSteps,
-	}
-	if c.Rollout.Seed != nil {
-		seed := int64(*c.Rollout.Seed)
-		deps.Params.Seed = &seed
-	}
-	if !c.Workflow.UseWorkflow {
-		deps.Agent = workflow.Component{Name: c.Agent.Name, Args: c.Agent.Args}
-		deps.Env = workflow.Component{Name: c.Env.Name, Args: c.Env.Args}
-	}
-	return name, c.Workflow.Args, deps
+	return trainer.WorkflowSpec(c)
 }
 
 // errNoSampler stands in for the policy while a workflow is only being

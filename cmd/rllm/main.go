@@ -18,6 +18,13 @@ func main() {
 		Getenv:   os.Getenv,
 		Environ:  os.Environ,
 		ReadFile: os.ReadFile,
+		// A character device is a terminal; pipes and files are not.
+		StderrIsTerminal: isCharDevice(os.Stderr),
 	}
 	os.Exit(app.Run(ctx, os.Args[1:]))
+}
+
+func isCharDevice(f *os.File) bool {
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }

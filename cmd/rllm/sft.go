@@ -16,6 +16,7 @@ import (
 	"github.com/rllm-org/rllm-go/pkg/backend"
 	"github.com/rllm-org/rllm-go/pkg/backend/local"
 	"github.com/rllm-org/rllm-go/pkg/episode"
+	"github.com/rllm-org/rllm-go/pkg/trainer"
 )
 
 type sftOptions struct {
@@ -86,7 +87,7 @@ func runSFT(ctx context.Context, a *App, opts *sftOptions) error {
 	if err != nil {
 		return &usageError{msg: fmt.Sprintf("cannot read --data %s: %v", opts.data, err)}
 	}
-	be, err := openLocalBackend(ctx, ld.Config, opts.weights)
+	be, err := trainer.OpenLocal(ctx, ld.Config, opts.weights)
 	if err != nil {
 		return err
 	}

@@ -1,15 +1,15 @@
 package main
 
 import (
-	"errors"
-	"fmt"
-
 	"github.com/spf13/cobra"
+
+	"github.com/rllm-org/rllm-go/pkg/trainer"
 )
 
 type trainOptions struct {
 	config configFlags
 	args   []string
+	output string
 }
 
 func newTrainCmd(a *App) *cobra.Command {
@@ -19,32 +19,47 @@ func newTrainCmd(a *App) *cobra.Command {
 		Short: "Train the policy with reinforcement learning",
 		Long: `Run the training loop: sample episodes from the policy, score them, compute
 advantages and update the policy, with validation and checkpoints.
-With no arguments it trains the built-in arith task on the embedded CPU policy.`,
+With no arguments it trains the built-in arith task on the embedded CPU policy.
+
+Progress goes to stderr: a readable line per step on a terminal, JSON lines
+otherwise (--output chooses). Metrics are also appended to metrics.jsonl and
+checkpoints written under trainer.default_local_dir; running the same command
+again resumes from the newest checkpoint (trainer.resume_mode=auto).
+Ctrl-C writes a checkpoint of the last finished step and exits with 130.`,
 		Example: `  rllm train
   rllm train --set data.train_batch_size=8 rollout.n=4
-  rllm train --config examples/countdown.yaml trainer.total_training_steps=100`,
+  rllm train --config my.yaml trainer.total_training_steps=100`,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			switch opts.output {
+			case "auto", "text", "json":
+			default:
+				return usagef("--output must be auto, text or json, got %q", opts.output)
+			}
 			opts.args = args
-			return runTrain(a, opts)
+			return runTrain(cmd, a, opts)
 		},
 		ValidArgsFunction: completeConfigKeys,
 	}
 	opts.config.register(cmd)
+	cmd.Flags().StringVarP(&opts.output, "output", "o", "auto", "progress format on stderr: auto (text on a terminal, else JSON lines), text or json")
 	return cmd
 }
 
-var errTrainerNotWired = errors.New("training is not wired yet: the configuration above is valid, and the training loop lands with the trainer issue")
-
-func runTrain(a *App, opts *trainOptions) error {
+func runTrain(cmd *cobra.Command, a *App, opts *trainOptions) error {
+	ctx := cmd.Context()
 	ld, err := opts.config.load(a, opts.args)
 	if err != nil {
 		return err
 	}
-	c := ld.Config
-	if err := checkComponents(c); err != nil {
+	if err := checkComponents(ld.Config); err != nil {
 		return err
 	}
-	fmt.Fprintf(a.Stderr, "rllm: train: backend %s, agent %s, env %s, %d tasks x %d episodes per step, estimator %s\n",
-		c.Backend.Name, c.Agent.Name, c.Env.Name, c.Data.TrainBatchSize, c.Rollout.N, c.Algorithm.AdvEstimator)
-	return errTrainerNotWired
+	json := opts.output == "json" || (opts.output == "auto" && !a.StderrIsTerminal)
+	t, err := trainer.New(ctx, ld.Config, trainer.Options{Log: a.Stderr, JSON: json})
+	if err != nil {
+		return err
+	}
+	defer t.Close()
+	_, err = t.Train(ctx)
+	return err
 }

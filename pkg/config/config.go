@@ -201,13 +201,14 @@ type Backend struct {
 
 // Local sizes the embedded pure-Go policy.
 type Local struct {
-	Layers  int     `koanf:"layers" json:"layers" yaml:"layers"`
-	DModel  int     `koanf:"d_model" json:"d_model" yaml:"d_model"`
-	Heads   int     `koanf:"heads" json:"heads" yaml:"heads"`
-	Context int     `koanf:"context" json:"context" yaml:"context"`
-	LR      float64 `koanf:"lr" json:"lr" yaml:"lr"`
-	Threads int     `koanf:"threads" json:"threads" yaml:"threads"`
-	Weights string  `koanf:"weights" json:"weights" yaml:"weights"`
+	Layers      int     `koanf:"layers" json:"layers" yaml:"layers"`
+	DModel      int     `koanf:"d_model" json:"d_model" yaml:"d_model"`
+	Heads       int     `koanf:"heads" json:"heads" yaml:"heads"`
+	Context     int     `koanf:"context" json:"context" yaml:"context"`
+	LR          float64 `koanf:"lr" json:"lr" yaml:"lr"`
+	WarmupSteps int     `koanf:"warmup_steps" json:"warmup_steps" yaml:"warmup_steps"`
+	Threads     int     `koanf:"threads" json:"threads" yaml:"threads"`
+	Weights     string  `koanf:"weights" json:"weights" yaml:"weights"`
 }
 
 // Tinker reaches a service speaking the Tinker API. The API key is only

@@ -1,0 +1,58 @@
+package trainer
+
+import (
+	"context"
+	"strings"
+
+	"github.com/rllm-org/rllm-go/pkg/config"
+	"github.com/rllm-org/rllm-go/pkg/dataset"
+	"github.com/rllm-org/rllm-go/pkg/episode"
+	"github.com/rllm-org/rllm-go/pkg/tasks"
+)
+
+// loadTasks returns the training and validation tasks: the caller's, the
+// configured files, or rows the built-in task of env.name generates.
+// Generated validation rows use another seed than the training rows.
+func loadTasks(ctx context.Context, c *config.Config, opts Options) (train, val []episode.Task, err error) {
+	train, err = taskSet(ctx, c, opts.TrainTasks, c.Data.TrainFiles, "data.train_files", c.Data.GeneratedTrainSize, uint64(c.Data.Seed))
+	if err != nil {
+		return nil, nil, err
+	}
+	val, err = taskSet(ctx, c, opts.ValTasks, c.Data.ValFiles, "data.val_files", c.Data.GeneratedValSize, uint64(c.Data.Seed)+1)
+	if err != nil {
+		return nil, nil, err
+	}
+	return train, val, nil
+}
+
+func taskSet(ctx context.Context, c *config.Config, given []episode.Task, files []string, key string, n int, seed uint64) ([]episode.Task, error) {
+	switch {
+	case len(given) > 0:
+		cp := make([]episode.Task, len(given))
+		copy(cp, given)
+		return cp, dataset.AssignIDs(key, cp)
+	case len(files) > 0:
+		var all []episode.Task
+		for _, f := range files {
+			rows, err := dataset.ReadAll(ctx, f, dataset.Options{})
+			if err != nil {
+				return nil, err
+			}
+			all = append(all, rows...)
+		}
+		if len(all) == 0 {
+			return nil, configErrorf("%s: %s hold no tasks", key, strings.Join(files, ", "))
+		}
+		return all, dataset.AssignIDs(strings.Join(files, ", "), all)
+	}
+	gen, ok := tasks.GeneratorFor(c.Env.Name)
+	if !ok || c.Workflow.UseWorkflow {
+		return nil, configErrorf("%s is empty and env %q cannot generate its own tasks (built-in generators: %s); list task files in %s",
+			key, c.Env.Name, strings.Join(tasks.GeneratorNames(), ", "), key)
+	}
+	rows, err := gen(n, seed)
+	if err != nil {
+		return nil, err
+	}
+	return rows, dataset.AssignIDs(c.Env.Name+" generator", rows)
+}

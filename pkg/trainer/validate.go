@@ -1,0 +1,60 @@
+package trainer
+
+import (
+	"context"
+	"sort"
+
+	"github.com/rllm-org/rllm-go/pkg/episode"
+	"github.com/rllm-org/rllm-go/pkg/rollout"
+)
+
+// validate runs the validation tasks with rollout.val_kwargs sampling and
+// returns rLLM's val/ metrics: pass@1 and pass@n per data source, and the
+// mean reward.
+func (t *Trainer) validate(ctx context.Context) (map[string]float64, error) {
+	start := t.now()
+	n := t.cfg.Rollout.ValKwargs.N
+	eng, err := rollout.NewEngine(t.newWorkflow(ValParams(t.cfg)), t.engineOptions(n))
+	if err != nil {
+		return nil, err
+	}
+	var eps []*episode.Episode
+	size := t.cfg.Data.ValBatchSize
+	if size <= 0 {
+		size = len(t.val)
+	}
+	for lo := 0; lo < len(t.val); lo += size {
+		got, err := eng.Run(ctx, t.val[lo:min(lo+size, len(t.val))])
+		if err != nil {
+			return nil, err
+		}
+		eps = append(eps, got...)
+	}
+	sum := rollout.Summarize(eps, n)
+	m := map[string]float64{
+		"val/pass@1":      sum.PassAt1,
+		"val/mean_reward": sum.MeanReward,
+	}
+	if n > 1 {
+		m["val/pass@"+itoa(n)] = sum.PassAtK
+	}
+	for _, src := range sum.Sources() {
+		s := sum.BySource[src]
+		m["val/"+src+"/pass@1"] = s.PassAt1
+		if n > 1 {
+			m["val/"+src+"/pass@"+itoa(n)] = s.PassAtK
+		}
+	}
+	m["timing_s/testing"] = t.now().Sub(start).Seconds()
+	t.printVal(m)
+	return m, nil
+}
+
+func sortedKeys(m map[string]float64) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
