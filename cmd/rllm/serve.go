@@ -13,7 +13,6 @@ import (
 
 	"github.com/rllm-org/rllm-go/pkg/backend/local"
 	"github.com/rllm-org/rllm-go/pkg/backend/local/openai"
-	"github.com/rllm-org/rllm-go/pkg/config"
 )
 
 type serveOptions struct {
@@ -103,23 +102,4 @@ func runServe(ctx context.Context, a *App, opts *serveOptions) error {
 		}
 		return nil
 	}
-}
-
-// openLocalBackend loads a checkpoint, or builds a fresh model sized by
-// the backend.local config (weights from backend.local.weights when the
-// flag is empty).
-func openLocalBackend(ctx context.Context, c *config.Config, weights string) (*local.Backend, error) {
-	if weights == "" {
-		weights = c.Backend.Local.Weights
-	}
-	opts := local.Options{Workers: c.Backend.Local.Threads}
-	if weights != "" {
-		return local.Open(ctx, weights, opts)
-	}
-	l := c.Backend.Local
-	opts.Config = local.DefaultConfig()
-	opts.Config.Layers, opts.Config.DModel, opts.Config.Heads, opts.Config.Context = l.Layers, l.DModel, l.Heads, l.Context
-	opts.Config.DFF = 4 * l.DModel
-	opts.Config.Seed = int64(c.Trainer.Seed)
-	return local.New(opts)
 }
