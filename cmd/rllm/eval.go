@@ -76,7 +76,7 @@ embedded policy (backend.local.weights, or a fresh model).`,
 	f.IntVar(&opts.n, "n", 0, "attempts per task, the k of pass@k (default rollout.val_kwargs.n)")
 	f.StringVarP(&opts.output, "output", "o", "text", "report format: text (a table) or json (one object)")
 	f.StringVar(&opts.episodes, "episodes", "", "write every episode as JSON lines to `FILE`")
-	f.BoolVar(&opts.textOnly, "text-only", false, "accept replies without token ids (plain OpenAI APIs); token counts come from the server's usage")
+	f.BoolVar(&opts.textOnly, "text-only", false, "accept replies without token ids (plain OpenAI APIs); token counts are then 0")
 	return cmd
 }
 
@@ -95,14 +95,12 @@ type evalReport struct {
 	EpisodesOut string       `json:"episodes_file,omitempty"`
 }
 
-// clientStats are the server client's counters: retries, and token usage
-// as the server reports it (the only token counts in --text-only mode).
+// clientStats are the server client's counters: a run that completes
+// may still have needed retries, and this is where they show.
 type clientStats struct {
-	Requests         int64 `json:"requests"`
-	Retries          int64 `json:"retries"`
-	Failures         int64 `json:"failures"`
-	PromptTokens     int64 `json:"prompt_tokens"`
-	CompletionTokens int64 `json:"completion_tokens"`
+	Requests int64 `json:"requests"`
+	Retries  int64 `json:"retries"`
+	Failures int64 `json:"failures"`
 }
 
 func runEval(ctx context.Context, a *App, opts *evalOptions) error {
@@ -217,8 +215,7 @@ func runEval(ctx context.Context, a *App, opts *evalOptions) error {
 	}
 	if pol.client != nil {
 		st := pol.client.Stats()
-		rep.Client = &clientStats{Requests: st.Requests, Retries: st.Retries, Failures: st.Failures,
-			PromptTokens: st.PromptTokens, CompletionTokens: st.CompletionTokens}
+		rep.Client = &clientStats{Requests: st.Requests, Retries: st.Retries, Failures: st.Failures}
 	}
 	if opts.output == "json" {
 		enc := json.NewEncoder(a.Stdout)
@@ -287,8 +284,7 @@ func writeEvalTable(w io.Writer, r *evalReport) error {
 	}
 	fmt.Fprintf(w, "tokens    %d prompt, %d response (%.1f response tokens per episode)\n", r.PromptTokens, r.ResponseTokens, perEp)
 	if cs := r.Client; cs != nil {
-		fmt.Fprintf(w, "server    %d requests, %d retries, %d failed; usage %d prompt + %d completion tokens\n",
-			cs.Requests, cs.Retries, cs.Failures, cs.PromptTokens, cs.CompletionTokens)
+		fmt.Fprintf(w, "server    %d requests, %d retries, %d failed\n", cs.Requests, cs.Retries, cs.Failures)
 	}
 	rate := 0.0
 	if r.Seconds > 0 {

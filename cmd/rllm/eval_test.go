@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"math"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -385,5 +386,77 @@ func TestEvalUsageErrors(t *testing.T) {
 				t.Errorf("stderr %q lacks %q", stderr.String(), tc.want)
 			}
 		})
+	}
+}
+
+// plainOpenAI is an OpenAI-style API: no /health, a bearer key, and chat
+// replies without token ids or logprobs. It answers "2" to everything.
+func plainOpenAI(t *testing.T, key string) *httptest.Server {
+	t.Helper()
+	mux := http.NewServeMux()
+	authorized := func(w http.ResponseWriter, r *http.Request) bool {
+		if r.Header.Get("Authorization") != "Bearer "+key {
+			w.WriteHeader(http.StatusUnauthorized)
+			w.Write([]byte(`{"error":{"message":"Incorrect API key provided","type":"invalid_request_error"}}`))
+			return false
+		}
+		return true
+	}
+	mux.HandleFunc("GET /v1/models", func(w http.ResponseWriter, r *http.Request) {
+		if authorized(w, r) {
+			w.Write([]byte(`{"object":"list","data":[{"id":"gpt-test","object":"model","owned_by":"someone"}]}`))
+		}
+	})
+	mux.HandleFunc("POST /v1/chat/completions", func(w http.ResponseWriter, r *http.Request) {
+		if authorized(w, r) {
+			w.Write([]byte(`{"id":"c1","object":"chat.completion","created":1,"model":"gpt-test","choices":[{"index":0,"message":{"role":"assistant","content":"2"},"finish_reason":"stop"}],"usage":{"prompt_tokens":9,"completion_tokens":1,"total_tokens":10}}`))
+		}
+	})
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func TestEvalTextOnly(t *testing.T) {
+	srv := plainOpenAI(t, "sk-test")
+	args := []string{"rollout.engine=openai", "rollout.endpoints=[" + srv.URL + "/v1]", "rollout.model=gpt-test",
+		"rollout.api_key_env=TEST_KEY", "workflow.retry_limit=1"}
+	run := func(textOnly bool, key string) (evalReport, string, error) {
+		var stdout, stderr bytes.Buffer
+		a := testApp(&stdout, &stderr)
+		a.Getenv = func(k string) string {
+			if k == "TEST_KEY" {
+				return key
+			}
+			return ""
+		}
+		opts := &evalOptions{data: []string{writeEvalTasks(t)}, n: 1, output: "json", textOnly: textOnly, args: args}
+		err := runEval(context.Background(), a, opts)
+		var rep evalReport
+		json.Unmarshal(stdout.Bytes(), &rep)
+		return rep, stderr.String(), err
+	}
+
+	// With --text-only the replies count: "2" answers only 1+1= (easy).
+	rep, stderr, err := run(true, "sk-test")
+	if err != nil {
+		t.Fatalf("text-only eval: %v\n%s", err, stderr)
+	}
+	if rep.PassAt1 != 0.25 || rep.BySource["easy"].PassAt1 != 0.5 || rep.PromptTokens != 0 {
+		t.Errorf("pass@1 %v, easy %+v, prompt tokens %d; want 0.25, 0.5, 0", rep.PassAt1, rep.BySource["easy"], rep.PromptTokens)
+	}
+	if strings.Contains(stderr, "sk-test") {
+		t.Errorf("the API key appears on stderr: %s", stderr)
+	}
+
+	// Without it a reply with no token ids is unusable: every episode fails.
+	if _, _, err := run(false, "sk-test"); err == nil || !strings.Contains(err.Error(), "every episode failed") {
+		t.Errorf("without --text-only: %v, want every episode failed", err)
+	}
+
+	// A wrong key stops the start-up check, naming the endpoint.
+	_, _, err = run(true, "sk-wrong")
+	if err == nil || !strings.Contains(err.Error(), srv.URL+"/v1/models") || strings.Contains(err.Error(), "sk-wrong") {
+		t.Errorf("wrong key: %v, want an error naming %s/v1/models without the key", err, srv.URL)
 	}
 }
