@@ -96,6 +96,7 @@ func newRootCmd(a *App) *cobra.Command {
 		newVersionCmd(a),
 		newListCmd(a),
 		newDataCmd(a),
+		newEvalCmd(a),
 	)
 	return root
 }

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rllm-org/rllm-go/pkg/episode"
 )
 
 func testApp(stdout, stderr io.Writer) *App {
@@ -52,15 +54,19 @@ func TestServeAnswersAndStops(t *testing.T) {
 }
 
 func TestSFTDatumsBadInput(t *testing.T) {
-	cases := []struct{ name, body, want string }{
-		{"not json", "{\"prompt\":\"a\",\"response\":\"b\"}\nnope\n", "pairs.jsonl:2 is not a JSON object"},
-		{"missing key", `{"prompt":"a"}`, `pairs.jsonl:1 lacks a "prompt" or "response" string`},
-		{"too long", `{"prompt":"a","response":"` + strings.Repeat("x", 200) + `"}`, "pairs.jsonl:1 is 221 tokens after the chat template, more than the 129 a model of context 128 trains on"},
-		{"empty", "\n\n", "pairs.jsonl has no rows"},
+	cases := []struct {
+		name string
+		rows []episode.Task
+		want string
+	}{
+		{"missing key", []episode.Task{{"prompt": "a", "response": "b"}, {"prompt": "a"}}, `pairs.jsonl: row 1: lacks a "prompt" or "response" string`},
+		{"not a string", []episode.Task{{"prompt": "a", "response": int64(2)}}, `pairs.jsonl: row 0: lacks a "prompt" or "response" string`},
+		{"too long", []episode.Task{{"prompt": "a", "response": strings.Repeat("x", 200)}}, "pairs.jsonl: row 0: is 221 tokens after the chat template, more than the 129 a model of context 128 trains on"},
+		{"empty", nil, "pairs.jsonl has no rows"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := sftDatums("pairs.jsonl", []byte(c.body), "prompt", "response", localTokenizer(), 128)
+			_, err := sftDatums("pairs.jsonl", c.rows, "prompt", "response", localTokenizer(), 128)
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("err = %v, want %q", err, c.want)
 			}
@@ -69,7 +75,7 @@ func TestSFTDatumsBadInput(t *testing.T) {
 			}
 		})
 	}
-	data, err := sftDatums("pairs.jsonl", []byte(`{"prompt":"3+4=","response":"7"}`), "prompt", "response", localTokenizer(), 128)
+	data, err := sftDatums("pairs.jsonl", []episode.Task{{"prompt": "3+4=", "response": "7"}}, "prompt", "response", localTokenizer(), 128)
 	if err != nil {
 		t.Fatal(err)
 	}

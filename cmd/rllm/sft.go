@@ -1,10 +1,7 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"math"
@@ -15,6 +12,7 @@ import (
 
 	"github.com/rllm-org/rllm-go/pkg/backend"
 	"github.com/rllm-org/rllm-go/pkg/backend/local"
+	"github.com/rllm-org/rllm-go/pkg/dataset"
 	"github.com/rllm-org/rllm-go/pkg/episode"
 	"github.com/rllm-org/rllm-go/pkg/trainer"
 )
@@ -35,21 +33,22 @@ type sftOptions struct {
 func newSFTCmd(a *App) *cobra.Command {
 	opts := &sftOptions{}
 	cmd := &cobra.Command{
-		Use:   "sft --data FILE.jsonl [key=value ...]",
+		Use:   "sft --data FILE [key=value ...]",
 		Short: "Supervised fine-tuning with cross_entropy on prompt/response pairs",
-		Long: `Fine-tune the policy on a JSON-lines file of {"prompt": ..., "response": ...}
-rows: each prompt is rendered as a user message with the chat template, and
-the loss (cross_entropy, summed over response tokens) is taken on the
+		Long: `Fine-tune the policy on a dataset of prompt/response rows (parquet, JSON
+lines, JSON or CSV; columns "prompt" and "response" unless renamed with
+--prompt-key/--response-key): each prompt is rendered as a user message
+with the chat template, and the loss (cross_entropy, summed over response tokens) is taken on the
 response and its end-of-message token only. Prints one loss line per step
 and the loss curve at the end; --out saves a checkpoint rllm serve and
 rllm train can load.`,
 		Example: `  rllm sft --data pairs.jsonl --epochs 5 --out checkpoints/sft
-  rllm sft --data pairs.jsonl --prompt-key question --response-key answer`,
+  rllm sft --data train.parquet --prompt-key question --response-key answer`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.args = args
 			switch {
 			case opts.data == "":
-				return usagef("--data is required: a JSON-lines file of prompt/response pairs")
+				return usagef("--data is required: a dataset file (.parquet, .jsonl, .json or .csv) of prompt/response rows")
 			case opts.epochs < 1:
 				return usagef("--epochs %d must be at least 1", opts.epochs)
 			case opts.batchSize < 1:
@@ -63,7 +62,7 @@ rllm train can load.`,
 	}
 	opts.config.register(cmd)
 	f := cmd.Flags()
-	f.StringVar(&opts.data, "data", "", "JSON-lines `FILE` of prompt/response rows")
+	f.StringVar(&opts.data, "data", "", "dataset `FILE` of prompt/response rows (.parquet, .jsonl, .json, .csv)")
 	f.StringVar(&opts.promptKey, "prompt-key", "prompt", "column holding the prompt")
 	f.StringVar(&opts.responseKey, "response-key", "response", "column holding the response")
 	f.IntVar(&opts.epochs, "epochs", 3, "passes over the data")
@@ -79,20 +78,16 @@ func runSFT(ctx context.Context, a *App, opts *sftOptions) error {
 	if err != nil {
 		return err
 	}
-	readFile := a.ReadFile
-	if readFile == nil {
-		return fmt.Errorf("no file reader configured")
-	}
-	raw, err := readFile(opts.data)
+	rows, err := dataset.ReadAll(ctx, opts.data, dataset.Options{})
 	if err != nil {
-		return &usageError{msg: fmt.Sprintf("cannot read --data %s: %v", opts.data, err)}
+		return err
 	}
 	be, err := trainer.OpenLocal(ctx, ld.Config, opts.weights)
 	if err != nil {
 		return err
 	}
 	defer be.Close()
-	data, err := sftDatums(opts.data, raw, opts.promptKey, opts.responseKey, localTokenizer(), be.Info().MaxContext)
+	data, err := sftDatums(opts.data, rows, opts.promptKey, opts.responseKey, localTokenizer(), be.Info().MaxContext)
 	if err != nil {
 		return err
 	}
@@ -129,33 +124,25 @@ type chatTokenizer interface {
 	Encode(text string, special bool) []int
 }
 
-// sftDatums turns JSON-lines rows into cross_entropy datums with weight 1
-// on the response tokens and the closing <|im_end|>.
-func sftDatums(file string, raw []byte, promptKey, responseKey string, tok chatTokenizer, context int) ([]backend.Datum, error) {
-	var data []backend.Datum
-	sc := bufio.NewScanner(bytes.NewReader(raw))
-	sc.Buffer(make([]byte, 1<<20), 64<<20)
-	line := 0
-	for sc.Scan() {
-		line++
-		text := strings.TrimSpace(sc.Text())
-		if text == "" {
-			continue
-		}
-		var row map[string]any
-		if err := json.Unmarshal([]byte(text), &row); err != nil {
-			return nil, usagef("%s:%d is not a JSON object: %v", file, line, err)
-		}
+// sftDatums turns dataset rows into cross_entropy datums with weight 1
+// on the response tokens and the closing <|im_end|>. Errors name the row
+// as pkg/dataset does (0-based, the index `datasets` shows).
+func sftDatums(file string, rows []episode.Task, promptKey, responseKey string, tok chatTokenizer, context int) ([]backend.Datum, error) {
+	rowError := func(row int, format string, args ...any) error {
+		return &dataset.Error{Path: file, Row: row, Msg: fmt.Sprintf(format, args...)}
+	}
+	data := make([]backend.Datum, 0, len(rows))
+	for i, row := range rows {
 		prompt, ok1 := row[promptKey].(string)
 		response, ok2 := row[responseKey].(string)
 		if !ok1 || !ok2 {
-			return nil, usagef("%s:%d lacks a %q or %q string; each line needs {%q: ..., %q: ...} (or set --prompt-key/--response-key)", file, line, promptKey, responseKey, promptKey, responseKey)
+			return nil, rowError(i, "lacks a %q or %q string; each row needs %q and %q columns (or set --prompt-key/--response-key)", promptKey, responseKey, promptKey, responseKey)
 		}
 		p := tok.ChatTemplate([]episode.Message{{Role: "user", Content: prompt}}, true)
 		full := append(p, tok.Encode(response, false)...)
 		full = append(full, local.TokenImEnd)
 		if len(full)-1 > context {
-			return nil, usagef("%s:%d is %d tokens after the chat template, more than the %d a model of context %d trains on; shorten it or raise backend.local.context", file, line, len(full), context+1, context)
+			return nil, rowError(i, "is %d tokens after the chat template, more than the %d a model of context %d trains on; shorten it or raise backend.local.context", len(full), context+1, context)
 		}
 		n := len(full) - 1
 		w := make([]float64, n)
@@ -164,11 +151,8 @@ func sftDatums(file string, raw []byte, promptKey, responseKey string, tok chatT
 		}
 		data = append(data, backend.Datum{Input: full[:n], LossFnInputs: backend.LossFnInputs{TargetTokens: full[1:], Weights: w}})
 	}
-	if err := sc.Err(); err != nil {
-		return nil, usagef("%s:%d: %v", file, line+1, err)
-	}
 	if len(data) == 0 {
-		return nil, usagef("%s has no rows; give at least one {%q: ..., %q: ...} line", file, promptKey, responseKey)
+		return nil, usagef("%s has no rows; give at least one row with %q and %q columns", file, promptKey, responseKey)
 	}
 	return data, nil
 }

@@ -150,8 +150,15 @@ func (c *Client) get(ctx context.Context, ep *endpoint, path string) ([]byte, er
 	return body, nil
 }
 
+// healthy asks /health. A 404 counts as healthy: the server answered and
+// simply has no /health, as plain OpenAI-compatible APIs do (vLLM and
+// SGLang have one); Check still asks /v1/models.
 func (c *Client) healthy(ctx context.Context, ep *endpoint) error {
 	_, err := c.get(ctx, ep, "/health")
+	var se *StatusError
+	if errors.As(err, &se) && se.Status == http.StatusNotFound {
+		return nil
+	}
 	return err
 }
 
