@@ -38,6 +38,9 @@ type trainerState struct {
 // half checkpoint under the real name, then prunes old ones.
 func (t *Trainer) checkpoint(ctx context.Context) (string, error) {
 	dir := filepath.Join(t.dir, fmt.Sprintf("%s%d", stepDirPrefix, t.step))
+	if t.savedStep == t.step {
+		return dir, nil // nothing trained since
+	}
 	tmp := dir + ".tmp"
 	if err := os.RemoveAll(tmp); err != nil {
 		return "", err
@@ -61,6 +64,7 @@ func (t *Trainer) checkpoint(ctx context.Context) (string, error) {
 	if err := writeAtomic(filepath.Join(t.dir, latestFile), []byte(strconv.Itoa(t.step)+"\n")); err != nil {
 		return "", err
 	}
+	t.savedStep = t.step
 	return dir, t.prune()
 }
 
@@ -149,7 +153,7 @@ func (t *Trainer) resume(ctx context.Context) (bool, error) {
 	if err := t.loader.Restore(st.Dataloader); err != nil {
 		return false, fmt.Errorf("resuming from %s: %w", dir, err)
 	}
-	t.step = st.GlobalStep
+	t.step, t.savedStep = st.GlobalStep, st.GlobalStep
 	t.logf("resumed from %s (step %d)", dir, t.step)
 	return true, nil
 }

@@ -53,6 +53,7 @@ type Trainer struct {
 	loader     *dataset.Loader
 	totalSteps int
 	step       int // the last completed training step
+	savedStep  int // the step of the newest checkpoint, -1 before any
 
 	lossCfg ppo.LossConfig
 	estCfg  ppo.Config
@@ -69,7 +70,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Trainer, error
 	if err := supported(cfg); err != nil {
 		return nil, err
 	}
-	t := &Trainer{cfg: cfg, opts: opts, now: opts.Now, dir: cfg.Trainer.DefaultLocalDir}
+	t := &Trainer{cfg: cfg, opts: opts, now: opts.Now, dir: cfg.Trainer.DefaultLocalDir, savedStep: -1}
 	if t.now == nil {
 		t.now = time.Now
 	}
@@ -302,6 +303,7 @@ func (t *Trainer) Train(ctx context.Context) (*Result, error) {
 	if res.Checkpoint, err = t.checkpoint(ctx); err != nil {
 		return res, err
 	}
+	res.Steps = t.step
 	t.logf("done: %d steps; checkpoint %s", t.step, res.Checkpoint)
 	return res, nil
 }

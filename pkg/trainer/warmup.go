@@ -39,7 +39,7 @@ func (t *Trainer) warmup(ctx context.Context) error {
 	teacher := &teacherSampler{answers: answers, rng: rand.New(rand.NewPCG(uint64(t.cfg.Trainer.Seed), 0x7761726d))}
 	name, args, deps := WorkflowSpec(t.cfg)
 	deps.NewAgent, deps.NewEnv, deps.Sampler = t.opts.NewAgent, t.opts.NewEnv, teacher
-	eng, err := rollout.NewEngine(func() (rollout.Workflow, error) { return workflow.New(name, args, deps) }, t.engineOptions(1))
+	eng, err := rollout.NewEngine(func() (rollout.Workflow, error) { return workflow.New(name, args, deps) }, t.engineOptions(t.cfg.Rollout.N))
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,294 @@
+package trainer
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/rllm-org/rllm-go/pkg/config"
+	"github.com/rllm-org/rllm-go/pkg/episode"
+	"github.com/rllm-org/rllm-go/pkg/rollout"
+	_ "github.com/rllm-org/rllm-go/pkg/tasks"
+)
+
+// smallConfig is a configuration that trains in seconds: a tiny model,
+// small batches, no validation unless asked.
+func smallConfig(t *testing.T, overrides ...string) *config.Config {
+	t.Helper()
+	base := []string{
+		"trainer.default_local_dir=" + filepath.ToSlash(t.TempDir()),
+		"data.train_batch_size=4", "rollout.n=4", "data.generated_train_size=64", "data.generated_val_size=8",
+		"backend.local.d_model=32", "backend.local.heads=2", "backend.local.context=48", "backend.local.warmup_steps=2",
+		"trainer.total_training_steps=2", "trainer.test_freq=-1", "trainer.val_before_train=false", "trainer.save_freq=-1",
+		"trainer.logger=[jsonl]", "rollout.max_tokens=4", "workflow.n_parallel_tasks=8",
+	}
+	c, err := config.FromOverrides(append(base, overrides...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func readMetrics(t *testing.T, dir string) []map[string]any {
+	t.Helper()
+	f, err := os.Open(filepath.Join(dir, MetricsFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out []map[string]any
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		var m map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
+			t.Fatalf("metrics.jsonl line %q: %v", sc.Text(), err)
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+func TestTrainWritesMetricsAndCheckpoint(t *testing.T) {
+	c := smallConfig(t)
+	tr, err := New(context.Background(), c, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	res, err := tr.Train(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Steps != 2 {
+		t.Errorf("steps = %d, want 2", res.Steps)
+	}
+	dir := c.Trainer.DefaultLocalDir
+	if res.Checkpoint != filepath.Join(dir, "global_step_2") {
+		t.Errorf("checkpoint = %q", res.Checkpoint)
+	}
+	latest, err := os.ReadFile(filepath.Join(dir, latestFile))
+	if err != nil || strings.TrimSpace(string(latest)) != "2" {
+		t.Errorf("%s = %q, %v", latestFile, latest, err)
+	}
+	for _, f := range []string{stateFile, "model/manifest.json", "model/model.safetensors", "model/optimizer.safetensors"} {
+		if _, err := os.Stat(filepath.Join(res.Checkpoint, f)); err != nil {
+			t.Error(err)
+		}
+	}
+	ms := readMetrics(t, dir)
+	if len(ms) != 2 {
+		t.Fatalf("metrics.jsonl has %d lines, want 2", len(ms))
+	}
+	for i, m := range ms {
+		if m["step"] != float64(i+1) {
+			t.Errorf("line %d: step %v", i, m["step"])
+		}
+		for _, k := range []string{"critic/score/mean", "batch/solve_none", "response_length/mean", "actor/lr", "timing_s/step"} {
+			if _, ok := m[k]; !ok {
+				t.Errorf("line %d lacks %s", i, k)
+			}
+		}
+	}
+}
+
+// A run stopped after 2 steps and resumed continues at step 3 with the
+// dataloader where it was: the same batches as an uninterrupted run.
+func TestResumeContinuesWhereItStopped(t *testing.T) {
+	c := smallConfig(t)
+	first, err := New(context.Background(), c, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := first.Train(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	wantLoader := first.loader.State()
+	first.Close()
+
+	four := 4
+	c.Trainer.TotalTrainingSteps = &four
+	second, err := New(context.Background(), c, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer second.Close()
+	resumed, err := second.resume(context.Background())
+	if err != nil || !resumed {
+		t.Fatalf("resume = %v, %v", resumed, err)
+	}
+	if second.step != 2 || second.loader.State() != wantLoader {
+		t.Fatalf("resumed at step %d loader %+v, want 2 and %+v", second.step, second.loader.State(), wantLoader)
+	}
+	second.step = 0 // Train resumes again itself
+	if _, err := second.Train(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	ms := readMetrics(t, c.Trainer.DefaultLocalDir)
+	var steps []float64
+	for _, m := range ms {
+		steps = append(steps, m["step"].(float64))
+	}
+	if len(steps) != 4 || steps[2] != 3 || steps[3] != 4 {
+		t.Errorf("metrics steps = %v, want [1 2 3 4]", steps)
+	}
+}
+
+// Cancelling the context checkpoints the last finished step and returns
+// the context's error.
+func TestInterruptCheckpoints(t *testing.T) {
+	c := smallConfig(t, "trainer.total_training_steps=50")
+	tr, err := New(context.Background(), c, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	tr.opts.Log = &cancelAfter{lines: 2, cancel: cancel} // the second step line cancels
+	tr.cfg.Trainer.Logger = []string{"console", "jsonl"}
+	res, err := tr.Train(ctx)
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v, want context.Canceled", err)
+	}
+	if res.Checkpoint == "" || res.Steps < 1 {
+		t.Fatalf("no checkpoint after the interruption: %+v", res)
+	}
+	if _, err := os.Stat(filepath.Join(res.Checkpoint, stateFile)); err != nil {
+		t.Error(err)
+	}
+}
+
+// cancelAfter cancels once it has seen a number of step lines.
+type cancelAfter struct {
+	lines, seen int
+	cancel      context.CancelFunc
+}
+
+func (c *cancelAfter) Write(p []byte) (int, error) {
+	if strings.HasPrefix(string(p), "step ") {
+		c.seen++
+		if c.seen >= c.lines {
+			c.cancel()
+		}
+	}
+	return len(p), nil
+}
+
+// RL on two prompts with two answers: after the warm-up the model answers
+// at chance (about half right); GRPO must lift the training accuracy.
+func TestLearnsTwoProblemTask(t *testing.T) {
+	if testing.Short() {
+		t.Skip("trains for a few seconds")
+	}
+	var tasks []episode.Task
+	for i := 0; i < 64; i++ {
+		q, a := "1+1=", "2"
+		if i%2 == 1 {
+			q, a = "2+2=", "4"
+		}
+		tasks = append(tasks, episode.Task{"question": q, "ground_truth": a, "data_source": "two"})
+	}
+	c := smallConfig(t, "trainer.total_training_steps=40", "data.train_batch_size=8", "rollout.n=8",
+		"backend.local.d_model=64", "backend.local.heads=4", "backend.local.context=32", "backend.local.warmup_steps=30")
+	tr, err := New(context.Background(), c, Options{TrainTasks: tasks, ValTasks: tasks[:2]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	if _, err := tr.Train(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	ms := readMetrics(t, c.Trainer.DefaultLocalDir)
+	acc := func(lo, hi int) float64 {
+		s := 0.0
+		for _, m := range ms[lo:hi] {
+			s += m["batch/accuracy"].(float64)
+		}
+		return s / float64(hi-lo)
+	}
+	early, late := acc(0, 5), acc(len(ms)-5, len(ms))
+	t.Logf("training accuracy: first 5 steps %.2f, last 5 steps %.2f", early, late)
+	if late < 0.8 || late < early+0.2 {
+		t.Errorf("accuracy went from %.2f to %.2f; RL did not learn the two answers", early, late)
+	}
+}
+
+func TestLearningRateSchedule(t *testing.T) {
+	tests := []struct {
+		name string
+		sets []string
+		want map[int]float64 // step -> lr
+	}{
+		{"constant", []string{"actor.optim.lr=0.1"}, map[int]float64{0: 0.1, 9: 0.1}},
+		{"linear warm-up from zero, as Hugging Face's schedule", []string{"actor.optim.lr=0.1", "actor.optim.warmup_steps=4"},
+			map[int]float64{0: 0, 1: 0.025, 3: 0.075, 4: 0.1, 9: 0.1}},
+		{"warm-up from the ratio", []string{"actor.optim.lr=0.1", "actor.optim.warmup_steps_ratio=0.2"},
+			map[int]float64{0: 0, 1: 0.05, 2: 0.1}},
+		// cosine after 2 warm-up steps over 10: progress (s-2)/8, lr =
+		// 0.1·(0.1 + 0.9·½(1+cos(π·progress))).
+		{"cosine to min_lr_ratio", []string{"actor.optim.lr=0.1", "actor.optim.warmup_steps=2", "actor.optim.lr_scheduler=cosine", "actor.optim.min_lr_ratio=0.1"},
+			map[int]float64{2: 0.1, 6: 0.1 * (0.1 + 0.9*0.5), 10: 0.01}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := config.FromOverrides(tt.sets)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tr := &Trainer{cfg: c, totalSteps: 10}
+			for s, want := range tt.want {
+				if got := tr.lr(s); math.Abs(got-want) > 1e-12 {
+					t.Errorf("lr(%d) = %g, want %g", s, got, want)
+				}
+			}
+		})
+	}
+}
+
+func TestMiniBatchesKeepGroupsTogether(t *testing.T) {
+	var seqs []trainSeq
+	for _, id := range []string{"a:0", "a:1", "b:0", "b:1", "c:0", "c:1", "d:0"} {
+		seqs = append(seqs, trainSeq{Sequence: rollout.Sequence{EpisodeID: id}})
+	}
+	got := miniBatches(seqs, 2)
+	var shape []int
+	for _, mb := range got {
+		shape = append(shape, len(mb))
+	}
+	if len(shape) != 2 || shape[0] != 4 || shape[1] != 3 {
+		t.Errorf("mini-batch sizes = %v, want [4 3]", shape)
+	}
+}
+
+func TestUnsupportedSettingsAreConfigErrors(t *testing.T) {
+	for _, set := range []string{"backend.name=tinker", "actor.use_kl_loss=true", "actor.entropy_coeff=0.01"} {
+		c := smallConfig(t, set)
+		_, err := New(context.Background(), c, Options{})
+		var ec interface{ ExitCode() int }
+		if !errors.As(err, &ec) || ec.ExitCode() != 2 {
+			t.Errorf("%s: err = %v, want a config error", set, err)
+		}
+	}
+}
+
+func TestResumeFromDamagedCheckpoint(t *testing.T) {
+	c := smallConfig(t)
+	dir := c.Trainer.DefaultLocalDir
+	if err := os.WriteFile(filepath.Join(dir, latestFile), []byte("seven\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tr, err := New(context.Background(), c, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	_, err = tr.Train(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "not a step number") {
+		t.Fatalf("err = %v", err)
+	}
+}
