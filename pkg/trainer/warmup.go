@@ -91,7 +91,9 @@ func (t *Trainer) warmup(ctx context.Context) error {
 			t.logf("warm-up %d/%d: loss %.3f per token", s+1, steps, out.Metrics["loss:sum"]/max(out.Metrics["tokens:sum"], 1))
 		}
 	}
-	return nil
+	// RL starts with a fresh optimizer, as it would from a pretrained model.
+	_, err = t.be.ResetOptimizer(ctx).Result(ctx)
+	return err
 }
 
 // teacherSampler answers every request with a random ground truth, as the

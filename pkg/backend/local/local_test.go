@@ -515,3 +515,40 @@ func TestTokenizer(t *testing.T) {
 		t.Fatalf("chat template = %q, want %q", s, want)
 	}
 }
+
+// ResetOptimizer keeps the weights and makes the next step a first step:
+// the same update a fresh backend with those weights would make.
+func TestResetOptimizer(t *testing.T) {
+	ctx := context.Background()
+	b := newTestBackend(t, smallConfig())
+	d := datumFor(chatPrompt("1+1="), backend.SampledSequence{Tokens: []int{'2', TokenImEnd}, Logprobs: []float64{-1, -1}}, 1)
+	is := backend.Loss{Name: backend.LossImportanceSampling}
+	for i := 0; i < 3; i++ {
+		b.ForwardBackward(ctx, []backend.Datum{d}, is)
+		b.OptimStep(ctx, backend.DefaultAdamParams(1e-2))
+	}
+	if _, err := b.ResetOptimizer(ctx).Result(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if step, _ := b.Step(ctx); step != 0 || slices.ContainsFunc(b.v, func(x float32) bool { return x != 0 }) {
+		t.Fatal("reset kept the step or the moments")
+	}
+	dir := filepath.Join(t.TempDir(), "w")
+	if _, err := b.SaveState(ctx, dir).Result(ctx); err != nil {
+		t.Fatal(err)
+	}
+	fresh, err := Open(ctx, dir, Options{Workers: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fresh.Close()
+	for _, x := range []*Backend{b, fresh} {
+		x.ForwardBackward(ctx, []backend.Datum{d}, is)
+		if _, err := x.OptimStep(ctx, backend.DefaultAdamParams(1e-2)).Result(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !slices.Equal(b.params, fresh.params) {
+		t.Fatal("the step after a reset differs from a fresh optimizer's first step")
+	}
+}

@@ -237,3 +237,17 @@ func readTensors(file string, c Config, prefix string) ([]float32, error) {
 	}
 	return flat, nil
 }
+
+// ResetOptimizer clears Adam's moments and step count, keeping the
+// weights: a fresh optimizer, as when RL starts from a fine-tuned model.
+// Without it, second moments sized by earlier large gradients would
+// shrink the next phase's updates for hundreds of steps.
+func (b *Backend) ResetOptimizer(ctx context.Context) *backend.Future[struct{}] {
+	return submit(b, ctx, func() (struct{}, error) {
+		clear(b.m)
+		clear(b.v)
+		clear(b.grad)
+		b.step = 0
+		return struct{}{}, nil
+	})
+}
