@@ -122,7 +122,9 @@ func TestEvalAgainstFakeServer(t *testing.T) {
 			data := writeEvalTasks(t)
 			epsPath := filepath.Join(t.TempDir(), "eps.jsonl")
 			var stdout, stderr bytes.Buffer
-			opts := &evalOptions{data: []string{data}, n: tc.k, output: "json", episodes: epsPath, args: serverArgs(srv.URL)}
+			// Without arith's distance credit a wrong "9" scores exactly formatScore.
+			args := append(serverArgs(srv.URL), "env.args.reward_args.close_score=0", "rollout.val_kwargs.temperature=0")
+			opts := &evalOptions{data: []string{data}, n: tc.k, output: "json", episodes: epsPath, args: args}
 			if err := runEval(context.Background(), testApp(&stdout, &stderr), opts); err != nil {
 				t.Fatalf("runEval: %v\nstderr: %s", err, stderr.String())
 			}

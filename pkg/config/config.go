@@ -207,6 +207,7 @@ type Local struct {
 	Context     int     `koanf:"context" json:"context" yaml:"context"`
 	LR          float64 `koanf:"lr" json:"lr" yaml:"lr"`
 	WarmupSteps int     `koanf:"warmup_steps" json:"warmup_steps" yaml:"warmup_steps"`
+	WarmupLR    float64 `koanf:"warmup_lr" json:"warmup_lr" yaml:"warmup_lr"`
 	Threads     int     `koanf:"threads" json:"threads" yaml:"threads"`
 	Weights     string  `koanf:"weights" json:"weights" yaml:"weights"`
 }

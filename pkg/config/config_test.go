@@ -193,7 +193,7 @@ func TestErrors(t *testing.T) {
 
 func TestEffectiveValues(t *testing.T) {
 	c := Default()
-	if c.EffectiveLR() != 0.003 || c.EffectiveMiniBatch() != 32 || c.EffectiveMaxTokens() != 512 {
+	if c.EffectiveLR() != 0.001 || c.EffectiveMiniBatch() != 32 || c.EffectiveMaxTokens() != 512 {
 		t.Errorf("local effective values: lr %g mini %d max_tokens %d", c.EffectiveLR(), c.EffectiveMiniBatch(), c.EffectiveMaxTokens())
 	}
 	c, err := FromOverrides([]string{"backend.name=tinker", "rollout.max_tokens=64", "actor.ppo_mini_batch_size=8"})

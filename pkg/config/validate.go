@@ -251,6 +251,7 @@ func validate(c *Config, origin func(string) Origin) Errors {
 	v.positive("backend.local.lr", b.Local.LR)
 	v.atLeast("backend.local.threads", b.Local.Threads, 0)
 	v.atLeast("backend.local.warmup_steps", b.Local.WarmupSteps, 0)
+	v.positive("backend.local.warmup_lr", b.Local.WarmupLR)
 	if b.Name == "local" && b.Local.Context < 2 {
 		v.fail("backend.local.context", "is too small")
 	}

@@ -1,7 +1,9 @@
 package reward
 
 import (
+	"math"
 	"regexp"
+	"strconv"
 	"strings"
 
 	"github.com/rllm-org/rllm-go/pkg/episode"
@@ -11,20 +13,25 @@ import (
 func init() {
 	Register(Definition{
 		Name:        "arith",
-		Description: "the reply is exactly the integer answer (1), a wrong bare integer (format_score) or anything else (0)",
+		Description: "the reply is exactly the integer answer (1), a wrong bare integer (format_score, plus close_score/(1+|error|)) or anything else (0)",
 		Args: []registry.Arg{
 			{Name: "format_score", Type: "float", Default: 0.1, Doc: "reward of a bare integer that is wrong"},
+			{Name: "close_score", Type: "float", Default: 0.4, Doc: "extra reward of a wrong integer, divided by 1+|its distance to the answer| (0 turns it off)"},
 		},
 		New: func(v registry.Values) (Func, error) {
-			return Arith{FormatScore: v.Float("format_score")}.Grade, nil
+			return Arith{FormatScore: v.Float("format_score"), CloseScore: v.Float("close_score")}.Grade, nil
 		},
 	})
 }
 
 // Arith scores the tiny arithmetic task: the whole reply, trimmed, must
 // be an integer. The format score rewards a tiny policy for learning to
-// answer with a number at all before it learns the right one.
-type Arith struct{ FormatScore float64 }
+// answer with a number at all before it learns the right one; the close
+// score grades wrong numbers by their distance to the answer, so that a
+// group of episodes that all missed still says which misses were nearer
+// (with exact-or-nothing rewards such groups carry no signal, and a small
+// policy that starts at chance rarely gets anything else).
+type Arith struct{ FormatScore, CloseScore float64 }
 
 var reBareInt = regexp.MustCompile(`^[-+]?\d{1,18}$`)
 
@@ -43,7 +50,17 @@ func (a Arith) Grade(task episode.Task, response string) Result {
 	if len(want) > 0 && canonicalInt(got) == canonicalInt(strings.TrimSpace(want[0])) {
 		return Result{Reward: 1, IsCorrect: true, Metadata: meta}
 	}
-	return Result{Reward: a.FormatScore, Metadata: meta}
+	r := a.FormatScore
+	if a.CloseScore != 0 && len(want) > 0 {
+		g, err1 := strconv.ParseInt(canonicalInt(got), 10, 64)
+		w, err2 := strconv.ParseInt(canonicalInt(strings.TrimSpace(want[0])), 10, 64)
+		if err1 == nil && err2 == nil {
+			d := math.Abs(float64(g) - float64(w))
+			r += a.CloseScore / (1 + d)
+			meta["distance"] = d
+		}
+	}
+	return Result{Reward: r, Metadata: meta}
 }
 
 // canonicalInt drops a plus sign and leading zeros so "+07" equals "7".

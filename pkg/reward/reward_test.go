@@ -2,6 +2,7 @@ package reward
 
 import (
 	"bufio"
+	"math"
 	"os"
 	"strings"
 	"testing"
@@ -182,6 +183,25 @@ func TestArith(t *testing.T) {
 	for _, tt := range tests {
 		res := a.Grade(episode.Task{"ground_truth": tt.gt}, tt.reply)
 		if res.Reward != tt.reward || res.IsCorrect != (tt.reward == 1) {
+			t.Errorf("%v / %q: %+v, want %v", tt.gt, tt.reply, res, tt.reward)
+		}
+	}
+}
+
+// The close score grades wrong integers by distance: 0.1 + 0.4/(1+|d|).
+func TestArithCloseScore(t *testing.T) {
+	a := Arith{FormatScore: 0.1, CloseScore: 0.4}
+	for _, tt := range []struct {
+		gt     any
+		reply  string
+		reward float64
+	}{
+		{"7", "7", 1}, {"7", "8", 0.1 + 0.4/2}, {"7", "6", 0.1 + 0.4/2}, {"7", "10", 0.1 + 0.4/4},
+		{"-3", "3", 0.1 + 0.4/7}, {12, "2", 0.1 + 0.4/11}, {"7", "x", 0},
+		{"7", "999999999999999999", 0.1 + 0.4/(1+999999999999999992)},
+	} {
+		res := a.Grade(episode.Task{"ground_truth": tt.gt}, tt.reply)
+		if math.Abs(res.Reward-tt.reward) > 1e-12 || res.IsCorrect != (tt.reward == 1) {
 			t.Errorf("%v / %q: %+v, want %v", tt.gt, tt.reply, res, tt.reward)
 		}
 	}

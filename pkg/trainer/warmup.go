@@ -79,7 +79,7 @@ func (t *Trainer) warmup(ctx context.Context) error {
 			return fmt.Errorf("warm-up: the workflow produced no model turns")
 		}
 		fb := t.be.ForwardBackward(ctx, datums, ce)
-		opt := t.be.OptimStep(ctx, t.adam(t.cfg.EffectiveLR())) // the base rate: the schedule is RL's
+		opt := t.be.OptimStep(ctx, t.adam(t.cfg.Backend.Local.WarmupLR))
 		out, err := fb.Result(ctx)
 		if err != nil {
 			return err
