@@ -12,8 +12,6 @@ import (
 	"fmt"
 	"sort"
 	"strings"
-
-	"golang.org/x/text/unicode/norm"
 )
 
 // Tokenizer is immutable after loading and safe for concurrent use.
@@ -273,11 +271,22 @@ func (t *Tokenizer) encodeOrdinary(text string, out []int) []int {
 	if text == "" {
 		return out
 	}
-	if t.nfc && !norm.NFC.IsNormalString(text) {
-		text = norm.NFC.String(text)
+	if t.nfc {
+		text = normalizeNFC(text)
 	}
 	if t.prefixSpace && text[0] != ' ' {
 		text = " " + text
+	}
+	if len(t.splits) == 1 && t.splits[0].pattern != nil && t.splits[0].pattern.words != nil {
+		// the common case (Qwen, Llama 3), without a callback per piece;
+		// the splitter leaves no gaps, so Isolated needs no bookkeeping
+		words, table := t.splits[0].pattern.words, runeClasses()
+		for pos := 0; pos < len(text); {
+			end := words.matchAt(table, text, pos)
+			out = t.bpeCached(text[pos:end], out)
+			pos = end
+		}
+		return out
 	}
 	return t.splitFrom(0, text, out)
 }

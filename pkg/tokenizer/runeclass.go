@@ -1,0 +1,115 @@
+package tokenizer
+
+import (
+	"sync"
+	"unicode"
+	"unicode/utf8"
+
+	"golang.org/x/text/unicode/norm"
+)
+
+// Rune classes the hand-written splitter and the NFC fast path need, one
+// table lookup per rune instead of several binary searches through
+// unicode range tables.
+const (
+	classL     uint8 = 1 << iota // \p{L}
+	classN                       // \p{N}
+	classSpace                   // \s (White_Space)
+	classCRLF                    // \r or \n
+	// classInert: NFC leaves the rune alone whatever surrounds it: it is
+	// NFC_Quick_Check=Yes with combining class 0, so it neither changes,
+	// reorders, nor combines with the rune before it. Text made only of
+	// such runes is already NFC.
+	classInert
+)
+
+var (
+	classOnce sync.Once
+	bmpClass  [0x10000]uint8 // the Basic Multilingual Plane; others are computed
+)
+
+// runeClasses fills the class table once per process (a few milliseconds,
+// paid by the first Encode rather than by every Load).
+func runeClasses() *[0x10000]uint8 {
+	classOnce.Do(func() {
+		var buf [utf8.UTFMax]byte
+		for r := rune(0); r < 0x10000; r++ {
+			c := categoryClass(r)
+			if utf8.ValidRune(r) && isInert(string(utf8.AppendRune(buf[:0], r))) {
+				c |= classInert
+			}
+			bmpClass[r] = c
+		}
+	})
+	return &bmpClass
+}
+
+// categoryClass is the class of r without classInert.
+func categoryClass(r rune) uint8 {
+	var c uint8
+	if unicode.Is(unicode.L, r) {
+		c |= classL
+	}
+	if unicode.Is(unicode.N, r) {
+		c |= classN
+	}
+	if unicode.Is(unicode.White_Space, r) {
+		c |= classSpace
+	}
+	if r == '\r' || r == '\n' {
+		c |= classCRLF
+	}
+	return c
+}
+
+// isInert reports whether the single rune in s is NFC-inert.
+func isInert(s string) bool {
+	p := norm.NFC.PropertiesString(s)
+	return p.CCC() == 0 && p.BoundaryBefore() && norm.NFC.IsNormalString(s)
+}
+
+// classOf returns the class of the rune at s[i] and its size; classInert
+// is set only for runes in the table. Invalid UTF-8 is one byte of U+FFFD,
+// a symbol, as in the general pattern engine.
+func classOf(table *[0x10000]uint8, s string, i int) (uint8, int) {
+	if c := s[i]; c < utf8.RuneSelf {
+		return table[c], 1
+	}
+	r, size := utf8.DecodeRuneInString(s[i:])
+	if r < 0x10000 {
+		return table[r], size
+	}
+	return categoryClass(r), size
+}
+
+// normalizeNFC returns the NFC form of s. Text whose runes are all inert
+// (ASCII, most scripts, CJK, emoji) is returned as is after one pass; from
+// the first other rune on, the norm package does the work.
+func normalizeNFC(s string) string {
+	table := runeClasses()
+	prev := 0 // start of the last rune: a boundary NFC cannot cross
+	for i := 0; i < len(s); {
+		if s[i] < utf8.RuneSelf {
+			prev = i
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		inert := false
+		if r < 0x10000 {
+			inert = table[r]&classInert != 0
+		} else {
+			inert = isInert(s[i : i+size])
+		}
+		if !inert {
+			// the rune before may combine with this one, so start there;
+			// everything before it is inert and stays as it is
+			out := make([]byte, prev, len(s)+len(s)/8)
+			copy(out, s)
+			return string(norm.NFC.AppendString(out, s[prev:]))
+		}
+		prev = i
+		i += size
+	}
+	return s
+}
