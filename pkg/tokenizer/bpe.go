@@ -1,6 +1,11 @@
 package tokenizer
 
-import "sync"
+import (
+	"sync"
+	"unicode/utf8"
+)
+
+var byteLevel = byteLevelAlphabet()
 
 // byteLevelAlphabet maps each byte to the printable character GPT-2's
 // byte-level BPE uses for it: printable Latin-1 bytes stand for themselves,
@@ -35,8 +40,11 @@ const longWord = 128
 // bpe appends to out the token ids of one pre-tokenized piece (raw bytes),
 // merging the lowest-ranked adjacent pair first, leftmost on ties.
 func (t *Tokenizer) bpe(word string, out []int) []int {
-	if t.ignoreMerges || len(word) == 1 {
-		if id, ok := t.bytesToID[word]; ok {
+	if len(word) == 1 {
+		return append(out, int(t.byteIDs[word[0]]))
+	}
+	if t.ignoreMerges {
+		if id, ok := t.wholeToken(word); ok {
 			return append(out, int(id))
 		}
 	}
@@ -52,7 +60,7 @@ func (t *Tokenizer) bpe(word string, out []int) []int {
 	pr := ranks[:len(word)]
 	const none = int32(1<<31 - 1)
 	rankOf := func(i int) int32 {
-		if m, ok := t.merges[mergeKey(syms[i], syms[i+1])]; ok {
+		if m, ok := t.merges.get(mergeKey(syms[i], syms[i+1])); ok {
 			return m.rank
 		}
 		return none
@@ -70,7 +78,8 @@ func (t *Tokenizer) bpe(word string, out []int) []int {
 		if at < 0 {
 			break
 		}
-		syms[at] = t.merges[mergeKey(syms[at], syms[at+1])].id
+		m, _ := t.merges.get(mergeKey(syms[at], syms[at+1]))
+		syms[at] = m.id
 		copy(syms[at+1:], syms[at+2:])
 		syms = syms[:len(syms)-1]
 		copy(pr[at+1:], pr[at+2:])
@@ -86,6 +95,23 @@ func (t *Tokenizer) bpe(word string, out []int) []int {
 		out = append(out, int(s))
 	}
 	return out
+}
+
+// wholeToken returns the vocab token whose raw bytes are word, looked up
+// by its byte-level spelling.
+func (t *Tokenizer) wholeToken(word string) (int32, bool) {
+	var stack [2 * cachedWord]byte
+	spelled := stack[:0]
+	if 2*len(word) > len(stack) {
+		spelled = make([]byte, 0, 2*len(word))
+	}
+	for i := 0; i < len(word); i++ {
+		spelled = utf8.AppendRune(spelled, byteLevel[word[i]])
+	}
+	if e, ok := t.index.findBytes(&t.model, spelled); ok {
+		return t.model.vocabIDs[e], true
+	}
+	return 0, false
 }
 
 // bpeHeap is bpe for long pieces: a doubly linked list of symbols and a
@@ -108,7 +134,7 @@ func (t *Tokenizer) bpeHeap(word string, out []int) []int {
 		if j < 0 {
 			return
 		}
-		if m, ok := t.merges[mergeKey(syms[i], syms[j])]; ok {
+		if m, ok := t.merges.get(mergeKey(syms[i], syms[j])); ok {
 			h.push(candidate{rank: m.rank, pos: i, left: syms[i], right: syms[j]})
 		}
 	}
@@ -123,7 +149,8 @@ func (t *Tokenizer) bpeHeap(word string, out []int) []int {
 		if !alive[i] || j < 0 || syms[i] != c.left || syms[j] != c.right {
 			continue
 		}
-		syms[i] = t.merges[mergeKey(c.left, c.right)].id
+		m, _ := t.merges.get(mergeKey(c.left, c.right))
+		syms[i] = m.id
 		alive[j] = false
 		next[i] = next[j]
 		if next[j] >= 0 {

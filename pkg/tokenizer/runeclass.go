@@ -32,13 +32,29 @@ var (
 // paid by the first Encode rather than by every Load).
 func runeClasses() *[0x10000]uint8 {
 	classOnce.Do(func() {
+		// categories range by range, which is far quicker than rune by rune
+		for _, tc := range []struct {
+			table *unicode.RangeTable
+			class uint8
+		}{{unicode.L, classL}, {unicode.N, classN}, {unicode.White_Space, classSpace}} {
+			for _, r := range tc.table.R16 {
+				for c := rune(r.Lo); c <= rune(r.Hi); c += rune(r.Stride) {
+					bmpClass[c] |= tc.class
+				}
+			}
+			for _, r := range tc.table.R32 {
+				for c := rune(r.Lo); c <= rune(r.Hi) && c < 0x10000; c += rune(r.Stride) {
+					bmpClass[c] |= tc.class
+				}
+			}
+		}
+		bmpClass['\r'] |= classCRLF
+		bmpClass['\n'] |= classCRLF
 		var buf [utf8.UTFMax]byte
 		for r := rune(0); r < 0x10000; r++ {
-			c := categoryClass(r)
-			if utf8.ValidRune(r) && isInert(string(utf8.AppendRune(buf[:0], r))) {
-				c |= classInert
+			if r < utf8.RuneSelf || utf8.ValidRune(r) && isInert(string(utf8.AppendRune(buf[:0], r))) {
+				bmpClass[r] |= classInert
 			}
-			bmpClass[r] = c
 		}
 	})
 	return &bmpClass

@@ -105,13 +105,16 @@ func FuzzWordSplitter(f *testing.F) {
 	})
 }
 
-// TestInertRunesAreNFC: the runes the class table marks inert are NFC on
-// their own and in any sequence, and normalizeNFC agrees with the norm
-// package on mixed text.
-func TestInertRunesAreNFC(t *testing.T) {
+// TestRuneClasses: the table built range by range agrees with unicode.Is
+// rune by rune; the runes it marks inert are NFC on their own and in any
+// sequence; normalizeNFC agrees with the norm package on mixed text.
+func TestRuneClasses(t *testing.T) {
 	table := runeClasses()
 	var inert []rune
 	for r := rune(0); r < 0x10000; r++ {
+		if got, want := table[r]&^classInert, categoryClass(r); got != want {
+			t.Fatalf("%U: class %b, want %b", r, got, want)
+		}
 		if table[r]&classInert == 0 {
 			continue
 		}

@@ -18,13 +18,16 @@ import (
 type Tokenizer struct {
 	dir string
 
-	vocab        map[string]int   // token as written in tokenizer.json (byte-level chars) -> id
-	idToToken    []string         // id -> token as written
-	idBytes      []string         // id -> the raw bytes it stands for
-	known        []bool           // id is defined
-	bytesToID    map[string]int32 // raw bytes -> id, for whole-piece lookups
-	byteIDs      [256]int32       // the single-byte tokens
-	merges       map[uint64]merge
+	model        modelTables    // the vocab as written in tokenizer.json (byte-level chars)
+	index        tokenIndex     // vocab text -> entry of model
+	addedIDs     map[string]int // added token content -> id; wins over the vocab
+	tokText      string         // arena of the tokens as written
+	tokens       []span         // id -> token as written, in tokText
+	rawText      string         // arena of the tokens' raw bytes
+	raw          []span         // id -> the raw bytes it stands for, in rawText
+	known        []bool         // id is defined
+	byteIDs      [256]int32     // the single-byte tokens
+	merges       mergeTable
 	ignoreMerges bool
 	cache        wordCache
 
@@ -187,12 +190,12 @@ func (t *Tokenizer) setPostProcessor(c *componentJSON, cfg *configJSON) error {
 		return nil
 	}
 	if cfg.AddBOSToken != nil && *cfg.AddBOSToken && cfg.BOSToken != "" {
-		if id, ok := t.vocab[string(cfg.BOSToken)]; ok {
+		if id, ok := t.TokenToID(string(cfg.BOSToken)); ok {
 			t.prefix = []int{id}
 		}
 	}
 	if cfg.AddEOSToken != nil && *cfg.AddEOSToken && cfg.EOSToken != "" {
-		if id, ok := t.vocab[string(cfg.EOSToken)]; ok {
+		if id, ok := t.TokenToID(string(cfg.EOSToken)); ok {
 			t.suffix = []int{id}
 		}
 	}
@@ -401,7 +404,7 @@ func (t *Tokenizer) Decode(ids []int) (string, error) {
 		if id < 0 || id >= len(t.known) || !t.known[id] {
 			return "", errorf("token id %d is not in the vocabulary (ids run from 0 to %d)", id, len(t.known)-1)
 		}
-		b.WriteString(t.idBytes[id])
+		b.WriteString(t.raw[id].of(t.rawText))
 	}
 	return b.String(), nil
 }
@@ -409,8 +412,13 @@ func (t *Tokenizer) Decode(ids []int) (string, error) {
 // TokenToID returns the id of a token as tokenizer.json writes it (byte-
 // level characters, e.g. "Ġthe" for " the") or of an added token.
 func (t *Tokenizer) TokenToID(token string) (int, bool) {
-	id, ok := t.vocab[token]
-	return id, ok
+	if id, ok := t.addedIDs[token]; ok {
+		return id, true
+	}
+	if e, ok := t.index.find(&t.model, token); ok {
+		return int(t.model.vocabIDs[e]), true
+	}
+	return 0, false
 }
 
 // IDToToken returns a token as tokenizer.json writes it.
@@ -418,7 +426,7 @@ func (t *Tokenizer) IDToToken(id int) (string, bool) {
 	if id < 0 || id >= len(t.known) || !t.known[id] {
 		return "", false
 	}
-	return t.idToToken[id], true
+	return t.tokens[id].of(t.tokText), true
 }
 
 // IsSpecial reports whether id is an added token marked special.
