@@ -108,6 +108,7 @@ func probeIndex[K string | []byte](x *tokenIndex, m *modelTables, key K, h uint6
 		}
 	}
 }
+
 // span is a piece of one of the tokenizer's text arenas.
 type span struct{ off, len uint32 }
 
