@@ -1,7 +1,9 @@
 package tokenizer
 
 import (
+	"strings"
 	"sync"
+	"sync/atomic"
 	"unicode/utf8"
 )
 
@@ -227,29 +229,66 @@ const (
 	cacheEntries = 1 << 16
 )
 
+// wordCache is read far more often than written. Reads go to a map that
+// is never written once published (no lock, no atomic write); new pieces
+// gather in a small locked map and are published in a fresh copy once
+// they are a quarter of the published ones, so copying stays linear.
 type wordCache struct {
-	mu sync.RWMutex
-	m  map[string][]int
+	published atomic.Pointer[map[string][]int]
+	mu        sync.Mutex
+	recent    map[string][]int
+}
+
+func (c *wordCache) get(word string) ([]int, bool) {
+	if m := c.published.Load(); m != nil {
+		if ids, ok := (*m)[word]; ok {
+			return ids, true
+		}
+	}
+	c.mu.Lock()
+	ids, ok := c.recent[word]
+	c.mu.Unlock()
+	return ids, ok
+}
+
+func (c *wordCache) put(word string, ids []int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.recent == nil {
+		c.recent = make(map[string][]int)
+	}
+	// a copy of the piece, so the cache does not keep the caller's text alive
+	c.recent[strings.Clone(word)] = ids
+	var old map[string][]int
+	if p := c.published.Load(); p != nil {
+		old = *p
+	}
+	if len(c.recent) < max(64, len(old)/4) {
+		return
+	}
+	if len(old)+len(c.recent) > cacheEntries {
+		old = nil // start over rather than track recency
+	}
+	next := make(map[string][]int, len(old)+len(c.recent))
+	for k, v := range old {
+		next[k] = v
+	}
+	for k, v := range c.recent {
+		next[k] = v
+	}
+	c.published.Store(&next)
+	c.recent = nil
 }
 
 func (t *Tokenizer) bpeCached(word string, out []int) []int {
 	if len(word) > cachedWord {
 		return t.bpe(word, out)
 	}
-	t.cache.mu.RLock()
-	ids, ok := t.cache.m[word]
-	t.cache.mu.RUnlock()
-	if ok {
+	if ids, ok := t.cache.get(word); ok {
 		return append(out, ids...)
 	}
 	start := len(out)
 	out = t.bpe(word, out)
-	ids = append([]int(nil), out[start:]...)
-	t.cache.mu.Lock()
-	if t.cache.m == nil || len(t.cache.m) >= cacheEntries {
-		t.cache.m = make(map[string][]int, 1024) // start over rather than track recency
-	}
-	t.cache.m[word] = ids
-	t.cache.mu.Unlock()
+	t.cache.put(word, append([]int(nil), out[start:]...))
 	return out
 }

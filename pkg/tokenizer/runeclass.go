@@ -99,11 +99,12 @@ func classOf(table *[0x10000]uint8, s string, i int) (uint8, int) {
 }
 
 // normalizeNFC returns the NFC form of s. Text whose runes are all inert
-// (ASCII, most scripts, CJK, emoji) is returned as is after one pass; from
-// the first other rune on, the norm package does the work.
+// (ASCII, most scripts, CJK, emoji) is returned as is after one table
+// pass; from the inert rune before the first other one on (a boundary
+// NFC never works across), the norm package does the work.
 func normalizeNFC(s string) string {
 	table := runeClasses()
-	prev := 0 // start of the last rune: a boundary NFC cannot cross
+	prev := 0 // start of the last inert rune
 	for i := 0; i < len(s); {
 		if s[i] < utf8.RuneSelf {
 			prev = i
@@ -111,15 +112,13 @@ func normalizeNFC(s string) string {
 			continue
 		}
 		r, size := utf8.DecodeRuneInString(s[i:])
-		inert := false
+		var inert bool
 		if r < 0x10000 {
 			inert = table[r]&classInert != 0
 		} else {
 			inert = isInert(s[i : i+size])
 		}
 		if !inert {
-			// the rune before may combine with this one, so start there;
-			// everything before it is inert and stays as it is
 			out := make([]byte, prev, len(s)+len(s)/8)
 			copy(out, s)
 			return string(norm.NFC.AppendString(out, s[prev:]))

@@ -10,7 +10,6 @@ package tokenizer
 
 import (
 	"fmt"
-	"sort"
 	"strings"
 )
 
@@ -32,7 +31,9 @@ type Tokenizer struct {
 	cache        wordCache
 
 	added      []addedToken
-	addedFirst [256][]int // first byte -> indexes into added, longest first
+	addedStart [256]bool        // some added token starts with this byte
+	addedNext  map[uint32]int32 // trie of the added tokens: node<<8 | byte -> child; the root is 0
+	addedEnd   []int32          // trie node -> index into added of the token ending there, or -1
 
 	nfc         bool
 	splits      []split // applied in order to every piece
@@ -66,17 +67,46 @@ type split struct {
 	invert   bool
 }
 
+// addedIndex builds the trie that finds the longest added token at a
+// position in one walk, however many tokens share a prefix (Llama 3 has
+// 256 that start with "<|").
 func (t *Tokenizer) addedIndex() {
+	t.addedNext = make(map[uint32]int32)
+	t.addedEnd = []int32{-1}
 	for i, a := range t.added {
-		b := a.content[0]
-		t.addedFirst[b] = append(t.addedFirst[b], i)
+		t.addedStart[a.content[0]] = true
+		node := int32(0)
+		for j := 0; j < len(a.content); j++ {
+			key := uint32(node)<<8 | uint32(a.content[j])
+			child, ok := t.addedNext[key]
+			if !ok {
+				child = int32(len(t.addedEnd))
+				t.addedEnd = append(t.addedEnd, -1)
+				t.addedNext[key] = child
+			}
+			node = child
+		}
+		if t.addedEnd[node] < 0 { // the first of equal contents wins
+			t.addedEnd[node] = int32(i)
+		}
 	}
-	for b := range t.addedFirst {
-		list := t.addedFirst[b]
-		sort.SliceStable(list, func(i, j int) bool {
-			return len(t.added[list[i]].content) > len(t.added[list[j]].content)
-		})
+}
+
+// longestAdded returns the index into added of the longest added token s
+// starts with, or -1.
+func (t *Tokenizer) longestAdded(s string) int {
+	best, node := -1, int32(0)
+	for j := 0; j < len(s); j++ {
+		child, ok := t.addedNext[uint32(node)<<8|uint32(s[j])]
+		if !ok {
+			break
+		}
+		node = child
+		if e := t.addedEnd[node]; e >= 0 {
+			best = int(e)
+		}
 	}
+	return best
 }
 
 func (t *Tokenizer) setNormalizer(c *componentJSON) error {
@@ -242,29 +272,26 @@ func (t *Tokenizer) Count(text string, addSpecial bool) int {
 func (t *Tokenizer) encodeText(text string, out []int) []int {
 	start := 0 // start of the pending ordinary text
 	for i := 0; i < len(text); i++ {
-		cands := t.addedFirst[text[i]]
-		if len(cands) == 0 {
+		if !t.addedStart[text[i]] {
 			continue
 		}
-		for _, ai := range cands {
-			a := &t.added[ai]
-			if !strings.HasPrefix(text[i:], a.content) {
-				continue
-			}
-			end := i + len(a.content)
-			before := i
-			if a.lstrip {
-				before = len(strings.TrimRight(text[start:i], " \t\n\r\v\f")) + start
-			}
-			if a.rstrip {
-				end = len(text) - len(strings.TrimLeft(text[end:], " \t\n\r\v\f"))
-			}
-			out = t.encodeOrdinary(text[start:before], out)
-			out = append(out, a.id)
-			start = end
-			i = end - 1
-			break
+		ai := t.longestAdded(text[i:])
+		if ai < 0 {
+			continue
 		}
+		a := &t.added[ai]
+		end := i + len(a.content)
+		before := i
+		if a.lstrip {
+			before = len(strings.TrimRight(text[start:i], " \t\n\r\v\f")) + start
+		}
+		if a.rstrip {
+			end = len(text) - len(strings.TrimLeft(text[end:], " \t\n\r\v\f"))
+		}
+		out = t.encodeOrdinary(text[start:before], out)
+		out = append(out, a.id)
+		start = end
+		i = end - 1
 	}
 	return t.encodeOrdinary(text[start:], out)
 }
