@@ -1,6 +1,13 @@
 package tokenizer
 
-import "sync"
+import (
+	"strings"
+	"sync"
+	"sync/atomic"
+	"unicode/utf8"
+)
+
+var byteLevel = byteLevelAlphabet()
 
 // byteLevelAlphabet maps each byte to the printable character GPT-2's
 // byte-level BPE uses for it: printable Latin-1 bytes stand for themselves,
@@ -35,8 +42,11 @@ const longWord = 128
 // bpe appends to out the token ids of one pre-tokenized piece (raw bytes),
 // merging the lowest-ranked adjacent pair first, leftmost on ties.
 func (t *Tokenizer) bpe(word string, out []int) []int {
-	if t.ignoreMerges || len(word) == 1 {
-		if id, ok := t.bytesToID[word]; ok {
+	if len(word) == 1 {
+		return append(out, int(t.byteIDs[word[0]]))
+	}
+	if t.ignoreMerges {
+		if id, ok := t.wholeToken(word); ok {
 			return append(out, int(id))
 		}
 	}
@@ -52,7 +62,7 @@ func (t *Tokenizer) bpe(word string, out []int) []int {
 	pr := ranks[:len(word)]
 	const none = int32(1<<31 - 1)
 	rankOf := func(i int) int32 {
-		if m, ok := t.merges[mergeKey(syms[i], syms[i+1])]; ok {
+		if m, ok := t.merges.get(mergeKey(syms[i], syms[i+1])); ok {
 			return m.rank
 		}
 		return none
@@ -70,7 +80,8 @@ func (t *Tokenizer) bpe(word string, out []int) []int {
 		if at < 0 {
 			break
 		}
-		syms[at] = t.merges[mergeKey(syms[at], syms[at+1])].id
+		m, _ := t.merges.get(mergeKey(syms[at], syms[at+1]))
+		syms[at] = m.id
 		copy(syms[at+1:], syms[at+2:])
 		syms = syms[:len(syms)-1]
 		copy(pr[at+1:], pr[at+2:])
@@ -86,6 +97,23 @@ func (t *Tokenizer) bpe(word string, out []int) []int {
 		out = append(out, int(s))
 	}
 	return out
+}
+
+// wholeToken returns the vocab token whose raw bytes are word, looked up
+// by its byte-level spelling.
+func (t *Tokenizer) wholeToken(word string) (int32, bool) {
+	var stack [2 * cachedWord]byte
+	spelled := stack[:0]
+	if 2*len(word) > len(stack) {
+		spelled = make([]byte, 0, 2*len(word))
+	}
+	for i := 0; i < len(word); i++ {
+		spelled = utf8.AppendRune(spelled, byteLevel[word[i]])
+	}
+	if e, ok := t.index.findBytes(&t.model, spelled); ok {
+		return t.model.vocabIDs[e], true
+	}
+	return 0, false
 }
 
 // bpeHeap is bpe for long pieces: a doubly linked list of symbols and a
@@ -108,7 +136,7 @@ func (t *Tokenizer) bpeHeap(word string, out []int) []int {
 		if j < 0 {
 			return
 		}
-		if m, ok := t.merges[mergeKey(syms[i], syms[j])]; ok {
+		if m, ok := t.merges.get(mergeKey(syms[i], syms[j])); ok {
 			h.push(candidate{rank: m.rank, pos: i, left: syms[i], right: syms[j]})
 		}
 	}
@@ -123,7 +151,8 @@ func (t *Tokenizer) bpeHeap(word string, out []int) []int {
 		if !alive[i] || j < 0 || syms[i] != c.left || syms[j] != c.right {
 			continue
 		}
-		syms[i] = t.merges[mergeKey(c.left, c.right)].id
+		m, _ := t.merges.get(mergeKey(c.left, c.right))
+		syms[i] = m.id
 		alive[j] = false
 		next[i] = next[j]
 		if next[j] >= 0 {
@@ -200,29 +229,66 @@ const (
 	cacheEntries = 1 << 16
 )
 
+// wordCache is read far more often than written. Reads go to a map that
+// is never written once published (no lock, no atomic write); new pieces
+// gather in a small locked map and are published in a fresh copy once
+// they are a quarter of the published ones, so copying stays linear.
 type wordCache struct {
-	mu sync.RWMutex
-	m  map[string][]int
+	published atomic.Pointer[map[string][]int]
+	mu        sync.Mutex
+	recent    map[string][]int
+}
+
+func (c *wordCache) get(word string) ([]int, bool) {
+	if m := c.published.Load(); m != nil {
+		if ids, ok := (*m)[word]; ok {
+			return ids, true
+		}
+	}
+	c.mu.Lock()
+	ids, ok := c.recent[word]
+	c.mu.Unlock()
+	return ids, ok
+}
+
+func (c *wordCache) put(word string, ids []int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.recent == nil {
+		c.recent = make(map[string][]int)
+	}
+	// a copy of the piece, so the cache does not keep the caller's text alive
+	c.recent[strings.Clone(word)] = ids
+	var old map[string][]int
+	if p := c.published.Load(); p != nil {
+		old = *p
+	}
+	if len(c.recent) < max(64, len(old)/4) {
+		return
+	}
+	if len(old)+len(c.recent) > cacheEntries {
+		old = nil // start over rather than track recency
+	}
+	next := make(map[string][]int, len(old)+len(c.recent))
+	for k, v := range old {
+		next[k] = v
+	}
+	for k, v := range c.recent {
+		next[k] = v
+	}
+	c.published.Store(&next)
+	c.recent = nil
 }
 
 func (t *Tokenizer) bpeCached(word string, out []int) []int {
 	if len(word) > cachedWord {
 		return t.bpe(word, out)
 	}
-	t.cache.mu.RLock()
-	ids, ok := t.cache.m[word]
-	t.cache.mu.RUnlock()
-	if ok {
+	if ids, ok := t.cache.get(word); ok {
 		return append(out, ids...)
 	}
 	start := len(out)
 	out = t.bpe(word, out)
-	ids = append([]int(nil), out[start:]...)
-	t.cache.mu.Lock()
-	if t.cache.m == nil || len(t.cache.m) >= cacheEntries {
-		t.cache.m = make(map[string][]int, 1024) // start over rather than track recency
-	}
-	t.cache.m[word] = ids
-	t.cache.mu.Unlock()
+	t.cache.put(word, append([]int(nil), out[start:]...))
 	return out
 }

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 )
 
@@ -190,24 +191,71 @@ func (n *tokenName) UnmarshalJSON(b []byte) error {
 
 // Parse builds a tokenizer from the contents of tokenizer.json and
 // tokenizer_config.json (config may be nil).
+//
+// tokenizer.json is read by a scanner specialised for the vocab and merges,
+// which are nearly all of the file; anything it does not expect sends the
+// whole file through encoding/json instead, which defines the result and
+// the error messages.
 func Parse(tokenizerJSON, configJSONData []byte) (*Tokenizer, error) {
-	var f fileJSON
-	if err := json.Unmarshal(tokenizerJSON, &f); err != nil {
-		return nil, jsonError(TokenizerFile, tokenizerJSON, err)
-	}
 	var cfg configJSON
 	if len(configJSONData) > 0 {
 		if err := json.Unmarshal(configJSONData, &cfg); err != nil {
 			return nil, jsonError(ConfigFile, configJSONData, err)
 		}
 	}
-	return build(&f, &cfg)
+	f, tables, ok := scanTokenizerJSON(tokenizerJSON)
+	if !ok {
+		var err error
+		if f, tables, err = decodeTokenizerJSON(tokenizerJSON); err != nil {
+			return nil, err
+		}
+	}
+	return build(f, tables, &cfg)
 }
 
-func build(f *fileJSON, cfg *configJSON) (*Tokenizer, error) {
+// decodeTokenizerJSON reads tokenizer.json with encoding/json.
+func decodeTokenizerJSON(data []byte) (*fileJSON, *modelTables, error) {
+	var f fileJSON
+	if err := json.Unmarshal(data, &f); err != nil {
+		return nil, nil, jsonError(TokenizerFile, data, err)
+	}
+	tables := &modelTables{hasVocab: f.Model.Vocab != nil, hasMerges: f.Model.Merges != nil}
+	keys := make([]string, 0, len(f.Model.Vocab))
+	for k := range f.Model.Vocab {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var text []byte
+	for _, k := range keys {
+		text = append(text, k...)
+		tables.vocabEnd = append(tables.vocabEnd, uint32(len(text)))
+		id := f.Model.Vocab[k]
+		if id != int(int32(id)) {
+			return nil, nil, fileErrorf(TokenizerFile, ": token id %d is implausibly large", id)
+		}
+		tables.vocabIDs = append(tables.vocabIDs, int32(id))
+	}
+	tables.vocabText = string(text)
+	merges, err := parseMerges(f.Model.Merges)
+	if err != nil {
+		return nil, nil, err
+	}
+	text = text[:0]
+	for _, mg := range merges {
+		text = append(text, mg[0]...)
+		tables.mergeEnd = append(tables.mergeEnd, uint32(len(text)))
+		text = append(text, mg[1]...)
+		tables.mergeEnd = append(tables.mergeEnd, uint32(len(text)))
+	}
+	tables.mergeText = string(text)
+	f.Model.Vocab, f.Model.Merges = nil, nil
+	return &f, tables, nil
+}
+
+func build(f *fileJSON, tables *modelTables, cfg *configJSON) (*Tokenizer, error) {
 	m := &f.Model
 	switch {
-	case m.Type != "BPE" && !(m.Type == "" && m.Vocab != nil && m.Merges != nil):
+	case m.Type != "BPE" && !(m.Type == "" && tables.hasVocab && tables.hasMerges):
 		return nil, fileErrorf(TokenizerFile, ": model type %q is not supported: only byte-level BPE tokenizers (Qwen, Llama 3, DeepSeek, gpt-oss) are", m.Type)
 	case m.ByteFallback:
 		return nil, fileErrorf(TokenizerFile, ": BPE with byte_fallback (SentencePiece-style) is not supported: only byte-level BPE is")
@@ -216,99 +264,117 @@ func build(f *fileJSON, cfg *configJSON) (*Tokenizer, error) {
 		return nil, fileErrorf(TokenizerFile, ": BPE subword prefixes/suffixes are not supported: only byte-level BPE is")
 	case m.Dropout != nil && *m.Dropout != 0:
 		return nil, fileErrorf(TokenizerFile, ": BPE dropout is not supported for exact tokenization")
-	case len(m.Vocab) == 0:
+	case tables.vocabLen() == 0:
 		return nil, fileErrorf(TokenizerFile, ": model.vocab is empty")
 	}
 	if !isByteLevel(f.Decoder) {
 		return nil, fileErrorf(TokenizerFile, ": decoder %s is not supported: only ByteLevel decoding is", describe(f.Decoder))
 	}
 
-	t := &Tokenizer{ignoreMerges: m.IgnoreMerges}
-	alphabet := byteLevelAlphabet()
+	t := &Tokenizer{ignoreMerges: m.IgnoreMerges, model: *tables}
+	tables = &t.model
 	var fromChar [512]int16 // byte-level char -> byte, -1 if none
 	for i := range fromChar {
 		fromChar[i] = -1
 	}
-	for b, r := range alphabet {
+	for b, r := range byteLevel {
 		fromChar[r] = int16(b)
 	}
 
+	// the vocab index; a repeated token text keeps its last id, as
+	// decoding the JSON object into a map would
+	n := tables.vocabLen()
+	t.index = newTokenIndex(n)
+	live := make([]bool, n)
 	maxID := -1
-	for _, id := range m.Vocab {
+	for i := 0; i < n; i++ {
+		id := int(tables.vocabIDs[i])
+		if id < 0 {
+			return nil, fileErrorf(TokenizerFile, ": token %q has negative id %d", tables.vocabKey(i), id)
+		}
 		maxID = max(maxID, id)
+		live[i] = true
+		if old := t.index.insert(tables, i); old >= 0 {
+			live[old] = false
+		}
 	}
+	addedLen := 0
 	for _, a := range f.AddedTokens {
 		maxID = max(maxID, a.ID)
+		addedLen += len(a.Content)
 	}
 	if maxID >= 1<<24 {
 		return nil, fileErrorf(TokenizerFile, ": token id %d is implausibly large", maxID)
 	}
-	t.idToToken = make([]string, maxID+1)
-	t.idBytes = make([]string, maxID+1)
+
+	// one arena for the tokens as written (the vocab text, then the added
+	// tokens) and one for their raw bytes
+	tokText := make([]byte, 0, len(tables.vocabText)+addedLen)
+	tokText = append(tokText, tables.vocabText...)
+	rawText := make([]byte, 0, len(tables.vocabText)+addedLen)
+	t.tokens = make([]span, maxID+1)
+	t.raw = make([]span, maxID+1)
 	t.known = make([]bool, maxID+1)
-	t.vocab = make(map[string]int, len(m.Vocab)+len(f.AddedTokens))
-	t.bytesToID = make(map[string]int32, len(m.Vocab))
-	var raw []byte
-	for tok, id := range m.Vocab {
-		if id < 0 {
-			return nil, fileErrorf(TokenizerFile, ": token %q has negative id %d", tok, id)
-		}
-		t.vocab[tok] = id
-		t.idToToken[id] = tok
-		t.known[id] = true
-		raw = raw[:0]
-		ok := true
-		for _, r := range tok {
-			if r < 0 || int(r) >= len(fromChar) || fromChar[r] < 0 {
-				ok = false
-				break
-			}
-			raw = append(raw, byte(fromChar[r]))
-		}
-		if !ok {
-			// not a byte-level token (should not happen); decode as written
-			t.idBytes[id] = tok
+	start := uint32(0)
+	for i := 0; i < n; i++ {
+		end := tables.vocabEnd[i]
+		tok := tables.vocabText[start:end]
+		sp := span{start, end - start}
+		start = end
+		if !live[i] {
 			continue
 		}
-		t.idBytes[id] = string(raw)
-		t.bytesToID[t.idBytes[id]] = int32(id)
+		id := tables.vocabIDs[i]
+		t.tokens[id] = sp
+		t.known[id] = true
+		rawStart := len(rawText)
+		for _, r := range tok {
+			if r < 0 || int(r) >= len(fromChar) || fromChar[r] < 0 {
+				// not a byte-level token (should not happen); decode as written
+				rawText = append(rawText[:rawStart], tok...)
+				break
+			}
+			rawText = append(rawText, byte(fromChar[r]))
+		}
+		t.raw[id] = span{uint32(rawStart), uint32(len(rawText) - rawStart)}
 	}
 	for b := 0; b < 256; b++ {
-		id, ok := t.vocab[string(alphabet[b])]
+		e, ok := t.index.find(tables, string(byteLevel[b]))
 		if !ok {
 			return nil, fileErrorf(TokenizerFile, ": vocab lacks the byte-level token for byte 0x%02x, so this is not a byte-level BPE vocabulary", b)
 		}
-		t.byteIDs[b] = int32(id)
+		t.byteIDs[b] = tables.vocabIDs[e]
 	}
 
-	merges, err := parseMerges(m.Merges)
-	if err != nil {
-		return nil, err
-	}
-	t.merges = make(map[uint64]merge, len(merges))
-	for rank, mg := range merges {
-		l, lok := t.vocab[mg[0]]
-		r, rok := t.vocab[mg[1]]
-		res, resok := t.vocab[mg[0]+mg[1]]
+	t.merges = newMergeTable(tables.mergeLen())
+	for rank := 0; rank < tables.mergeLen(); rank++ {
+		left, right, ms, me := tables.merge(rank)
+		l, lok := t.index.find(tables, left)
+		r, rok := t.index.find(tables, right)
+		res, resok := t.index.find(tables, tables.mergeText[ms:me])
 		if !lok || !rok || !resok {
-			return nil, fileErrorf(TokenizerFile, ": merge %d (%q %q) uses a token missing from the vocab", rank, mg[0], mg[1])
+			return nil, fileErrorf(TokenizerFile, ": merge %d (%q %q) uses a token missing from the vocab", rank, left, right)
 		}
-		key := mergeKey(int32(l), int32(r))
-		if _, dup := t.merges[key]; !dup {
-			t.merges[key] = merge{rank: int32(rank), id: int32(res)}
-		}
+		t.merges.add(mergeKey(tables.vocabIDs[l], tables.vocabIDs[r]), merge{rank: int32(rank), id: tables.vocabIDs[res]})
 	}
+	// the merges' text is not needed once they are ids
+	tables.mergeText, tables.mergeEnd = "", nil
 
+	t.addedIDs = make(map[string]int, len(f.AddedTokens))
 	for _, a := range f.AddedTokens {
 		if a.ID < 0 || a.Content == "" {
 			return nil, fileErrorf(TokenizerFile, ": added token %q has id %d", a.Content, a.ID)
 		}
-		t.vocab[a.Content] = a.ID
-		t.idToToken[a.ID] = a.Content
-		t.idBytes[a.ID] = a.Content
+		t.addedIDs[a.Content] = a.ID
+		t.tokens[a.ID] = span{uint32(len(tokText)), uint32(len(a.Content))}
+		tokText = append(tokText, a.Content...)
+		t.raw[a.ID] = span{uint32(len(rawText)), uint32(len(a.Content))}
+		rawText = append(rawText, a.Content...)
 		t.known[a.ID] = true
 		t.added = append(t.added, addedToken{id: a.ID, content: a.Content, lstrip: a.LStrip, rstrip: a.RStrip, special: a.Special})
 	}
+	t.tokText, t.rawText = string(tokText), string(rawText)
+	tables.vocabText = t.tokText[:len(tables.vocabText)] // share the arena
 	t.addedIndex()
 
 	if err := t.setNormalizer(f.Normalizer); err != nil {
@@ -329,7 +395,7 @@ func build(f *fileJSON, cfg *configJSON) (*Tokenizer, error) {
 		if s.name == "" {
 			continue
 		}
-		id, ok := t.vocab[string(s.name)]
+		id, ok := t.TokenToID(string(s.name))
 		if !ok {
 			return nil, fileErrorf(ConfigFile, ": special token %q is not in the vocabulary", s.name)
 		}
@@ -340,6 +406,7 @@ func build(f *fileJSON, cfg *configJSON) (*Tokenizer, error) {
 		"pad_token": string(cfg.PADToken), "unk_token": string(cfg.UNKToken),
 	}
 	if len(cfg.ChatTemplate) > 0 {
+		var err error
 		t.chatTemplates, err = parseChatTemplates(cfg.ChatTemplate)
 		if err != nil {
 			return nil, err

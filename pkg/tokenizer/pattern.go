@@ -25,6 +25,7 @@ import (
 type pattern struct {
 	start *node
 	src   string
+	words *wordSplitter // the hand-written equivalent, for the known sources
 }
 
 type nodeKind uint8
@@ -153,7 +154,7 @@ func compilePattern(src string) (*pattern, error) {
 	if p.pos < len(p.src) {
 		return nil, fmt.Errorf("pre-tokenizer pattern %q: unexpected %q at offset %d", src, p.src[p.pos], p.pos)
 	}
-	return &pattern{start: &node{kind: nodeGroup, alts: alts}, src: src}, nil
+	return &pattern{start: &node{kind: nodeGroup, alts: alts}, src: src, words: wordSplitterFor(src)}, nil
 }
 
 type parser struct {
@@ -589,6 +590,20 @@ func decodeAt(s string, pos int) (rune, int) {
 // findAll calls fn with the [start,end) of every non-empty match, left to
 // right, as a find-iterator does.
 func (pt *pattern) findAll(s string, fn func(start, end int)) {
+	if pt.words != nil {
+		table := runeClasses()
+		for pos := 0; pos < len(s); {
+			end := pt.words.matchAt(table, s, pos)
+			fn(pos, end)
+			pos = end
+		}
+		return
+	}
+	pt.findAllGeneral(s, fn)
+}
+
+// findAllGeneral is findAll by the backtracking engine alone.
+func (pt *pattern) findAllGeneral(s string, fn func(start, end int)) {
 	for pos := 0; pos < len(s); {
 		if end, ok := pt.match(s, pos); ok && end > pos {
 			fn(pos, end)

@@ -10,28 +10,30 @@ package tokenizer
 
 import (
 	"fmt"
-	"sort"
 	"strings"
-
-	"golang.org/x/text/unicode/norm"
 )
 
 // Tokenizer is immutable after loading and safe for concurrent use.
 type Tokenizer struct {
 	dir string
 
-	vocab        map[string]int   // token as written in tokenizer.json (byte-level chars) -> id
-	idToToken    []string         // id -> token as written
-	idBytes      []string         // id -> the raw bytes it stands for
-	known        []bool           // id is defined
-	bytesToID    map[string]int32 // raw bytes -> id, for whole-piece lookups
-	byteIDs      [256]int32       // the single-byte tokens
-	merges       map[uint64]merge
+	model        modelTables    // the vocab as written in tokenizer.json (byte-level chars)
+	index        tokenIndex     // vocab text -> entry of model
+	addedIDs     map[string]int // added token content -> id; wins over the vocab
+	tokText      string         // arena of the tokens as written
+	tokens       []span         // id -> token as written, in tokText
+	rawText      string         // arena of the tokens' raw bytes
+	raw          []span         // id -> the raw bytes it stands for, in rawText
+	known        []bool         // id is defined
+	byteIDs      [256]int32     // the single-byte tokens
+	merges       mergeTable
 	ignoreMerges bool
 	cache        wordCache
 
 	added      []addedToken
-	addedFirst [256][]int // first byte -> indexes into added, longest first
+	addedStart [256]bool        // some added token starts with this byte
+	addedNext  map[uint32]int32 // trie of the added tokens: node<<8 | byte -> child; the root is 0
+	addedEnd   []int32          // trie node -> index into added of the token ending there, or -1
 
 	nfc         bool
 	splits      []split // applied in order to every piece
@@ -65,17 +67,46 @@ type split struct {
 	invert   bool
 }
 
+// addedIndex builds the trie that finds the longest added token at a
+// position in one walk, however many tokens share a prefix (Llama 3 has
+// 256 that start with "<|").
 func (t *Tokenizer) addedIndex() {
+	t.addedNext = make(map[uint32]int32)
+	t.addedEnd = []int32{-1}
 	for i, a := range t.added {
-		b := a.content[0]
-		t.addedFirst[b] = append(t.addedFirst[b], i)
+		t.addedStart[a.content[0]] = true
+		node := int32(0)
+		for j := 0; j < len(a.content); j++ {
+			key := uint32(node)<<8 | uint32(a.content[j])
+			child, ok := t.addedNext[key]
+			if !ok {
+				child = int32(len(t.addedEnd))
+				t.addedEnd = append(t.addedEnd, -1)
+				t.addedNext[key] = child
+			}
+			node = child
+		}
+		if t.addedEnd[node] < 0 { // the first of equal contents wins
+			t.addedEnd[node] = int32(i)
+		}
 	}
-	for b := range t.addedFirst {
-		list := t.addedFirst[b]
-		sort.SliceStable(list, func(i, j int) bool {
-			return len(t.added[list[i]].content) > len(t.added[list[j]].content)
-		})
+}
+
+// longestAdded returns the index into added of the longest added token s
+// starts with, or -1.
+func (t *Tokenizer) longestAdded(s string) int {
+	best, node := -1, int32(0)
+	for j := 0; j < len(s); j++ {
+		child, ok := t.addedNext[uint32(node)<<8|uint32(s[j])]
+		if !ok {
+			break
+		}
+		node = child
+		if e := t.addedEnd[node]; e >= 0 {
+			best = int(e)
+		}
 	}
+	return best
 }
 
 func (t *Tokenizer) setNormalizer(c *componentJSON) error {
@@ -189,12 +220,12 @@ func (t *Tokenizer) setPostProcessor(c *componentJSON, cfg *configJSON) error {
 		return nil
 	}
 	if cfg.AddBOSToken != nil && *cfg.AddBOSToken && cfg.BOSToken != "" {
-		if id, ok := t.vocab[string(cfg.BOSToken)]; ok {
+		if id, ok := t.TokenToID(string(cfg.BOSToken)); ok {
 			t.prefix = []int{id}
 		}
 	}
 	if cfg.AddEOSToken != nil && *cfg.AddEOSToken && cfg.EOSToken != "" {
-		if id, ok := t.vocab[string(cfg.EOSToken)]; ok {
+		if id, ok := t.TokenToID(string(cfg.EOSToken)); ok {
 			t.suffix = []int{id}
 		}
 	}
@@ -241,29 +272,26 @@ func (t *Tokenizer) Count(text string, addSpecial bool) int {
 func (t *Tokenizer) encodeText(text string, out []int) []int {
 	start := 0 // start of the pending ordinary text
 	for i := 0; i < len(text); i++ {
-		cands := t.addedFirst[text[i]]
-		if len(cands) == 0 {
+		if !t.addedStart[text[i]] {
 			continue
 		}
-		for _, ai := range cands {
-			a := &t.added[ai]
-			if !strings.HasPrefix(text[i:], a.content) {
-				continue
-			}
-			end := i + len(a.content)
-			before := i
-			if a.lstrip {
-				before = len(strings.TrimRight(text[start:i], " \t\n\r\v\f")) + start
-			}
-			if a.rstrip {
-				end = len(text) - len(strings.TrimLeft(text[end:], " \t\n\r\v\f"))
-			}
-			out = t.encodeOrdinary(text[start:before], out)
-			out = append(out, a.id)
-			start = end
-			i = end - 1
-			break
+		ai := t.longestAdded(text[i:])
+		if ai < 0 {
+			continue
 		}
+		a := &t.added[ai]
+		end := i + len(a.content)
+		before := i
+		if a.lstrip {
+			before = len(strings.TrimRight(text[start:i], " \t\n\r\v\f")) + start
+		}
+		if a.rstrip {
+			end = len(text) - len(strings.TrimLeft(text[end:], " \t\n\r\v\f"))
+		}
+		out = t.encodeOrdinary(text[start:before], out)
+		out = append(out, a.id)
+		start = end
+		i = end - 1
 	}
 	return t.encodeOrdinary(text[start:], out)
 }
@@ -273,11 +301,22 @@ func (t *Tokenizer) encodeOrdinary(text string, out []int) []int {
 	if text == "" {
 		return out
 	}
-	if t.nfc && !norm.NFC.IsNormalString(text) {
-		text = norm.NFC.String(text)
+	if t.nfc {
+		text = normalizeNFC(text)
 	}
 	if t.prefixSpace && text[0] != ' ' {
 		text = " " + text
+	}
+	if len(t.splits) == 1 && t.splits[0].pattern != nil && t.splits[0].pattern.words != nil {
+		// the common case (Qwen, Llama 3), without a callback per piece;
+		// the splitter leaves no gaps, so Isolated needs no bookkeeping
+		words, table := t.splits[0].pattern.words, runeClasses()
+		for pos := 0; pos < len(text); {
+			end := words.matchAt(table, text, pos)
+			out = t.bpeCached(text[pos:end], out)
+			pos = end
+		}
+		return out
 	}
 	return t.splitFrom(0, text, out)
 }
@@ -392,7 +431,7 @@ func (t *Tokenizer) Decode(ids []int) (string, error) {
 		if id < 0 || id >= len(t.known) || !t.known[id] {
 			return "", errorf("token id %d is not in the vocabulary (ids run from 0 to %d)", id, len(t.known)-1)
 		}
-		b.WriteString(t.idBytes[id])
+		b.WriteString(t.raw[id].of(t.rawText))
 	}
 	return b.String(), nil
 }
@@ -400,8 +439,13 @@ func (t *Tokenizer) Decode(ids []int) (string, error) {
 // TokenToID returns the id of a token as tokenizer.json writes it (byte-
 // level characters, e.g. "Ġthe" for " the") or of an added token.
 func (t *Tokenizer) TokenToID(token string) (int, bool) {
-	id, ok := t.vocab[token]
-	return id, ok
+	if id, ok := t.addedIDs[token]; ok {
+		return id, true
+	}
+	if e, ok := t.index.find(&t.model, token); ok {
+		return int(t.model.vocabIDs[e]), true
+	}
+	return 0, false
 }
 
 // IDToToken returns a token as tokenizer.json writes it.
@@ -409,7 +453,7 @@ func (t *Tokenizer) IDToToken(id int) (string, bool) {
 	if id < 0 || id >= len(t.known) || !t.known[id] {
 		return "", false
 	}
-	return t.idToToken[id], true
+	return t.tokens[id].of(t.tokText), true
 }
 
 // IsSpecial reports whether id is an added token marked special.

@@ -273,6 +273,26 @@ func FuzzParse(f *testing.F) {
 		if err == nil {
 			tok.Encode("hello world 123 <|end|>", true)
 		}
+		// what the hand-written scanner accepts, encoding/json reads the same
+		f1, tables1, ok := scanTokenizerJSON(data)
+		if !ok {
+			return
+		}
+		f2, tables2, err := decodeTokenizerJSON(data)
+		if err != nil {
+			t.Fatalf("scanner accepted what encoding/json rejects: %v", err)
+		}
+		tok1, err1 := build(f1, tables1, &configJSON{})
+		tok2, err2 := build(f2, tables2, &configJSON{})
+		if (err1 == nil) != (err2 == nil) {
+			t.Fatalf("build after the scanner: %v; after encoding/json: %v", err1, err2)
+		}
+		if err1 == nil {
+			const text = "hello world 123 <|end|>"
+			if a, b := tok1.Encode(text, false), tok2.Encode(text, false); !slices.Equal(a, b) {
+				t.Fatalf("Encode after the scanner %v, after encoding/json %v", a, b)
+			}
+		}
 	})
 }
 
