@@ -127,3 +127,46 @@ func childCPU(pid int) time.Duration {
 	fmt.Sscan(fields[12], &st)
 	return time.Duration(ut+st) * 10 * time.Millisecond // USER_HZ is 100 on Linux
 }
+
+// sleepWorkflow is an episode that waits like a model call of fixed
+// latency and does nothing else: it isolates the engine's own cost.
+type sleepWorkflow struct{ latency time.Duration }
+
+func (w sleepWorkflow) Run(ctx context.Context, task episode.Task, id string) (*episode.Episode, error) {
+	t := time.NewTimer(w.latency)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return &episode.Episode{ID: id, Task: task, TerminationReason: episode.TerminationEnvDone}, nil
+}
+
+// BenchmarkEngineOverhead: the engine alone (no HTTP), episodes of 20 ms.
+// It shows how close the scheduling comes to the ideal in-flight/latency
+// when the model call costs no CPU here, as with real servers whose
+// latency is seconds.
+func BenchmarkEngineOverhead(b *testing.B) {
+	const latency = 20 * time.Millisecond
+	for _, inflight := range []int{64, 256, 1024} {
+		b.Run(fmt.Sprintf("inflight=%d", inflight), func(b *testing.B) {
+			e, err := NewEngine(func() (Workflow, error) { return sleepWorkflow{latency}, nil }, EngineOptions{NParallel: inflight})
+			if err != nil {
+				b.Fatal(err)
+			}
+			tasks := makeTasks(max(b.N, inflight))
+			b.ReportAllocs()
+			b.ResetTimer()
+			cpu0, t0 := cpuTime(), time.Now()
+			if _, err := e.Run(context.Background(), tasks); err != nil {
+				b.Fatal(err)
+			}
+			wall, cpu := time.Since(t0), cpuTime()-cpu0
+			rate := float64(len(tasks)) / wall.Seconds()
+			b.ReportMetric(rate, "episodes/s")
+			b.ReportMetric(rate/(float64(inflight)/latency.Seconds()), "of-ideal")
+			b.ReportMetric(float64(cpu.Microseconds())/float64(len(tasks)), "cpu-µs/episode")
+		})
+	}
+}
