@@ -247,9 +247,17 @@ type SampledSequence struct {
 
 // InputError is a mistake in what the caller sent (a datum, a prompt, a
 // parameter, a file): fixing the input fixes it. It reports exit code 2.
-type InputError struct{ Msg string }
+type InputError struct {
+	Msg string
+	// Err, when set, says what kind of mistake this is for errors.Is
+	// (sampler.ErrPromptTooLong).
+	Err error
+}
 
 func (e *InputError) Error() string { return e.Msg }
+
+// Unwrap exposes the kind of mistake.
+func (e *InputError) Unwrap() error { return e.Err }
 
 // ExitCode marks the error as user-fixable for the CLI.
 func (e *InputError) ExitCode() int { return 2 }

@@ -2,10 +2,13 @@ package rollout
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/rllm-org/rllm-go/pkg/sampler"
 )
 
 // A plain OpenAI-compatible API has no /health: Check must accept its 404
@@ -45,5 +48,27 @@ func TestCheckWithoutHealthEndpoint(t *testing.T) {
 				t.Fatalf("Check: %v, want an error containing %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// Servers refuse prompts longer than their context with a 400 whose
+// message says so; the client's error lets workflows recognise it.
+func TestPromptTooLongIsRecognised(t *testing.T) {
+	for _, tt := range []struct {
+		status int
+		msg    string
+		want   bool
+	}{
+		{400, "This model's maximum context length is 4096 tokens. However, you requested 5000 tokens (4990 in the messages, 10 in the completion).", true},
+		{400, "The prompt (total length 9000) is too long to fit into the model (context length 8192).", true},
+		{400, "The input (9000 tokens) is longer than the model's context length (8192 tokens).", true},
+		{400, "temperature must be non-negative", false},
+		{500, "maximum context length exceeded", false},
+	} {
+		err := error(&StatusError{Endpoint: "http://x", Path: "/v1/chat/completions", Status: tt.status, Message: tt.msg})
+		wrapped := &RetriesExhaustedError{Attempts: 1, Err: err}
+		if got := errors.Is(wrapped, sampler.ErrPromptTooLong); got != tt.want {
+			t.Errorf("%d %q: errors.Is = %v, want %v", tt.status, tt.msg, got, tt.want)
+		}
 	}
 }

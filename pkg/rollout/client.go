@@ -91,6 +91,19 @@ func (e *StatusError) Error() string {
 	return fmt.Sprintf("%s%s answered %d %s: %s", e.Endpoint, e.Path, e.Status, http.StatusText(e.Status), e.Message)
 }
 
+// Is lets errors.Is(err, sampler.ErrPromptTooLong) recognise a server's
+// refusal of a prompt longer than its context: vLLM's "maximum context
+// length is N tokens", "too long to fit into the model", SGLang's "longer
+// than the model's context length".
+func (e *StatusError) Is(target error) bool {
+	if target != sampler.ErrPromptTooLong || e.Status != http.StatusBadRequest {
+		return false
+	}
+	m := strings.ToLower(e.Message)
+	return strings.Contains(m, "maximum context length") || strings.Contains(m, "too long to fit into the model") ||
+		strings.Contains(m, "longer than the model's context length")
+}
+
 // Retryable reports whether the status is worth another attempt.
 func (e *StatusError) Retryable() bool {
 	return e.Status == http.StatusRequestTimeout || e.Status == http.StatusTooManyRequests || e.Status >= 500

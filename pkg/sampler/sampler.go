@@ -6,9 +6,16 @@ package sampler
 import (
 	"context"
 	"encoding/json"
+	"errors"
 
 	"github.com/rllm-org/rllm-go/pkg/episode"
 )
+
+// ErrPromptTooLong is what a Sampler's error wraps (errors.Is) when the
+// prompt leaves the model no room to reply. Workflows end such an episode
+// with max_prompt_length_exceeded instead of an error, so it is neither
+// retried nor counted as a failure.
+var ErrPromptTooLong = errors.New("the prompt is longer than the model's context")
 
 // Sampler produces one completion per call. Implementations are safe for
 // concurrent use: the rollout engine calls them from many goroutines.

@@ -145,6 +145,11 @@ func (w *AgentEnv) Run(ctx context.Context, task episode.Task, episodeID string)
 			ChatTemplateKwargs: w.deps.ChatTemplateKwargs,
 		}
 		resp, err := w.deps.Sampler.Sample(ctx, req)
+		if errors.Is(err, sampler.ErrPromptTooLong) {
+			// The conversation outgrew the model: an ending, not a failure.
+			ep.TerminationReason = episode.TerminationMaxPromptLength
+			return ep, nil
+		}
 		if err != nil {
 			return fail(ep, ctx, fmt.Errorf("sampling turn %d: %w", turn+1, err))
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"reflect"
 	"strconv"
@@ -162,6 +163,9 @@ func TestTerminations(t *testing.T) {
 		{"env error", "multi_turn", nil, []samplertest.Reply{{Text: "1"}, {Text: "crash"}}, episode.TerminationError, "sandbox died"},
 		{"sampler error", "multi_turn", nil, []samplertest.Reply{{Err: errors.New("503 from server")}}, episode.TerminationError, "503 from server"},
 		{"unparseable", "multi_turn", map[string]any{"max_steps": 1}, []samplertest.Reply{{Text: "five"}}, episode.TerminationMaxTurns, ""},
+		// A conversation that outgrew the context ends the episode; it is
+		// not an error to retry.
+		{"prompt too long", "multi_turn", nil, []samplertest.Reply{{Text: "1"}, {Err: fmt.Errorf("server said no: %w", sampler.ErrPromptTooLong)}}, episode.TerminationMaxPromptLength, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

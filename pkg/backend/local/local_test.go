@@ -12,6 +12,7 @@ import (
 
 	"github.com/rllm-org/rllm-go/pkg/backend"
 	"github.com/rllm-org/rllm-go/pkg/episode"
+	"github.com/rllm-org/rllm-go/pkg/sampler"
 )
 
 func newTestBackend(t *testing.T, cfg Config) *Backend {
@@ -204,6 +205,9 @@ func TestSampleBadInput(t *testing.T) {
 			var ie *backend.InputError
 			if err == nil || !strings.Contains(err.Error(), c.want) || !errors.As(err, &ie) {
 				t.Fatalf("err = %v, want an InputError containing %q", err, c.want)
+			}
+			if tooLong := errors.Is(err, sampler.ErrPromptTooLong); tooLong != (c.name == "too long") {
+				t.Errorf("errors.Is(err, sampler.ErrPromptTooLong) = %v", tooLong)
 			}
 		})
 	}

@@ -11,6 +11,7 @@ import (
 	"sync"
 
 	"github.com/rllm-org/rllm-go/pkg/backend"
+	"github.com/rllm-org/rllm-go/pkg/sampler"
 )
 
 // MaxSamples bounds num_samples in one request.
@@ -217,7 +218,8 @@ func validateSampleRequest(req *backend.SampleRequest, ctxLen int) error {
 	case len(req.Prompt) == 0:
 		return inputErrorf("the prompt is empty; give at least one token")
 	case len(req.Prompt) >= ctxLen:
-		return inputErrorf("the prompt has %d tokens but the model's context is %d (prompt + reply); shorten the prompt", len(req.Prompt), ctxLen)
+		return &backend.InputError{Err: sampler.ErrPromptTooLong,
+			Msg: fmt.Sprintf("the prompt has %d tokens but the model's context is %d (prompt + reply); shorten the prompt", len(req.Prompt), ctxLen)}
 	case req.NumSamples < 0 || req.NumSamples > MaxSamples:
 		return inputErrorf("num_samples is %d; use 1 to %d", req.NumSamples, MaxSamples)
 	case math.IsNaN(p.Temperature) || math.IsInf(p.Temperature, 0) || p.Temperature < 0:
