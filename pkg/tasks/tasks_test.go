@@ -2,6 +2,7 @@ package tasks_test
 
 import (
 	"context"
+	"math"
 	"reflect"
 	"strings"
 	"testing"
@@ -59,15 +60,16 @@ func TestSingleTurnTasks(t *testing.T) {
 		{"math", nil, episode.Task{"problem": "1+1?", "answer": "2", "data_source": "gsm8k"}, `<think>easy</think>\boxed{2}`, `1+1? Let's think step by step and output the final answer within \boxed{}.`, 1, true},
 		{"math", map[string]any{"reward_args": map[string]any{"format_error_reward": -1}}, episode.Task{"question": "1+1?", "ground_truth": "2"}, "2", "", -1, false},
 		{"arith", nil, episode.Task{"question": "3+4=", "ground_truth": "7"}, "7", "3+4=", 1, true},
-		{"arith", nil, episode.Task{"question": "3+4=", "ground_truth": "7"}, "8", "3+4=", 0.1, false},
-		{"arith", map[string]any{"reward_args": map[string]any{"format_score": 0}}, episode.Task{"question": "3+4=", "ground_truth": "7"}, "8", "3+4=", 0, false},
+		// Off by one: format_score 0.1 + close_score 0.4 / (1 + 1).
+		{"arith", nil, episode.Task{"question": "3+4=", "ground_truth": "7"}, "8", "3+4=", 0.1 + 0.4/2, false},
+		{"arith", map[string]any{"reward_args": map[string]any{"format_score": 0, "close_score": 0}}, episode.Task{"question": "3+4=", "ground_truth": "7"}, "8", "3+4=", 0, false},
 		{"countdown", nil, episode.Task{"question": "q", "target": 6, "nums": []any{1, 2, 3}}, "<answer>1+2+3</answer>", "q", 1, true},
 		{"search", nil, episode.Task{"question": "Capital of France?", "ground_truth": "Paris"}, "<answer>Paris</answer>", "", 1, true},
 	}
 	for _, tt := range tests {
 		ep := run(t, tt.name, tt.envArgs, tt.task, tt.reply)
 		st := ep.Trajectories[0].Steps[0]
-		if ep.TerminationReason != episode.TerminationEnvDone || ep.IsCorrect != tt.correct || st.Reward != tt.reward {
+		if ep.TerminationReason != episode.TerminationEnvDone || ep.IsCorrect != tt.correct || math.Abs(st.Reward-tt.reward) > 1e-12 {
 			t.Errorf("%s %q: %s correct=%v reward=%v info=%v", tt.name, tt.reply, ep.TerminationReason, ep.IsCorrect, st.Reward, st.Info)
 		}
 		if tt.prompt != "" && st.ChatCompletions[0].Content != tt.prompt {
