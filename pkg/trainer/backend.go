@@ -17,7 +17,11 @@ func OpenLocal(ctx context.Context, c *config.Config, weights string) (*local.Ba
 	}
 	opts := local.Options{Workers: c.Backend.Local.Threads}
 	if weights != "" {
-		return local.Open(ctx, weights, opts)
+		b, err := local.Open(ctx, weights, opts)
+		if err != nil {
+			return nil, fmt.Errorf("loading weights %s: %w", weights, err)
+		}
+		return b, nil
 	}
 	l := c.Backend.Local
 	opts.Config = local.DefaultConfig()

@@ -88,6 +88,9 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Trainer, error
 	if t.train, t.val, err = loadTasks(ctx, cfg, opts); err != nil {
 		return nil, err
 	}
+	if n := cfg.Data.TrainBatchSize; cfg.Data.DropLast && n > len(t.train) {
+		return nil, configErrorf("data.train_batch_size (%d) is larger than the training set (%d tasks), so there is no full batch; lower it, add tasks or set data.drop_last=false", n, len(t.train))
+	}
 	t.loader, err = dataset.NewLoader(t.train, dataset.LoaderOptions{
 		BatchSize: cfg.Data.TrainBatchSize, Shuffle: cfg.Data.Shuffle,
 		Seed: uint64(cfg.Data.Seed), DropLast: cfg.Data.DropLast,
