@@ -102,7 +102,8 @@ func (t *Trainer) printStep(m map[string]float64) {
 	fmt.Fprintln(t.opts.Log, b.String())
 }
 
-// printVal writes a validation result.
+// printVal writes a validation result (in JSON mode the step's metric
+// object carries it).
 func (t *Trainer) printVal(m map[string]float64) {
 	if t.opts.JSON {
 		return

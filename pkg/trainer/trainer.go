@@ -2,6 +2,7 @@ package trainer
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -327,11 +328,16 @@ func (t *Trainer) interrupted(res *Result, cause error) error {
 	return cause
 }
 
+// logf reports progress: a line of text, or in JSON mode an object
+// {"event": "log", "message": ...} beside the per-step metric objects.
 func (t *Trainer) logf(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
 	if t.opts.JSON {
+		b, _ := json.Marshal(map[string]string{"event": "log", "message": msg})
+		t.opts.Log.Write(append(b, '\n'))
 		return
 	}
-	fmt.Fprintf(t.opts.Log, format+"\n", args...)
+	fmt.Fprintln(t.opts.Log, msg)
 }
 
 // lr is the learning rate of training step s (0-based), with
