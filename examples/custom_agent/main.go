@@ -6,7 +6,8 @@
 //
 // A real program hands the workflow the rollout engine's sampler (a vLLM
 // server, Tinker, the embedded policy); this one uses a stand-in policy
-// that bisects, so it runs anywhere.
+// that bisects, so it runs anywhere. With -train N it trains the embedded
+// policy on the game through pkg/trainer instead.
 package main
 
 import (
@@ -20,10 +21,12 @@ import (
 	"strings"
 
 	"github.com/rllm-org/rllm-go/pkg/agent"
+	"github.com/rllm-org/rllm-go/pkg/config"
 	"github.com/rllm-org/rllm-go/pkg/env"
 	"github.com/rllm-org/rllm-go/pkg/episode"
 	"github.com/rllm-org/rllm-go/pkg/registry"
 	"github.com/rllm-org/rllm-go/pkg/sampler"
+	"github.com/rllm-org/rllm-go/pkg/trainer"
 	"github.com/rllm-org/rllm-go/pkg/workflow"
 )
 
@@ -163,10 +166,58 @@ func run(ctx context.Context, out io.Writer, s sampler.Sampler, secrets []int, e
 
 func main() {
 	hi := flag.Int("hi", 100, "largest number")
+	steps := flag.Int("train", 0, "train the embedded policy on the game for this many RL steps instead of playing with the bisector")
 	flag.Parse()
-	err := run(context.Background(), os.Stdout, bisector{}, []int{1, 42, 77, *hi}, map[string]any{"hi": *hi, "step_penalty": -0.01})
+	var err error
+	if *steps > 0 {
+		err = train(context.Background(), os.Stderr, *steps, "checkpoints/custom_agent", map[string]any{"hi": *hi})
+	} else {
+		err = run(context.Background(), os.Stdout, bisector{}, []int{1, 42, 77, *hi}, map[string]any{"hi": *hi, "step_penalty": -0.01})
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "custom_agent:", err)
 		os.Exit(1)
 	}
+}
+
+// train is rLLM's AgentTrainer(agent_class, env_class, agent_args,
+// env_args, config, train_dataset) in Go: the agent and env are selected
+// by the names registered above, the configuration is a dot-key map (a
+// list of "key=value" strings works too, through config.FromOverrides),
+// and the tasks are rows handed over directly. The embedded policy is tiny
+// and the game has long conversations, so this shows the wiring, not a
+// policy that wins.
+func train(ctx context.Context, log io.Writer, steps int, dir string, envArgs map[string]any) error {
+	cfg, err := config.FromMap(map[string]any{
+		"agent.name":                   "guesser",
+		"agent.max_steps":              4,
+		"env.name":                     "hot_cold",
+		"env.args":                     envArgs,
+		"workflow.name":                "multi_turn",
+		"data.train_batch_size":        4,
+		"rollout.n":                    4,
+		"rollout.max_tokens":           4,
+		"trainer.total_training_steps": steps,
+		"trainer.test_freq":            -1,
+		"trainer.val_before_train":     false,
+		"trainer.default_local_dir":    dir,
+	})
+	if err != nil {
+		return err
+	}
+	var tasks []episode.Task
+	for secret := 1; secret <= 32; secret++ {
+		tasks = append(tasks, episode.Task{"secret": secret, "data_source": "hot_cold"})
+	}
+	t, err := trainer.New(ctx, cfg, trainer.Options{Log: log, TrainTasks: tasks, ValTasks: tasks[:4]})
+	if err != nil {
+		return err
+	}
+	defer t.Close()
+	res, err := t.Train(ctx)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(log, "trained %d steps; last mean score %.3f\n", res.Steps, res.Last["critic/score/mean"])
+	return nil
 }

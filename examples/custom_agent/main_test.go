@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"math"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -71,5 +73,21 @@ func TestConfigMistakes(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), args) {
 			t.Errorf("err %v, want %q", err, args)
 		}
+	}
+}
+
+// The registered agent and env train end to end through pkg/trainer:
+// episodes run, the update runs, a checkpoint is written.
+func TestTrainThroughTrainer(t *testing.T) {
+	var log bytes.Buffer
+	dir := t.TempDir()
+	if err := train(context.Background(), &log, 2, dir, map[string]any{"hi": 32}); err != nil {
+		t.Fatalf("%v\n%s", err, log.String())
+	}
+	if !strings.Contains(log.String(), "trained 2 steps") {
+		t.Errorf("log:\n%s", log.String())
+	}
+	if _, err := os.Stat(filepath.Join(dir, "global_step_2", "trainer_state.json")); err != nil {
+		t.Error(err)
 	}
 }
