@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -244,6 +246,13 @@ func (t *Trainer) Train(ctx context.Context) (*Result, error) {
 	resumed, err := t.resume(ctx)
 	if err != nil {
 		return nil, err
+	}
+	if !resumed {
+		// A fresh run would overwrite the metrics and, step by step, the
+		// checkpoints of the run already there.
+		if _, err := os.Stat(filepath.Join(t.dir, latestFile)); err == nil {
+			return nil, configErrorf("trainer.default_local_dir %s already holds a run; resume it (trainer.resume_mode=auto), pick another trainer.experiment_name, or remove the directory", t.dir)
+		}
 	}
 	if t.metrics, err = openMetrics(t.cfg, t.dir, t.opts, resumed); err != nil {
 		return nil, err
