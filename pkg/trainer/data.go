@@ -12,11 +12,17 @@ import (
 
 // loadTasks returns the training and validation tasks: the caller's, the
 // configured files, or rows the built-in task of env.name generates.
-// Generated validation rows use another seed than the training rows.
+// Generated validation rows use another seed than the training rows. With
+// no validation files and no generator there is no validation set.
 func loadTasks(ctx context.Context, c *config.Config, opts Options) (train, val []episode.Task, err error) {
 	train, err = taskSet(ctx, c, opts.TrainTasks, c.Data.TrainFiles, "data.train_files", c.Data.GeneratedTrainSize, uint64(c.Data.Seed))
 	if err != nil {
 		return nil, nil, err
+	}
+	if len(opts.ValTasks) == 0 && len(c.Data.ValFiles) == 0 {
+		if _, ok := tasks.GeneratorFor(c.Env.Name); !ok || c.Workflow.UseWorkflow {
+			return train, nil, nil // nothing to validate on: training runs without validation
+		}
 	}
 	val, err = taskSet(ctx, c, opts.ValTasks, c.Data.ValFiles, "data.val_files", c.Data.GeneratedValSize, uint64(c.Data.Seed)+1)
 	if err != nil {

@@ -267,6 +267,9 @@ func (t *Trainer) Train(ctx context.Context) (*Result, error) {
 	}
 	t.logf("training %d steps (%d tasks, %d per step, %d episodes each) on backend %s with %s; checkpoints in %s",
 		t.totalSteps, len(t.train), t.cfg.Data.TrainBatchSize, t.cfg.Rollout.N, t.cfg.Backend.Name, t.cfg.Algorithm.AdvEstimator, t.dir)
+	if len(t.val) == 0 {
+		t.logf("no validation: data.val_files is empty and env %s generates no tasks", t.cfg.Env.Name)
+	}
 
 	validateNow := t.cfg.Trainer.ValOnly || (t.cfg.Trainer.ValBeforeTrain && t.step == 0)
 	if validateNow && len(t.val) > 0 {

@@ -328,3 +328,31 @@ func TestResumeFromDamagedCheckpoint(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 }
+
+// Training files without validation files train without validation
+// rather than refusing to start.
+func TestNoValidationSetIsAllowed(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "train.jsonl")
+	var b strings.Builder
+	for i := 0; i < 8; i++ {
+		b.WriteString(`{"question": "1+1?", "ground_truth": "2"}` + "\n")
+	}
+	if err := os.WriteFile(file, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c := smallConfig(t, "env.name=math", "agent.name=math", "data.train_files=["+filepath.ToSlash(file)+"]",
+		"trainer.total_training_steps=1", "trainer.val_before_train=true", "backend.local.context=96", "backend.local.warmup_steps=0")
+	tr, err := New(context.Background(), c, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	if len(tr.val) != 0 {
+		t.Fatalf("%d validation tasks, want none", len(tr.val))
+	}
+	res, err := tr.Train(context.Background())
+	if err != nil || res.Steps != 1 || res.Val != nil {
+		t.Fatalf("res %+v err %v", res, err)
+	}
+}
