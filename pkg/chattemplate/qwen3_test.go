@@ -6,28 +6,13 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/rllm-org/rllm-go/internal/repotest"
 	"github.com/rllm-org/rllm-go/pkg/episode"
 	"github.com/rllm-org/rllm-go/pkg/sampler"
 )
 
-// repoRoot walks up from the test's working directory to go.mod.
-func repoRoot(t testing.TB) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("go.mod not found above the test directory")
-		}
-		dir = parent
-	}
-}
+// repoRoot is the repository's top directory.
+func repoRoot(t testing.TB) string { return repotest.Root(t) }
 
 // realTemplate loads the chat template shipped with the real tokenizer in
 // .cache/tokenizers/NAME (scripts/fetch-tokenizers.sh). Missing files skip

@@ -9,26 +9,12 @@ import (
 	"testing"
 
 	"golang.org/x/text/unicode/norm"
+
+	"github.com/rllm-org/rllm-go/internal/repotest"
 )
 
-// repoRoot walks up from the test's working directory to go.mod.
-func repoRoot(t testing.TB) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("go.mod not found above the test directory")
-		}
-		dir = parent
-	}
-}
+// repoRoot is the repository's top directory.
+func repoRoot(t testing.TB) string { return repotest.Root(t) }
 
 var (
 	loadOnce sync.Map // name -> *loaded
