@@ -54,6 +54,9 @@ type ModelInfo struct {
 	VocabSize       int      `json:"vocab_size"`
 	MaxContext      int      `json:"max_context_length"`
 	SupportedLosses []string `json:"supported_losses"`
+	// Entropy is set when Forward and ForwardBackward fill
+	// LossFnOutput.Entropies (the Tinker API never returns them).
+	Entropy bool `json:"entropy"`
 }
 
 // Datum is one training sequence: Input[i] predicts LossFnInputs.TargetTokens[i]
@@ -145,6 +148,9 @@ type ForwardBackwardOutput struct {
 type LossFnOutput struct {
 	Logprobs        []float64 `json:"logprobs"`
 	ElementwiseLoss []float64 `json:"elementwise_loss"`
+	// Entropies is the entropy of the next-token distribution at each
+	// target position (at temperature 1), when ModelInfo.Entropy is set.
+	Entropies []float64 `json:"entropies,omitempty"`
 }
 
 // AdamParams are Tinker's adam_params; the trainer owns the learning-rate

@@ -1,0 +1,76 @@
+package backend
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/rllm-org/rllm-go/pkg/config"
+	"github.com/rllm-org/rllm-go/pkg/usererr"
+)
+
+// OpenOptions are what opening a backend needs besides the configuration.
+type OpenOptions struct {
+	// Weights, when set, replaces the configured starting weights (a
+	// checkpoint directory for local, a tinker:// path for tinker).
+	Weights string
+	// Getenv reads the environment (API keys named by the config); nil
+	// means no environment.
+	Getenv func(string) string
+	// ReadFile reads files the config names (api_key_file); nil means
+	// os.ReadFile.
+	ReadFile func(string) ([]byte, error)
+	// Log receives progress lines; nil discards them.
+	Log io.Writer
+}
+
+// Opener builds the backend a configuration describes.
+type Opener func(ctx context.Context, cfg *config.Config, opts OpenOptions) (TrainingBackend, error)
+
+var (
+	openersMu sync.RWMutex
+	openers   = map[string]Opener{}
+)
+
+// Register makes a backend available under backend.name; concrete
+// backends call it from init, and a program picks the ones it links
+// with blank imports. Registering a name twice panics (a programming
+// error).
+func Register(name string, open Opener) {
+	openersMu.Lock()
+	defer openersMu.Unlock()
+	if _, dup := openers[name]; dup {
+		panic("backend: " + name + " registered twice")
+	}
+	openers[name] = open
+}
+
+// Names lists the registered backends, sorted.
+func Names() []string {
+	openersMu.RLock()
+	defer openersMu.RUnlock()
+	names := make([]string, 0, len(openers))
+	for n := range openers {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// Open builds the backend named by cfg.Backend.Name.
+func Open(ctx context.Context, cfg *config.Config, opts OpenOptions) (TrainingBackend, error) {
+	openersMu.RLock()
+	open, ok := openers[cfg.Backend.Name]
+	openersMu.RUnlock()
+	if !ok {
+		return nil, usererr.Errorf("backend.name: %q is not a backend this program was built with; use one of %s", cfg.Backend.Name, strings.Join(Names(), ", "))
+	}
+	b, err := open(ctx, cfg, opts)
+	if err != nil {
+		return nil, fmt.Errorf("opening the %s backend: %w", cfg.Backend.Name, err)
+	}
+	return b, nil
+}
