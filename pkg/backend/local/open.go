@@ -11,7 +11,11 @@ import (
 func init() { backend.Register("local", openBackend) }
 
 func openBackend(ctx context.Context, c *config.Config, o backend.OpenOptions) (backend.TrainingBackend, error) {
-	return OpenConfig(ctx, c, o.Weights)
+	b, err := OpenConfig(ctx, c, o.Weights)
+	if err != nil {
+		return nil, err // not a typed nil inside the interface
+	}
+	return b, nil
 }
 
 // OpenConfig builds the embedded policy a configuration describes: the
