@@ -60,15 +60,15 @@ type jsonCounter struct {
 }
 
 type jsonLine struct {
-	Event    string   `json:"event"`
-	Phase    string   `json:"phase"`
-	Unit     string   `json:"unit"`
-	Done     int64    `json:"done"`
-	Total    int64    `json:"total,omitempty"`
-	Rate     float64  `json:"rate"`
-	ETA      *float64 `json:"eta_s,omitempty"`
-	Elapsed  float64  `json:"elapsed_s"`
-	Status   string   `json:"status,omitempty"`
+	Event   string   `json:"event"`
+	Phase   string   `json:"phase"`
+	Unit    string   `json:"unit"`
+	Done    int64    `json:"done"`
+	Total   int64    `json:"total,omitempty"`
+	Rate    float64  `json:"rate"`
+	ETA     *float64 `json:"eta_s,omitempty"`
+	Elapsed float64  `json:"elapsed_s"`
+	Status  string   `json:"status,omitempty"`
 }
 
 // emit writes a line; c.mu is held.
