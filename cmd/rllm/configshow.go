@@ -29,8 +29,9 @@ func newConfigShowCmd(a *App) *cobra.Command {
   rllm config show --origin --config my.yaml rollout.n=4
   rllm config show --output json`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if opts.output != "yaml" && opts.output != "json" {
-				return usagef("--output must be yaml or json, got %q", opts.output)
+			opts.output = "yaml"
+			if a.jsonResults() {
+				opts.output = outputJSON
 			}
 			opts.args = args
 			return runConfigShow(a, opts)
@@ -38,9 +39,7 @@ func newConfigShowCmd(a *App) *cobra.Command {
 		ValidArgsFunction: completeConfigKeys,
 	}
 	opts.config.register(cmd)
-	cmd.Flags().StringVarP(&opts.output, "output", "o", "yaml", "output format: yaml or json")
 	cmd.Flags().BoolVar(&opts.origin, "origin", false, "show which layer set each key (file:line, variable, --set)")
-	_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{"yaml", "json"}, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
 }
 

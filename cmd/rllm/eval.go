@@ -50,7 +50,7 @@ top_p, top_k; n is the default of --n).
 With rollout.engine=openai it samples from OpenAI-compatible servers
 (vLLM, SGLang, any OpenAI API with --text-only); otherwise from the
 embedded policy (backend.local.weights, or a fresh model).`,
-		Example: `  rllm data generate arith --n 200 -o arith.jsonl
+		Example: `  rllm data generate arith --n 200 --out arith.jsonl
   rllm eval --data arith.jsonl --n 4 backend.local.weights=checkpoints/rllm/arith/global_step_100
   rllm eval --data test.parquet --n 8 --output json --episodes eps.jsonl \
       rollout.engine=openai rollout.endpoints=[http://gpu1:8000] rollout.model=Qwen/Qwen3-4B \
@@ -63,8 +63,9 @@ embedded policy (backend.local.weights, or a fresh model).`,
 			if cmd.Flags().Changed("n") && opts.n < 1 {
 				return usagef("--n must be at least 1, got %d", opts.n)
 			}
-			if opts.output != "text" && opts.output != "json" {
-				return usagef("--output %q: use text or json", opts.output)
+			opts.output = outputText
+			if a.jsonResults() {
+				opts.output = outputJSON
 			}
 			return runEval(cmd.Context(), a, opts)
 		},
@@ -74,7 +75,6 @@ embedded policy (backend.local.weights, or a fresh model).`,
 	f := cmd.Flags()
 	f.StringArrayVar(&opts.data, "data", nil, "dataset `FILE` of tasks (repeatable)")
 	f.IntVar(&opts.n, "n", 0, "attempts per task, the k of pass@k (default rollout.val_kwargs.n)")
-	f.StringVarP(&opts.output, "output", "o", "text", "report format: text (a table) or json (one object)")
 	f.StringVar(&opts.episodes, "episodes", "", "write every episode as JSON lines to `FILE`")
 	f.BoolVar(&opts.textOnly, "text-only", false, "accept replies without token ids (plain OpenAI APIs); token counts are then 0")
 	return cmd
@@ -230,7 +230,7 @@ func runEval(ctx context.Context, a *App, opts *evalOptions) error {
 	case rep.Failed > 0 && rep.Failed == len(eps):
 		return fmt.Errorf("every episode failed; the first: %s", firstErr)
 	case rep.Failed > 0:
-		fmt.Fprintf(a.Stderr, "rllm: warning: %d of %d episodes failed (counted as incorrect); the first: %s\n", rep.Failed, len(eps), firstErr)
+		a.warnf("%d of %d episodes failed (counted as incorrect); the first: %s", rep.Failed, len(eps), firstErr)
 	}
 	return nil
 }

@@ -81,7 +81,7 @@ func runServe(ctx context.Context, a *App, opts *serveOptions) error {
 	addr := net.JoinHostPort(opts.host, strconv.Itoa(opts.port))
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return &usageError{msg: fmt.Sprintf("cannot listen on %s: %v; choose another --port or --host", addr, err)}
+		return usagef("cannot listen on %s: %v; choose another --port or --host", addr, err)
 	}
 	c := snap.Config()
 	fmt.Fprintf(a.Stderr, "rllm: serving %s (%d parameters, %d layers, d_model %d, context %d) on http://%s\n",

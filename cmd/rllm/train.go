@@ -9,7 +9,6 @@ import (
 type trainOptions struct {
 	config configFlags
 	args   []string
-	output string
 }
 
 func newTrainCmd(a *App) *cobra.Command {
@@ -30,18 +29,12 @@ Ctrl-C writes a checkpoint of the last finished step and exits with 130.`,
   rllm train --set data.train_batch_size=8 rollout.n=4
   rllm train --config my.yaml trainer.total_training_steps=100`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			switch opts.output {
-			case "auto", "text", "json":
-			default:
-				return usagef("--output must be auto, text or json, got %q", opts.output)
-			}
 			opts.args = args
 			return runTrain(cmd, a, opts)
 		},
 		ValidArgsFunction: completeConfigKeys,
 	}
 	opts.config.register(cmd)
-	cmd.Flags().StringVarP(&opts.output, "output", "o", "auto", "progress format on stderr: auto (text on a terminal, else JSON lines), text or json")
 	return cmd
 }
 
@@ -54,8 +47,7 @@ func runTrain(cmd *cobra.Command, a *App, opts *trainOptions) error {
 	if err := checkComponents(ld.Config); err != nil {
 		return err
 	}
-	json := opts.output == "json" || (opts.output == "auto" && !a.StderrIsTerminal)
-	t, err := trainer.New(ctx, ld.Config, trainer.Options{Log: a.Stderr, JSON: json})
+	t, err := trainer.New(ctx, ld.Config, trainer.Options{Log: a.Stderr, JSON: a.jsonEvents(cmd)})
 	if err != nil {
 		return err
 	}
