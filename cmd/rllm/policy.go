@@ -4,12 +4,14 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/rllm-org/rllm-go/pkg/backend/local"
 	"github.com/rllm-org/rllm-go/pkg/config"
 	"github.com/rllm-org/rllm-go/pkg/rollout"
+	"github.com/rllm-org/rllm-go/pkg/runs"
 	"github.com/rllm-org/rllm-go/pkg/sampler"
 	"github.com/rllm-org/rllm-go/pkg/trainer"
 )
@@ -44,7 +46,11 @@ func openPolicy(ctx context.Context, a *App, c *config.Config, textOnly bool) (*
 	if textOnly {
 		return nil, usagef("--text-only applies to OpenAI-compatible servers (rollout.engine=openai); the embedded policy always returns token ids")
 	}
-	be, err := trainer.OpenLocal(ctx, c, "")
+	weights, err := resolveWeights(a, c, "")
+	if err != nil {
+		return nil, err
+	}
+	be, err := trainer.OpenLocal(ctx, c, weights)
 	if err != nil {
 		return nil, err
 	}
@@ -54,8 +60,8 @@ func openPolicy(ctx context.Context, a *App, c *config.Config, textOnly bool) (*
 		return nil, err
 	}
 	where := "a fresh model sized by backend.local"
-	if c.Backend.Local.Weights != "" {
-		where = c.Backend.Local.Weights
+	if weights != "" {
+		where = weights
 	}
 	return &policy{sampler: local.NewChatSampler(ts), kind: "local", model: ts.Name(), where: where,
 		close: func() { be.Close() }}, nil
@@ -122,6 +128,28 @@ func readAPIKey(a *App, envName, file string) (string, error) {
 		return key, nil
 	}
 	return "", nil
+}
+
+// resolveWeights turns the weights a user named — the --weights flag, or
+// backend.local.weights when the flag is empty — into the model directory
+// to load: a run directory gives its newest checkpoint, a global_step_N
+// directory its model. "" means a fresh model.
+func resolveWeights(a *App, c *config.Config, flag string) (string, error) {
+	what, path := "--weights", flag
+	if path == "" {
+		what, path = "backend.local.weights", c.Backend.Local.Weights
+	}
+	if path == "" {
+		return "", nil
+	}
+	model, err := runs.ResolveWeights(what, path)
+	if err != nil {
+		return "", err
+	}
+	if filepath.Clean(model) != filepath.Clean(path) {
+		a.infof("%s %s: loading %s", what, path, runs.Describe(path, model))
+	}
+	return model, nil
 }
 
 func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }

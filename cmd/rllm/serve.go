@@ -50,7 +50,7 @@ checkpoint; otherwise a freshly initialised model sized by backend.local.*.`,
 	}
 	opts.config.register(cmd)
 	f := cmd.Flags()
-	f.StringVar(&opts.weights, "weights", "", "checkpoint `DIR` to serve (written by rllm train or rllm sft)")
+	f.StringVar(&opts.weights, "weights", "", "checkpoint to serve: a run `DIR` (its newest checkpoint), a global_step_N directory or a model directory (rllm sft --out)")
 	f.StringVar(&opts.host, "host", "127.0.0.1", "address to listen on (loopback by default)")
 	f.IntVar(&opts.port, "port", 8000, "TCP port (0 picks a free one)")
 	f.StringVar(&opts.modelName, "model-name", "", "model id to serve (default: the checkpoint's model name)")
@@ -63,7 +63,11 @@ func runServe(ctx context.Context, a *App, opts *serveOptions) error {
 	if err != nil {
 		return err
 	}
-	be, err := trainer.OpenLocal(ctx, ld.Config, opts.weights)
+	weights, err := resolveWeights(a, ld.Config, opts.weights)
+	if err != nil {
+		return err
+	}
+	be, err := trainer.OpenLocal(ctx, ld.Config, weights)
 	if err != nil {
 		return err
 	}

@@ -69,7 +69,7 @@ rllm train can load.`,
 	f.IntVar(&opts.batchSize, "batch-size", 8, "rows per optimizer step")
 	f.Float64Var(&opts.lr, "lr", 0, "learning rate (0 takes backend.local.lr)")
 	f.StringVar(&opts.out, "out", "", "checkpoint `DIR` to write at the end")
-	f.StringVar(&opts.weights, "weights", "", "checkpoint `DIR` to start from")
+	f.StringVar(&opts.weights, "weights", "", "checkpoint to start from: a run `DIR` (its newest checkpoint), a global_step_N directory or a model directory")
 	return cmd
 }
 
@@ -82,7 +82,11 @@ func runSFT(ctx context.Context, a *App, opts *sftOptions) error {
 	if err != nil {
 		return err
 	}
-	be, err := trainer.OpenLocal(ctx, ld.Config, opts.weights)
+	weights, err := resolveWeights(a, ld.Config, opts.weights)
+	if err != nil {
+		return err
+	}
+	be, err := trainer.OpenLocal(ctx, ld.Config, weights)
 	if err != nil {
 		return err
 	}

@@ -47,6 +47,9 @@ func runTrain(cmd *cobra.Command, a *App, opts *trainOptions) error {
 	if err := checkComponents(ld.Config); err != nil {
 		return err
 	}
+	if ld.Config.Backend.Local.Weights, err = resolveWeights(a, ld.Config, ""); err != nil {
+		return err
+	}
 	t, err := trainer.New(ctx, ld.Config, trainer.Options{Log: a.Stderr, JSON: a.jsonEvents(cmd)})
 	if err != nil {
 		return err
