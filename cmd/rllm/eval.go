@@ -246,17 +246,28 @@ func datasetTaskID(index int, t episode.Task) string {
 
 func writeEvalTable(w io.Writer, r *evalReport) error {
 	fmt.Fprintf(w, "model     %s (%s)\n", r.Model, r.Sampler)
-	fmt.Fprintf(w, "data      %s: %d tasks × %d attempts = %d episodes\n", strings.Join(r.Data, ", "), r.Tasks, r.K, r.Episodes)
+	fmt.Fprintf(w, "data      %s: %s × %s = %s\n", strings.Join(r.Data, ", "), plural(r.Tasks, "task"), plural(r.K, "attempt"), plural(r.Episodes, "episode"))
 	fmt.Fprintf(w, "sampling  temperature %g, top_p %g, top_k %d\n\n", r.Temperature, r.TopP, r.TopK)
 
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "data_source\ttasks\tepisodes\tpass@1\tpass@%d\tmean_reward\n", r.K)
+	// With one attempt per task pass@k is pass@1: one column, not two.
+	passK := func(v float64) string {
+		if r.K == 1 {
+			return ""
+		}
+		return fmt.Sprintf("%.4f\t", v)
+	}
+	head := ""
+	if r.K != 1 {
+		head = fmt.Sprintf("pass@%d\t", r.K)
+	}
+	fmt.Fprintf(tw, "data_source\ttasks\tepisodes\tpass@1\t%smean_reward\n", head)
 	for _, name := range r.Sources() {
 		s := r.BySource[name]
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%.4f\t%.4f\t%.4f\n", name, s.Tasks, s.Episodes, s.PassAt1, s.PassAtK, s.MeanReward)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%.4f\t%s%.4f\n", name, s.Tasks, s.Episodes, s.PassAt1, passK(s.PassAtK), s.MeanReward)
 	}
 	if len(r.BySource) > 1 {
-		fmt.Fprintf(tw, "all\t%d\t%d\t%.4f\t%.4f\t%.4f\n", r.Tasks, r.Episodes, r.PassAt1, r.PassAtK, r.MeanReward)
+		fmt.Fprintf(tw, "all\t%d\t%d\t%.4f\t%s%.4f\n", r.Tasks, r.Episodes, r.PassAt1, passK(r.PassAtK), r.MeanReward)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -295,6 +306,14 @@ func writeEvalTable(w io.Writer, r *evalReport) error {
 		fmt.Fprintf(w, "episodes  written to %s\n", r.EpisodesOut)
 	}
 	return nil
+}
+
+// plural writes "1 attempt", "4 attempts".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 // evalProgress reports progress on stderr: a line when the run starts, one
@@ -343,7 +362,7 @@ func (p *evalProgress) line(fields map[string]any, text string) {
 func (p *evalProgress) start(tasks, k int, policy string) {
 	p.began = time.Now()
 	p.line(map[string]any{"event": "start", "tasks": tasks, "k": k, "episodes": p.total, "policy": policy},
-		fmt.Sprintf("%d tasks × %d attempts = %d episodes, sampling from %s", tasks, k, p.total, policy))
+		fmt.Sprintf("%s × %s = %s, sampling from %s", plural(tasks, "task"), plural(k, "attempt"), plural(p.total, "episode"), policy))
 }
 
 func (p *evalProgress) progress(event string, elapsed time.Duration) {
