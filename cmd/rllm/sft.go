@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"math"
@@ -100,19 +101,45 @@ func runSFT(ctx context.Context, a *App, opts *sftOptions) error {
 		lr = ld.Config.Backend.Local.LR
 	}
 	rng := rand.New(rand.NewPCG(uint64(ld.Config.Trainer.Seed), 0x736674))
-	curve, err := trainSFT(ctx, be, data, sftPlan{epochs: opts.epochs, batchSize: opts.batchSize, adam: sftAdam(lr), rng: rng}, a.Stdout)
+	out := sftOutput{w: a.Stdout, json: a.jsonResults()}
+	curve, err := trainSFT(ctx, be, data, sftPlan{epochs: opts.epochs, batchSize: opts.batchSize, adam: sftAdam(lr), rng: rng}, out.step)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(a.Stdout, "loss curve (per token): %s  %.4f -> %.4f\n", sparkline(curve), curve[0], curve[len(curve)-1])
+	out.line(map[string]any{"event": "done", "loss_first": curve[0], "loss_last": curve[len(curve)-1], "curve": curve},
+		fmt.Sprintf("loss curve (per token): %s  %.4f -> %.4f", sparkline(curve), curve[0], curve[len(curve)-1]))
 	if opts.out != "" {
 		path, err := be.SaveState(ctx, opts.out).Result(ctx)
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(a.Stdout, "saved checkpoint to %s\n", path)
+		out.line(map[string]any{"event": "saved", "checkpoint": path}, "saved checkpoint to "+path)
 	}
 	return nil
+}
+
+// sftOutput writes sft's results on stdout: text lines, or one JSON
+// object per line with --output json.
+type sftOutput struct {
+	w    io.Writer
+	json bool
+}
+
+func (o sftOutput) line(fields map[string]any, text string) {
+	if !o.json {
+		fmt.Fprintln(o.w, text)
+		return
+	}
+	b, err := json.Marshal(fields)
+	if err != nil {
+		return
+	}
+	fmt.Fprintf(o.w, "%s\n", b)
+}
+
+func (o sftOutput) step(step, steps, epoch int, loss float64) {
+	o.line(map[string]any{"event": "step", "step": step, "steps": steps, "epoch": epoch, "loss": loss},
+		fmt.Sprintf("step %d/%d  epoch %d  loss %.4f", step, steps, epoch, loss))
 }
 
 func sftAdam(lr float64) backend.AdamParams {
@@ -169,8 +196,8 @@ type sftPlan struct {
 
 // trainSFT runs the epochs through any TrainingBackend, queueing each
 // step's forward_backward and optim_step before waiting, and returns the
-// per-token loss of every step.
-func trainSFT(ctx context.Context, be backend.TrainingBackend, data []backend.Datum, plan sftPlan, out io.Writer) ([]float64, error) {
+// per-token loss of every step, reporting each step as it ends.
+func trainSFT(ctx context.Context, be backend.TrainingBackend, data []backend.Datum, plan sftPlan, report func(step, steps, epoch int, loss float64)) ([]float64, error) {
 	loss := backend.Loss{Name: backend.LossCrossEntropy}
 	steps := plan.epochs * ((len(data) + plan.batchSize - 1) / plan.batchSize)
 	var curve []float64
@@ -202,7 +229,7 @@ func trainSFT(ctx context.Context, be backend.TrainingBackend, data []backend.Da
 			step++
 			perToken := res.Metrics["loss:sum"] / max(weight, 1)
 			curve = append(curve, perToken)
-			fmt.Fprintf(out, "step %d/%d  epoch %d  loss %.4f\n", step, steps, epoch, perToken)
+			report(step, steps, epoch, perToken)
 		}
 	}
 	return curve, nil
