@@ -51,7 +51,7 @@ With rollout.engine=openai it samples from OpenAI-compatible servers
 (vLLM, SGLang, any OpenAI API with --text-only); otherwise from the
 embedded policy (backend.local.weights, or a fresh model).`,
 		Example: `  rllm data generate arith --n 200 --out arith.jsonl
-  rllm eval --data arith.jsonl --n 4 backend.local.weights=checkpoints/rllm/arith/global_step_100
+  rllm eval --data arith.jsonl --n 4 backend.local.weights=checkpoints/rllm/arith
   rllm eval --data test.parquet --n 8 --output json --episodes eps.jsonl \
       rollout.engine=openai rollout.endpoints=[http://gpu1:8000] rollout.model=Qwen/Qwen3-4B \
       env.name=math agent.name=math`,

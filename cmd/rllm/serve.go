@@ -37,7 +37,8 @@ func newServeCmd(a *App) *cobra.Command {
 API: /v1/completions (string or token-id prompts), /v1/chat/completions,
 /tokenize, /detokenize, /v1/models and /health. With --weights it serves a
 checkpoint; otherwise a freshly initialised model sized by backend.local.*.`,
-		Example: `  rllm serve --weights checkpoints/arith/global_step_100
+		Example: `  rllm serve --weights checkpoints/rllm/arith
+  rllm serve --weights checkpoints/rllm/arith/global_step_2
   rllm serve --port 8001 backend.local.d_model=32`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.args = args
