@@ -87,7 +87,7 @@ func runSFT(ctx context.Context, a *App, opts *sftOptions) error {
 	if err != nil {
 		return err
 	}
-	be, err := trainer.OpenLocal(ctx, ld.Config, weights)
+	be, err := local.OpenConfig(ctx, ld.Config, weights)
 	if err != nil {
 		return err
 	}
@@ -102,7 +102,8 @@ func runSFT(ctx context.Context, a *App, opts *sftOptions) error {
 	}
 	rng := rand.New(rand.NewPCG(uint64(ld.Config.Trainer.Seed), 0x736674))
 	out := sftOutput{w: a.Stdout, json: a.jsonResults()}
-	curve, err := trainSFT(ctx, be, data, sftPlan{epochs: opts.epochs, batchSize: opts.batchSize, adam: sftAdam(lr), rng: rng}, out.step)
+	curve, err := trainer.SFT(ctx, be, data, trainer.SFTOptions{Epochs: opts.epochs, BatchSize: opts.batchSize, Adam: sftAdam(lr), Shuffle: rng,
+		OnStep: out.step})
 	if err != nil {
 		return err
 	}
@@ -186,53 +187,6 @@ func sftDatums(file string, rows []episode.Task, promptKey, responseKey string, 
 		return nil, usagef("%s has no rows; give at least one row with %q and %q columns", file, promptKey, responseKey)
 	}
 	return data, nil
-}
-
-type sftPlan struct {
-	epochs, batchSize int
-	adam              backend.AdamParams
-	rng               *rand.Rand
-}
-
-// trainSFT runs the epochs through any TrainingBackend, queueing each
-// step's forward_backward and optim_step before waiting, and returns the
-// per-token loss of every step, reporting each step as it ends.
-func trainSFT(ctx context.Context, be backend.TrainingBackend, data []backend.Datum, plan sftPlan, report func(step, steps, epoch int, loss float64)) ([]float64, error) {
-	loss := backend.Loss{Name: backend.LossCrossEntropy}
-	steps := plan.epochs * ((len(data) + plan.batchSize - 1) / plan.batchSize)
-	var curve []float64
-	order := make([]int, len(data))
-	for i := range order {
-		order[i] = i
-	}
-	step := 0
-	for epoch := 1; epoch <= plan.epochs; epoch++ {
-		plan.rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
-		for start := 0; start < len(order); start += plan.batchSize {
-			batch := make([]backend.Datum, 0, plan.batchSize)
-			var weight float64
-			for _, i := range order[start:min(start+plan.batchSize, len(order))] {
-				batch = append(batch, data[i])
-				for _, w := range data[i].LossFnInputs.Weights {
-					weight += w
-				}
-			}
-			fb := be.ForwardBackward(ctx, batch, loss)
-			opt := be.OptimStep(ctx, plan.adam)
-			res, err := fb.Result(ctx)
-			if err != nil {
-				return curve, err
-			}
-			if _, err := opt.Result(ctx); err != nil {
-				return curve, err
-			}
-			step++
-			perToken := res.Metrics["loss:sum"] / max(weight, 1)
-			curve = append(curve, perToken)
-			report(step, steps, epoch, perToken)
-		}
-	}
-	return curve, nil
 }
 
 // sparkline draws values as a row of block characters, high = tall.
