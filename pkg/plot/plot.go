@@ -162,8 +162,8 @@ func draw1(out io.Writer, ch Chart, lines []Series) error {
 	p.X.Label.Text = "step"
 	p.Y.Label.Text = ch.YLabel
 	p.Add(plotter.NewGrid())
-	p.Legend.Top = true
-	p.Legend.Left = false
+	p.Legend.Top, p.Legend.Left = emptiestCorner(lines)
+	p.Legend.Padding = vg.Points(4)
 	for i, s := range lines {
 		c := plotutil.Color(i)
 		if len(s.XY) <= 40 {
@@ -201,4 +201,55 @@ func style(l *plotter.Line, pts *plotter.Scatter, c color.Color, i int) {
 		pts.Shape = draw.CircleGlyph{}
 		pts.Radius = vg.Points(2)
 	}
+}
+
+// emptiestCorner picks the corner of the chart with the fewest points for
+// the legend, so that it hides as little of the lines as it can.
+func emptiestCorner(lines []Series) (top, left bool) {
+	xmin, xmax, ymin, ymax := math.Inf(1), math.Inf(-1), math.Inf(1), math.Inf(-1)
+	for _, s := range lines {
+		for _, p := range s.XY {
+			xmin, xmax = math.Min(xmin, p.X), math.Max(xmax, p.X)
+			ymin, ymax = math.Min(ymin, p.Y), math.Max(ymax, p.Y)
+		}
+	}
+	// counts[top][left] of points in each corner (40% of each axis).
+	var counts [2][2]int
+	for _, s := range lines {
+		for _, p := range s.XY {
+			fx, fy := frac(p.X, xmin, xmax), frac(p.Y, ymin, ymax)
+			for t := 0; t < 2; t++ {
+				for l := 0; l < 2; l++ {
+					inX := (l == 1 && fx <= 0.4) || (l == 0 && fx >= 0.6)
+					inY := (t == 1 && fy >= 0.6) || (t == 0 && fy <= 0.4)
+					if inX && inY {
+						counts[t][l]++
+					}
+				}
+			}
+		}
+	}
+	// Prefer top right, as gonum does, when corners tie.
+	best, bt, bl := counts[1][0], true, false
+	for _, c := range []struct{ t, l bool }{{true, true}, {false, false}, {false, true}} {
+		n := counts[b2i(c.t)][b2i(c.l)]
+		if n < best {
+			best, bt, bl = n, c.t, c.l
+		}
+	}
+	return bt, bl
+}
+
+func frac(v, lo, hi float64) float64 {
+	if hi <= lo {
+		return 0.5
+	}
+	return (v - lo) / (hi - lo)
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

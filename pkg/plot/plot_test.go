@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"gonum.org/v1/plot/plotter"
+
 	"github.com/rllm-org/rllm-go/pkg/usererr"
 )
 
@@ -174,6 +176,23 @@ func TestReadRunErrors(t *testing.T) {
 	for _, dir := range []string{filepath.Join(root, "missing"), empty, noRecs} {
 		if _, err := ReadRun(dir); !usererr.Is(err) {
 			t.Errorf("ReadRun(%s) = %v, want a user error", dir, err)
+		}
+	}
+}
+
+func TestEmptiestCorner(t *testing.T) {
+	rising := Series{XY: plotter.XYs{{X: 0, Y: 0}, {X: 1, Y: 1}, {X: 2, Y: 2}, {X: 3, Y: 3}}}
+	falling := Series{XY: plotter.XYs{{X: 0, Y: 3}, {X: 1, Y: 2}, {X: 2, Y: 1}, {X: 3, Y: 0}}}
+	tests := []struct {
+		s         Series
+		top, left bool
+	}{
+		{rising, true, true},   // the top left is empty
+		{falling, true, false}, // the top right is empty
+	}
+	for i, tt := range tests {
+		if top, left := emptiestCorner([]Series{tt.s}); top != tt.top || left != tt.left {
+			t.Errorf("case %d: top %v left %v, want %v %v", i, top, left, tt.top, tt.left)
 		}
 	}
 }
