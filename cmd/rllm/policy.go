@@ -4,12 +4,14 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/rllm-org/rllm-go/pkg/backend"
 	"github.com/rllm-org/rllm-go/pkg/config"
 	"github.com/rllm-org/rllm-go/pkg/rollout"
+	"github.com/rllm-org/rllm-go/pkg/runs"
 	"github.com/rllm-org/rllm-go/pkg/sampler"
 )
 
@@ -40,6 +42,11 @@ func openPolicy(ctx context.Context, a *App, c *config.Config, textOnly bool) (*
 	if textOnly {
 		return nil, usagef("--text-only applies to OpenAI-compatible servers (rollout.engine=openai); the %s backend's sampler always returns token ids", c.Backend.Name)
 	}
+	weights, err := resolveWeights(a, c, "")
+	if err != nil {
+		return nil, err
+	}
+	c.Backend.Local.Weights = weights
 	be, err := backend.Open(ctx, c, backend.OpenOptions{Getenv: a.Getenv, ReadFile: a.ReadFile})
 	if err != nil {
 		return nil, err
@@ -121,6 +128,28 @@ func readAPIKey(a *App, envName, file string) (string, error) {
 		return key, nil
 	}
 	return "", nil
+}
+
+// resolveWeights turns the weights a user named — the --weights flag, or
+// backend.local.weights when the flag is empty — into the model directory
+// to load: a run directory gives its newest checkpoint, a global_step_N
+// directory its model. "" means a fresh model.
+func resolveWeights(a *App, c *config.Config, flag string) (string, error) {
+	what, path := "--weights", flag
+	if path == "" {
+		what, path = "backend.local.weights", c.Backend.Local.Weights
+	}
+	if path == "" {
+		return "", nil
+	}
+	model, err := runs.ResolveWeights(what, path)
+	if err != nil {
+		return "", err
+	}
+	if filepath.Clean(model) != filepath.Clean(path) {
+		a.infof("%s %s: loading %s", what, path, runs.Describe(path, model))
+	}
+	return model, nil
 }
 
 func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }

@@ -11,7 +11,6 @@ import (
 type trainOptions struct {
 	config configFlags
 	args   []string
-	output string
 	dryRun bool
 }
 
@@ -34,11 +33,6 @@ Ctrl-C writes a checkpoint of the last finished step and exits with 130.`,
   rllm train --config my.yaml trainer.total_training_steps=100
   rllm train --dry-run env.name=countdown`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			switch opts.output {
-			case "auto", "text", "json":
-			default:
-				return usagef("--output must be auto, text or json, got %q", opts.output)
-			}
 			opts.args = args
 			return runTrain(cmd, a, opts)
 		},
@@ -46,7 +40,6 @@ Ctrl-C writes a checkpoint of the last finished step and exits with 130.`,
 	}
 	opts.config.register(cmd)
 	cmd.Flags().BoolVar(&opts.dryRun, "dry-run", false, "print the training plan the configuration resolves to and exit without training")
-	cmd.Flags().StringVarP(&opts.output, "output", "o", "auto", "progress format on stderr: auto (text on a terminal, else JSON lines), text or json")
 	return cmd
 }
 
@@ -67,8 +60,10 @@ func runTrain(cmd *cobra.Command, a *App, opts *trainOptions) error {
 		_, err = fmt.Fprint(a.Stdout, plan)
 		return err
 	}
-	json := opts.output == "json" || (opts.output == "auto" && !a.StderrIsTerminal)
-	t, err := trainer.New(ctx, ld.Config, trainer.Options{Log: a.Stderr, JSON: json})
+	if ld.Config.Backend.Local.Weights, err = resolveWeights(a, ld.Config, ""); err != nil {
+		return err
+	}
+	t, err := trainer.New(ctx, ld.Config, trainer.Options{Log: a.Stderr, JSON: a.jsonEvents(cmd)})
 	if err != nil {
 		return err
 	}
