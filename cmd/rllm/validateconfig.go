@@ -37,7 +37,7 @@ func runValidateConfig(a *App, opts *validateConfigOptions) error {
 		return err
 	}
 	c := ld.Config
-	if err := checkComponents(c); err != nil {
+	if err := checkComponents(ld); err != nil {
 		return err
 	}
 	_, err = fmt.Fprintf(a.Stdout, "configuration is valid: backend %s, agent %s, env %s, %d tasks x %d episodes per step\n",

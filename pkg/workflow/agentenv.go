@@ -12,44 +12,46 @@ import (
 	"github.com/rllm-org/rllm-go/pkg/sampler"
 )
 
-// shapingArgs are accepted by both built-in workflows (rLLM's
-// workflow_args).
-var shapingArgs = []registry.Arg{
-	{Name: "agent_cls", Type: "string", Default: "", Doc: "registered agent (rLLM's workflow_args spelling); empty: agent.name"},
-	{Name: "agent_args", Type: "map", Default: map[string]any(nil), Doc: "arguments of agent_cls; used with agent_cls"},
-	{Name: "env_cls", Type: "string", Default: "", Doc: "registered env; empty: env.name"},
-	{Name: "env_args", Type: "map", Default: map[string]any(nil), Doc: "arguments of env_cls; used with env_cls"},
-	{Name: "gamma", Type: "float", Default: 1.0, Doc: "discount of the Monte Carlo return stored in each step"},
-	{Name: "reward_bonus_coeff", Type: "float", Default: 0.0, Doc: "step-reward shaping: r_i += c·(r_i − r_{i−1})"},
+// SingleTurnParams are the arguments of single_turn, and of multi_turn
+// with MultiTurnParams (rLLM's workflow_args).
+type SingleTurnParams struct {
+	AgentCls         string         `arg:"agent_cls" doc:"registered agent (rLLM's workflow_args spelling); empty: agent.name"`
+	AgentArgs        map[string]any `arg:"agent_args" doc:"arguments of agent_cls; used with agent_cls"`
+	EnvCls           string         `arg:"env_cls" doc:"registered env; empty: env.name"`
+	EnvArgs          map[string]any `arg:"env_args" doc:"arguments of env_cls; used with env_cls"`
+	Gamma            float64        `arg:"gamma" default:"1" range:"[0,1]" doc:"discount of the Monte Carlo return stored in each step"`
+	RewardBonusCoeff float64        `arg:"reward_bonus_coeff" default:"0" doc:"step-reward shaping: r_i += c·(r_i − r_{i−1})"`
+}
+
+// MultiTurnParams are the arguments of multi_turn.
+type MultiTurnParams struct {
+	MaxSteps int `arg:"max_steps" default:"0" range:"[0,)" doc:"turn budget; 0 takes agent.max_steps (default 20)"`
+	SingleTurnParams
 }
 
 func init() {
 	Register(Definition{
 		Name:        "single_turn",
 		Description: "one model call: the agent answers the env's first observation and the env scores it",
-		Args:        shapingArgs,
+		Params:      SingleTurnParams{},
 		New: func(args registry.Values, deps Deps) (Workflow, error) {
-			return newAgentEnv(args, deps, 1)
+			return newAgentEnv(registry.As[SingleTurnParams](args), deps, 1)
 		},
 	})
 	Register(Definition{
 		Name:        "multi_turn",
 		Description: "agent ⇄ env turns until the env is done or max_steps (agent.max_steps) is reached",
-		Args: append([]registry.Arg{
-			{Name: "max_steps", Type: "int", Default: 0, Doc: "turn budget; 0 takes agent.max_steps (default 20)"},
-		}, shapingArgs...),
+		Params:      MultiTurnParams{},
 		New: func(args registry.Values, deps Deps) (Workflow, error) {
-			steps := args.Int("max_steps")
+			p := registry.As[MultiTurnParams](args)
+			steps := p.MaxSteps
 			if steps == 0 {
 				steps = deps.MaxSteps
 			}
-			if steps == 0 {
+			if steps <= 0 {
 				steps = DefaultMaxSteps
 			}
-			if steps < 0 {
-				return nil, &registry.ConfigError{Key: "workflow.args.max_steps", Msg: fmt.Sprintf("workflow.args.max_steps must be positive, got %d", steps)}
-			}
-			return newAgentEnv(args, deps, steps)
+			return newAgentEnv(p.SingleTurnParams, deps, steps)
 		},
 	})
 }
@@ -65,20 +67,20 @@ type AgentEnv struct {
 	name     string
 }
 
-func newAgentEnv(args registry.Values, deps Deps, maxSteps int) (*AgentEnv, error) {
+func newAgentEnv(args SingleTurnParams, deps Deps, maxSteps int) (*AgentEnv, error) {
 	if deps.Sampler == nil {
 		return nil, errors.New("workflow: Deps.Sampler is nil")
 	}
 	// rLLM's workflow mode names agent and env inside workflow_args.
-	if n := args.String("agent_cls"); n != "" {
-		deps.Agent = Component{Name: n, Args: args.Map("agent_args")}
+	if n := args.AgentCls; n != "" {
+		deps.Agent = Component{Name: n, Args: args.AgentArgs}
 	}
-	if n := args.String("env_cls"); n != "" {
-		deps.Env = Component{Name: n, Args: args.Map("env_args")}
+	if n := args.EnvCls; n != "" {
+		deps.Env = Component{Name: n, Args: args.EnvArgs}
 	}
 	w := &AgentEnv{
 		deps: deps, maxSteps: maxSteps,
-		gamma: args.Float("gamma"), bonus: args.Float("reward_bonus_coeff"),
+		gamma: args.Gamma, bonus: args.RewardBonusCoeff,
 		newAgent: deps.NewAgent, newEnv: deps.NewEnv, name: deps.Agent.Name,
 	}
 	if w.newAgent == nil {
