@@ -259,7 +259,7 @@ func (w *AgentEnv) finish(ep *episode.Episode, ag agent.Agent, task episode.Task
 // passed, error otherwise.
 func fail(ep *episode.Episode, ctx context.Context, err error) (*episode.Episode, error) {
 	ep.TerminationReason = episode.TerminationError
-	if ctx != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+	if errors.Is(err, env.ErrTimeout) || (ctx != nil && errors.Is(ctx.Err(), context.DeadlineExceeded)) {
 		ep.TerminationReason = episode.TerminationTimeout
 	}
 	ep.Error = err.Error()
