@@ -400,7 +400,7 @@ func (pr *process) readStderr(r io.Reader) {
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
 		line := sc.Text()
-		Logger.Info(pr.name+" stderr: "+truncate(line, 2000))
+		Logger.Info(pr.name + " stderr: " + truncate(line, 2000))
 		pr.mu.Lock()
 		pr.stderr = append(pr.stderr, truncate(line, 500))
 		if len(pr.stderr) > 10 {
