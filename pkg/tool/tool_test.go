@@ -74,10 +74,10 @@ func TestCalculator(t *testing.T) {
 		`{"expression": "1/3"}`:       {Text: "1/3"},
 		// Exact big-number arithmetic: no float rounding, no overflow.
 		`{"expression": "123456789012345678901234567890 * 987654321098765432109876543210"}`: {Text: "121932631137021795226185032733622923332237463801111263526900"},
-		`{"expression": "(2/3 + 1/6) * 6"}`: {Text: "5"},
-		`{"expression": "1/0"}`:             {Text: "error: division by zero", IsError: true},
-		`{"expr": 1}`:                       {Text: "error: syntax error: expression ends where a number was expected", IsError: true},
-		`not json`:                          {Text: "error: arguments must be a JSON object with an expression string: invalid character 'o' in literal null (expecting 'u')", IsError: true},
+		`{"expression": "(2/3 + 1/6) * 6"}`:                                                 {Text: "5"},
+		`{"expression": "1/0"}`:                                                             {Text: "error: division by zero", IsError: true},
+		`{"expr": 1}`:                                                                       {Text: "error: syntax error: expression ends where a number was expected", IsError: true},
+		`not json`:                                                                          {Text: "error: arguments must be a JSON object with an expression string: invalid character 'o' in literal null (expecting 'u')", IsError: true},
 	} {
 		got, err := c.Call(context.Background(), in)
 		if err != nil || got != want {

@@ -3,6 +3,7 @@ package trainer
 import (
 	"github.com/rllm-org/rllm-go/pkg/config"
 	"github.com/rllm-org/rllm-go/pkg/sampler"
+	"github.com/rllm-org/rllm-go/pkg/tool"
 	"github.com/rllm-org/rllm-go/pkg/workflow"
 )
 
@@ -18,6 +19,7 @@ func WorkflowSpec(c *config.Config) (name string, args map[string]any, deps work
 		Params:             TrainParams(c),
 		ChatTemplateKwargs: c.Rollout.ChatTemplateKwargs,
 		MaxSteps:           c.Agent.MaxSteps,
+		ToolConfig:         tool.Config{Builtin: c.Tools.Builtin, MCP: c.Tools.MCP, CallTimeoutS: c.Tools.CallTimeoutS},
 	}
 	if !c.Workflow.UseWorkflow {
 		deps.Agent = workflow.Component{Name: c.Agent.Name, Args: c.Agent.Args}

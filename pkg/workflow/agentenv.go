@@ -10,6 +10,7 @@ import (
 	"github.com/rllm-org/rllm-go/pkg/episode"
 	"github.com/rllm-org/rllm-go/pkg/registry"
 	"github.com/rllm-org/rllm-go/pkg/sampler"
+	"github.com/rllm-org/rllm-go/pkg/tool"
 )
 
 // SingleTurnParams are the arguments of single_turn, and of multi_turn
@@ -65,6 +66,10 @@ type AgentEnv struct {
 	newAgent func() (agent.Agent, error)
 	newEnv   func(episode.Task) (env.Env, error)
 	name     string
+	// toolbox runs tool calls; maxToolRounds bounds the model calls that
+	// only call tools (agent.max_steps).
+	toolbox       *tool.Set
+	maxToolRounds int
 }
 
 func newAgentEnv(args SingleTurnParams, deps Deps, maxSteps int) (*AgentEnv, error) {
@@ -104,7 +109,47 @@ func newAgentEnv(args SingleTurnParams, deps Deps, maxSteps int) (*AgentEnv, err
 	if w.name == "" {
 		w.name = "agent"
 	}
+	if deps.Toolbox == nil && !deps.ToolConfig.Empty() {
+		set, err := tool.Shared(context.Background(), deps.ToolConfig)
+		if err != nil {
+			return nil, err
+		}
+		deps.Toolbox = set
+	}
+	if deps.Toolbox != nil {
+		w.toolbox = deps.Toolbox
+		w.deps.Tools = append(append([]sampler.Tool(nil), deps.Tools...), deps.Toolbox.Specs()...)
+		w.maxToolRounds = deps.MaxSteps
+		if w.maxToolRounds <= 0 {
+			w.maxToolRounds = DefaultMaxSteps
+		}
+	}
 	return w, nil
+}
+
+// runTools runs the calls of one reply, in order, and returns one tool
+// message per call. Bad calls are error results the model reads; only a
+// broken tool (or ctx) is an error.
+func (w *AgentEnv) runTools(ctx context.Context, calls []episode.ToolCall) ([]episode.Message, int, error) {
+	out := make([]episode.Message, 0, len(calls))
+	failed := 0
+	for _, c := range calls {
+		var res tool.Result
+		if c.Function.Name == "" {
+			res = tool.Errorf("error: the tool call could not be read; write <tool_call>{\"name\": ..., \"arguments\": {...}}</tool_call> with valid JSON")
+		} else {
+			var err error
+			res, err = w.toolbox.Call(ctx, c.Function.Name, c.Function.Arguments)
+			if err != nil {
+				return nil, failed, fmt.Errorf("tool %s: %w", c.Function.Name, err)
+			}
+		}
+		if res.IsError {
+			failed++
+		}
+		out = append(out, episode.Message{Role: "tool", ToolCallID: c.ID, Name: c.Function.Name, Content: res.Text})
+	}
+	return out, failed, nil
 }
 
 // Run plays one episode: reset the env, then up to maxSteps turns of
@@ -135,6 +180,7 @@ func (w *AgentEnv) Run(ctx context.Context, task episode.Task, episodeID string)
 	}
 	ag.UpdateFromEnv(obs, 0, false, info)
 
+	toolRounds := 0
 	for turn := 0; turn < w.maxSteps; turn++ {
 		if err := ctx.Err(); err != nil {
 			return fail(ep, ctx, err)
@@ -171,6 +217,31 @@ func (w *AgentEnv) Run(ctx context.Context, task episode.Task, episodeID string)
 		recordSample(st, resp)
 		if st.Observation == nil {
 			st.Observation = obs
+		}
+		if tu, ok := ag.(agent.ToolUser); ok && w.toolbox != nil && len(action.ToolCalls) > 0 {
+			// A reply that calls tools: run them and ask again. The env
+			// only sees the final answer; these calls do not count as
+			// env turns, but are bounded by agent.max_steps.
+			if resp.FinishReason == "length" {
+				ep.TerminationReason = episode.TerminationMaxResponseLength
+				return ep, nil
+			}
+			results, failed, err := w.runTools(ctx, action.ToolCalls)
+			if err != nil {
+				return fail(ep, ctx, err)
+			}
+			if st.Info == nil {
+				st.Info = map[string]any{}
+			}
+			st.Info["tool_calls"], st.Info["tool_errors"] = len(action.ToolCalls), failed
+			tu.UpdateFromTools(results)
+			toolRounds++
+			if toolRounds >= w.maxToolRounds {
+				ep.TerminationReason = episode.TerminationMaxTurns
+				return ep, nil
+			}
+			turn--
+			continue
 		}
 
 		res, err := e.Step(ctx, action)
