@@ -116,4 +116,3 @@ func ParseToolCallText(text, prefix string) []episode.ToolCall {
 	}
 	return out
 }
-
