@@ -3,6 +3,7 @@ module github.com/rllm-org/rllm-go
 go 1.26.8
 
 require (
+	github.com/coder/websocket v1.8.15
 	github.com/go-viper/mapstructure/v2 v2.5.0
 	github.com/google/jsonschema-go v0.4.3
 	github.com/knadh/koanf/providers/confmap v1.0.1

@@ -16,6 +16,7 @@ import (
 	_ "github.com/rllm-org/rllm-go/pkg/tasks/qa"
 	// Environments in other processes.
 	_ "github.com/rllm-org/rllm-go/pkg/env/exec"
+	_ "github.com/rllm-org/rllm-go/pkg/env/openenv"
 )
 
 // Generator makes n task rows of a built-in task from a seed, with the
