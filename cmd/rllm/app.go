@@ -98,6 +98,8 @@ func newRootCmd(a *App) *cobra.Command {
 		newDataCmd(a),
 		newEvalCmd(a),
 		newToolsCmd(a),
+		newEnvCmd(a),
+		newDatasetCmd(a),
 	)
 	return root
 }

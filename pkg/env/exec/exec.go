@@ -379,7 +379,7 @@ func readLine(br *bufio.Reader) ([]byte, error) {
 func (pr *process) dispatch(line []byte) {
 	var f frame
 	if err := json.Unmarshal(line, &f); err != nil || f.ID == "" || f.Type == "" {
-		Logger.Warn(pr.name+": dropped a stdout line that is not a protocol frame with id and type (print logs to stderr, not stdout)", "line", truncate(string(line), 300))
+		Logger.Warn(pr.name+": dropped a stdout line that is not a protocol frame with id and type (print logs to stderr, not stdout)", "line", truncate(string(bytes.TrimSpace(line)), 300))
 		return
 	}
 	pr.mu.Lock()
@@ -389,7 +389,7 @@ func (pr *process) dispatch(line []byte) {
 	}
 	pr.mu.Unlock()
 	if !ok {
-		Logger.Warn(pr.name+": dropped a frame for an episode that is not waiting for one", "id", f.ID, "line", truncate(string(line), 300))
+		Logger.Warn(pr.name+": dropped a frame for an episode that is not waiting for one", "id", f.ID, "line", truncate(string(bytes.TrimSpace(line)), 300))
 		return
 	}
 	ch <- f // buffered, one frame per request
