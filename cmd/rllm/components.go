@@ -8,6 +8,7 @@ import (
 	"github.com/rllm-org/rllm-go/pkg/config"
 	"github.com/rllm-org/rllm-go/pkg/env"
 	"github.com/rllm-org/rllm-go/pkg/sampler"
+	"github.com/rllm-org/rllm-go/pkg/tool"
 	_ "github.com/rllm-org/rllm-go/pkg/tasks"
 	"github.com/rllm-org/rllm-go/pkg/trainer" // registers the built-in agents, envs, rewards and workflows
 	"github.com/rllm-org/rllm-go/pkg/usererr"
@@ -55,8 +56,12 @@ func checkComponents(ld *config.Loaded) error {
 			errs = append(errs, err)
 		}
 	}
+	if err := tool.Check(deps.ToolConfig); err != nil {
+		errs = append(errs, err)
+	}
 	if len(errs) == 0 {
 		deps.Sampler = checkOnlySampler{}
+		deps.ToolConfig = tool.Config{} // checked above; validating starts no server
 		if _, err := workflow.New(name, args, deps); err != nil {
 			errs = append(errs, err)
 		}

@@ -36,6 +36,30 @@ type Config struct {
 // Empty reports whether c selects no tool.
 func (c Config) Empty() bool { return len(c.Builtin) == 0 && len(c.MCP) == 0 }
 
+// Check validates c without connecting to anything: builtin names,
+// each MCP server's settings and the timeout. Every mistake is reported.
+func Check(c Config) error {
+	var errs []error
+	if c.CallTimeoutS < 0 {
+		errs = append(errs, &usererr.Error{Subject: "tools.call_timeout_s", Msg: fmt.Sprintf("is %g; use a positive number of seconds (0 for the default 60)", c.CallTimeoutS)})
+	}
+	for i, name := range c.Builtin {
+		if _, err := Lookup(name); err != nil {
+			var ue *usererr.Error
+			if errors.As(err, &ue) {
+				ue.Subject = fmt.Sprintf("tools.builtin[%d]", i)
+			}
+			errs = append(errs, err)
+		}
+	}
+	for n, raw := range c.MCP {
+		if _, err := ParseMCPServer(n, raw); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // Set is the tools of a run under their own names. It is safe for
 // concurrent use.
 type Set struct {
