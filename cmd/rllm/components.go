@@ -1,47 +1,31 @@
 package main
 
 import (
-	"context"
 	"errors"
 
 	"github.com/rllm-org/rllm-go/pkg/agent"
 	"github.com/rllm-org/rllm-go/pkg/config"
 	"github.com/rllm-org/rllm-go/pkg/env"
-	"github.com/rllm-org/rllm-go/pkg/sampler"
+	_ "github.com/rllm-org/rllm-go/pkg/tasks" // registers the built-in agents, envs, rewards and workflows
 	"github.com/rllm-org/rllm-go/pkg/tool"
-	_ "github.com/rllm-org/rllm-go/pkg/tasks"
-	"github.com/rllm-org/rllm-go/pkg/trainer" // registers the built-in agents, envs, rewards and workflows
 	"github.com/rllm-org/rllm-go/pkg/usererr"
 	"github.com/rllm-org/rllm-go/pkg/workflow"
+
+	_ "github.com/rllm-org/rllm-go/pkg/backend/local" // registers backend.name=local
 )
 
-// workflowSpec maps the agent, env and workflow sections of the config
-// onto pkg/workflow (see trainer.WorkflowSpec).
-func workflowSpec(c *config.Config) (name string, args map[string]any, deps workflow.Deps) {
-	return trainer.WorkflowSpec(c)
-}
-
-// errNoSampler stands in for the policy while a workflow is only being
-// checked: building it must not call the model.
-var errNoSampler = errors.New("no sampler: the workflow is only being validated")
-
-type checkOnlySampler struct{}
-
-func (checkOnlySampler) Sample(context.Context, sampler.Request) (sampler.Response, error) {
-	return sampler.Response{}, errNoSampler
-}
-
-// checkComponents resolves the configured workflow, agent and env against
-// their registries, so a misspelt name or argument is a configuration
-// error (exit code 2) before anything runs. Every mistake of the three is
-// reported, each as a config error naming its key and where it was set.
+// checkComponents resolves the configured workflow, agent and env (and
+// the tools section) against their registries, so a misspelt name or
+// argument is a configuration error (exit code 2) before anything runs.
+// Every mistake of them is reported, each as a config error naming its
+// key and where it was set. No tool server is started.
 func checkComponents(ld *config.Loaded) error {
-	c := ld.Config
-	name, args, deps := workflowSpec(c)
+	spec := workflow.SpecFromConfig(ld.Config)
+	deps := spec.Deps
 	var errs []error
-	if d, err := workflow.Lookup(name); err != nil {
+	if d, err := workflow.Lookup(spec.Name); err != nil {
 		errs = append(errs, err)
-	} else if _, err := d.Resolve("workflow.args", args); err != nil {
+	} else if _, err := d.Resolve("workflow.args", spec.Args); err != nil {
 		errs = append(errs, err)
 	}
 	if deps.Agent.Name != "" {
@@ -60,9 +44,8 @@ func checkComponents(ld *config.Loaded) error {
 		errs = append(errs, err)
 	}
 	if len(errs) == 0 {
-		deps.Sampler = checkOnlySampler{}
-		deps.ToolConfig = tool.Config{} // checked above; validating starts no server
-		if _, err := workflow.New(name, args, deps); err != nil {
+		spec.Deps.ToolConfig = tool.Config{} // checked above; validating starts no server
+		if err := spec.Check(); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -194,9 +194,10 @@ func planAgg(mode AggMode, offsets []int, mask []float64, normLength float64) ag
 //	token-mean:               L = Σ m·l / Σ m
 //	seq-mean-token-sum:       L = Σ_seq (Σ_t m·l) / S
 //	seq-mean-token-mean:      L = Σ_seq (Σ_t m·l / (Σ_t m + 1e-8)) / S
-//	seq-mean-token-sum-norm:  L = Σ_seq Σ_t m·l / NormLength
+//	seq-mean-token-sum-norm:  L = Σ_seq (Σ_t m·l) / S / NormLength
 //
-// S counts sequences with a non-zero mask (verl excludes fully masked
+// (seq-mean-token-sum-norm is a sequence mean since verl PR #5417; before
+// it the per-sequence sums were divided by NormLength alone). S counts sequences with a non-zero mask (verl excludes fully masked
 // ones). An empty denominator gives weight 0: a batch with no unmasked
 // token has loss 0 and gradient 0, not NaN.
 func (p *aggPlan) seqWeight(m float64) float64 {
@@ -217,16 +218,16 @@ func (p *aggPlan) seqWeight(m float64) float64 {
 		}
 		return 1 / ((m + 1e-8) * p.sequences)
 	case AggSeqMeanTokenSumNorm:
-		if p.norm == 0 {
+		if m == 0 || p.norm == 0 || p.sequences == 0 {
 			return 0
 		}
-		return 1 / p.norm
+		return 1 / (p.sequences * p.norm)
 	}
 	return 0
 }
 
 func (p *aggPlan) needsSeqMask() bool {
-	return p.mode == AggSeqMeanTokenSum || p.mode == AggSeqMeanTokenMean
+	return p.mode == AggSeqMeanTokenSum || p.mode == AggSeqMeanTokenMean || p.mode == AggSeqMeanTokenSumNorm
 }
 
 func seqMask(mask []float64) float64 {
