@@ -179,8 +179,10 @@ func TestFaults(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.action, func(t *testing.T) {
 			logs := quietLogs(t)
+			// Processes start with a generous timeout (a loaded machine
+			// starts them slowly); the faulty step gets a short one.
 			p := testParams(t)
-			p.StepTimeoutS = 0.3
+			p.StepTimeoutS = 20
 			pl := NewPool(p)
 			defer pl.Close()
 			ctx := context.Background()
@@ -194,6 +196,7 @@ func TestFaults(t *testing.T) {
 			if _, _, err := e.Reset(ctx); err != nil {
 				t.Fatal(err)
 			}
+			pl.p.StepTimeoutS = 0.3
 			_, err := e.Step(ctx, episode.Action{Content: tt.action})
 			e.Close()
 			if err == nil || !strings.Contains(err.Error(), tt.want) || !strings.Contains(err.Error(), "exec env [") {
@@ -218,6 +221,7 @@ func TestFaults(t *testing.T) {
 			if tt.action == "freeze" && (!errors.Is(err, env.ErrTimeout) || !strings.Contains(logs.String(), "killed after two step timeouts")) {
 				t.Fatalf("a frozen process is killed at its second silent timeout: %v; logs %s", err, logs.String())
 			}
+			pl.p.StepTimeoutS = 20
 			fresh := pl.newEpisode(episode.Task{"id": "f"})
 			defer fresh.Close()
 			if _, _, err := fresh.Reset(ctx); err != nil {
