@@ -101,10 +101,7 @@ func runListArgs(a *App, opts *listOptions) error {
 		return usagef("%s", msg)
 	}
 	if opts.output == "json" {
-		enc := json.NewEncoder(a.Stdout)
-		enc.SetIndent("", "  ")
-		enc.SetEscapeHTML(false)
-		return enc.Encode(hits)
+		return writeJSON(a, hits)
 	}
 	w := tabwriter.NewWriter(a.Stdout, 0, 4, 2, ' ', 0)
 	for i, h := range hits {
@@ -153,10 +150,7 @@ func runList(a *App, opts *listOptions) error {
 	}
 	infos := list()
 	if opts.output == "json" {
-		enc := json.NewEncoder(a.Stdout)
-		enc.SetIndent("", "  ")
-		enc.SetEscapeHTML(false)
-		return enc.Encode(infos)
+		return writeJSON(a, infos)
 	}
 	w := tabwriter.NewWriter(a.Stdout, 0, 4, 2, ' ', 0)
 	for _, in := range infos {

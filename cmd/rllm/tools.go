@@ -89,10 +89,7 @@ func runToolsList(ctx context.Context, a *App, opts *toolsListOptions, args []st
 		items = append(items, item{Name: sp.Function.Name, Description: sp.Function.Description, From: s.Origin(sp.Function.Name), Parameters: sp.Function.Parameters})
 	}
 	if opts.output == "json" {
-		enc := json.NewEncoder(a.Stdout)
-		enc.SetIndent("", "  ")
-		enc.SetEscapeHTML(false)
-		return enc.Encode(items)
+		return writeJSON(a, items)
 	}
 	w := tabwriter.NewWriter(a.Stdout, 0, 4, 2, ' ', 0)
 	for _, it := range items {

@@ -557,15 +557,8 @@ func (pl *Pool) newEpisode(task episode.Task) *Episode {
 // seedOf is the row's integral seed column, else a hash of the episode
 // id.
 func seedOf(task episode.Task, id string) int64 {
-	switch s := task["seed"].(type) {
-	case int:
-		return int64(s)
-	case int64:
+	if s, ok := RowSeed(task); ok {
 		return s
-	case float64:
-		if s == math.Trunc(s) && math.Abs(s) < 1<<53 {
-			return int64(s)
-		}
 	}
 	h := fnv.New32a()
 	h.Write([]byte(id))
@@ -654,6 +647,24 @@ func (e *Episode) Close() error {
 	e.proc = nil
 	return nil
 }
+
+// RowSeed is a task row's seed column when it holds a whole number.
+func RowSeed(task episode.Task) (int64, bool) {
+	switch s := task["seed"].(type) {
+	case int:
+		return int64(s), true
+	case int64:
+		return s, true
+	case float64:
+		if s == math.Trunc(s) && math.Abs(s) < 1<<53 {
+			return int64(s), true
+		}
+	}
+	return 0, false
+}
+
+// Truncate shortens s to n bytes for a message, marking the cut.
+func Truncate(s string, n int) string { return truncate(s, n) }
 
 func truncate(s string, n int) string {
 	if len(s) <= n {

@@ -19,7 +19,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"net/http"
 	"net/url"
 	"strings"
@@ -147,7 +146,7 @@ func (c *Client) health(ctx context.Context, base *url.URL) error {
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
 	if resp.StatusCode != http.StatusOK {
-		return usererr.Errorf("OpenEnv server %s answers GET /health with %s: %s; check env.args.url names an OpenEnv server", base, resp.Status, truncate(string(body), 200))
+		return usererr.Errorf("OpenEnv server %s answers GET /health with %s: %s; check env.args.url names an OpenEnv server", base, resp.Status, exec.Truncate(string(body), 200))
 	}
 	return nil
 }
@@ -190,7 +189,7 @@ func (e *Episode) Reset(ctx context.Context) (any, map[string]any, error) {
 	if err := e.c.CheckHealth(ctx); err != nil {
 		return nil, nil, err
 	}
-	data, err := json.Marshal(map[string]any{"seed": seedOf(e.task), "task": map[string]any(e.task)})
+	data, err := json.Marshal(map[string]any{"seed": rowSeed(e.task), "task": map[string]any(e.task)})
 	if err != nil {
 		return nil, nil, fmt.Errorf("openenv: the task row cannot be sent as JSON: %v", err)
 	}
@@ -302,7 +301,7 @@ func (e *Episode) roundTrip(ctx context.Context, f frame) (env.StepResult, error
 	}
 	var r frame
 	if err := json.Unmarshal(msg, &r); err != nil {
-		return env.StepResult{}, fmt.Errorf("%s answered %s with a frame that is not JSON: %s", name, f.Type, truncate(string(msg), 200))
+		return env.StepResult{}, fmt.Errorf("%s answered %s with a frame that is not JSON: %s", name, f.Type, exec.Truncate(string(msg), 200))
 	}
 	switch r.Type {
 	case "observation":
@@ -356,24 +355,8 @@ func (e *Episode) Close() error {
 	return nil
 }
 
-// seedOf is the row's integral seed column, else 0.
-func seedOf(task episode.Task) int64 {
-	switch s := task["seed"].(type) {
-	case int:
-		return int64(s)
-	case int64:
-		return s
-	case float64:
-		if s == math.Trunc(s) && math.Abs(s) < 1<<53 {
-			return int64(s)
-		}
-	}
-	return 0
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
+// rowSeed is the row's integral seed column, else 0.
+func rowSeed(task episode.Task) int64 {
+	s, _ := exec.RowSeed(task)
+	return s
 }
