@@ -653,3 +653,31 @@ func klTerm(in *LossInput, cfg *LossConfig, plan *aggPlan, grad []float64, res *
 	res.Loss += cfg.KLCoef * total
 	return chk
 }
+
+// AggregationWeights writes into dst the weight verl's agg_loss gives each
+// token, ∂agg(v)/∂v_t (0 where the mask is 0): what a term aggregated like
+// the loss — the entropy bonus, computed where the logits are — needs as
+// its per-token coefficient.
+func AggregationWeights(mask []float64, offsets []int, mode AggMode, normLength float64, dst []float64) error {
+	if err := sameLen("weights", len(dst), "mask", len(mask)); err != nil {
+		return err
+	}
+	if err := ValidateOffsets(offsets, len(mask)); err != nil {
+		return err
+	}
+	if _, err := ParseAggMode(string(mode)); err != nil {
+		return err
+	}
+	if err := checkFinite("mask", mask); err != nil {
+		return err
+	}
+	p := planAgg(mode, offsets, mask, normLength)
+	for i := 0; i+1 < len(offsets); i++ {
+		lo, hi := offsets[i], offsets[i+1]
+		w := weightFor(&p, mask[lo:hi])
+		for t := lo; t < hi; t++ {
+			dst[t] = w * mask[t]
+		}
+	}
+	return nil
+}

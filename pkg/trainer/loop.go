@@ -2,6 +2,7 @@ package trainer
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"slices"
 	"time"
@@ -50,6 +51,18 @@ func (t *Trainer) runStep(ctx context.Context, tasks []episode.Task, clock *stop
 	if err != nil {
 		return nil, err
 	}
+	if !skip && t.ref != nil {
+		if err := referenceLogprobs(ctx, t.ref, miniBatches(groups, t.plan.Update.MiniBatchTasks)); err != nil {
+			return nil, fmt.Errorf("reference logprobs: %w", err)
+		}
+		if beta := t.plan.Reference.RewardKLCoef; beta != 0 {
+			kl, err := klInReward(samples(groups), beta, t.plan.Reference.RewardKLType)
+			if err != nil {
+				return nil, err
+			}
+			m["actor/reward_kl_penalty"], m["actor/reward_kl_penalty_coeff"] = kl, beta
+		}
+	}
 	if !skip {
 		if err := computeAdvantages(groups, &t.plan.Advantage, &t.ws); err != nil {
 			return nil, err
@@ -87,7 +100,7 @@ func (t *Trainer) runStep(ctx context.Context, tasks []episode.Task, clock *stop
 // sampleGroups runs rollout.n episodes of every task on the newest
 // weights and groups them by task.
 func (t *Trainer) sampleGroups(ctx context.Context, tasks []episode.Task) ([]Group, *rollout.Engine, error) {
-	eng, err := rollout.NewRunner(t.plan.Workflow, t.chat, t.plan.Train.Params, t.plan.Train.N, t.plan.Runner, nil)
+	eng, err := rollout.NewRunner(t.plan.Workflow, t.chat, t.plan.Train.Params, t.plan.Train.N, t.runnerFor(phaseTrain), nil)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -214,6 +227,12 @@ func updateMetrics(st UpdateStats) map[string]float64 {
 	m := map[string]float64{"actor/updates": float64(st.Updates)}
 	if st.Updates > 0 {
 		m["actor/pg_loss"], m["actor/pg_clipfrac"], m["actor/ppo_kl"], m["actor/grad_norm"] = st.PGLoss, st.ClipFrac, st.PPOKL, st.GradNorm
+		if st.HasEntropy {
+			m["actor/entropy"] = st.Entropy
+		}
+		if st.HasKL {
+			m["actor/kl_loss"] = st.KLLoss
+		}
 	}
 	return m
 }
@@ -249,3 +268,19 @@ func (s *stopwatch) lap() time.Duration {
 }
 
 func (s *stopwatch) total() time.Duration { return s.now().Sub(s.start) }
+
+// Rollout phases, to salt their sampling seeds apart.
+const (
+	phaseTrain = iota + 1
+	phaseVal
+	phaseWarmup
+)
+
+// runnerFor is the plan's runner settings with seeds salted by the phase
+// and the step, so no two steps (or a step and its validation) sample
+// with the same seeds.
+func (t *Trainer) runnerFor(phase int) rollout.RunnerOptions {
+	o := t.plan.Runner
+	o.SeedSalt = uint64(phase)<<40 | uint64(t.step)
+	return o
+}
