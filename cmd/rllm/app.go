@@ -200,6 +200,9 @@ func newRootCmd(a *App) *cobra.Command {
 		newDataCmd(a),
 		newEvalCmd(a),
 		newPlotCmd(a),
+		newToolsCmd(a),
+		newEnvCmd(a),
+		newDatasetCmd(a),
 	)
 	return root
 }

@@ -49,7 +49,7 @@ func runTrain(cmd *cobra.Command, a *App, opts *trainOptions) error {
 	if err != nil {
 		return err
 	}
-	if err := checkComponents(ld.Config); err != nil {
+	if err := checkComponents(ld); err != nil {
 		return err
 	}
 	if opts.dryRun {
