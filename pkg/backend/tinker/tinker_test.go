@@ -387,7 +387,10 @@ func TestOpenErrors(t *testing.T) {
 		edit func(*Options)
 		want []string
 	}{
-		{"wrong key", func(o *Options) { o.APIKey = "tml-wrong-key-987654321"; o.KeySource = "the environment variable TINKER_API_KEY named by backend.tinker.api_key_env" }, []string{"refused the API key", "backend.tinker.api_key_env"}},
+		{"wrong key", func(o *Options) {
+			o.APIKey = "tml-wrong-key-987654321"
+			o.KeySource = "the environment variable TINKER_API_KEY named by backend.tinker.api_key_env"
+		}, []string{"refused the API key", "backend.tinker.api_key_env"}},
 		{"unknown base model", func(o *Options) { o.BaseModel = "meta-llama/Llama-3.1-8B" }, []string{"backend.tinker.base_model", "meta-llama/Llama-3.1-8B", "rllm/embedded-tiny, Qwen/Qwen3-8B"}},
 		{"bad URL", func(o *Options) { o.BaseURL = "localhost:8000" }, []string{"backend.tinker.base_url"}},
 		{"zero rank", func(o *Options) { o.LoRA.Rank = 0 }, []string{"lora_rank"}},
