@@ -97,6 +97,7 @@ func newRootCmd(a *App) *cobra.Command {
 		newListCmd(a),
 		newDataCmd(a),
 		newEvalCmd(a),
+		newExportCmd(a),
 	)
 	return root
 }

@@ -133,7 +133,7 @@ func (c *Client) ExportAdapter(ctx context.Context, tinkerPath, out string, maxB
 		return err
 	}
 	defer dir.Abort()
-	if err := extractAdapter(io.LimitReader(body, maxBytes+1), dir.TempPath(), maxBytes); err != nil {
+	if err := extractAdapter(&capReader{r: body, left: maxBytes}, dir.TempPath(), maxBytes); err != nil {
 		return fmt.Errorf("the archive of %s: %w", tinkerPath, err)
 	}
 	if err := flattenAdapter(dir.TempPath()); err != nil {
@@ -181,12 +181,38 @@ func (c *Client) openDownload(ctx context.Context, loc string) (io.ReadCloser, e
 	}
 }
 
+// capReader fails once more than left bytes have been read.
+type capReader struct {
+	r    io.Reader
+	left int64
+}
+
+func (c *capReader) Read(p []byte) (int, error) {
+	if c.left < 0 {
+		return 0, errTooLarge
+	}
+	if int64(len(p)) > c.left+1 {
+		p = p[:c.left+1]
+	}
+	n, err := c.r.Read(p)
+	c.left -= int64(n)
+	if c.left < 0 {
+		return n, errTooLarge
+	}
+	return n, err
+}
+
+var errTooLarge = errors.New("the download is larger than --max-size")
+
 // extractAdapter unpacks a tar (gzip-compressed or not) into dir.
 func extractAdapter(r io.Reader, dir string, maxBytes int64) error {
 	br := bufio.NewReader(r)
 	var src io.Reader = br
 	if magic, _ := br.Peek(2); bytes.Equal(magic, []byte{0x1f, 0x8b}) {
 		gz, err := gzip.NewReader(br)
+		if errors.Is(err, errTooLarge) {
+			return fmt.Errorf("it downloads to more than %d bytes", maxBytes)
+		}
 		if err != nil {
 			return fmt.Errorf("not a gzip file: %w", err)
 		}
@@ -200,6 +226,9 @@ func extractAdapter(r io.Reader, dir string, maxBytes int64) error {
 		h, err := tr.Next()
 		if err == io.EOF {
 			break
+		}
+		if errors.Is(err, errTooLarge) {
+			return fmt.Errorf("it downloads to more than %d bytes", maxBytes)
 		}
 		if err != nil {
 			return fmt.Errorf("not a readable tar archive: %w", err)
@@ -240,6 +269,9 @@ func extractAdapter(r io.Reader, dir string, maxBytes int64) error {
 		n, err := io.Copy(f, io.LimitReader(tr, h.Size))
 		if cerr := f.Close(); err == nil {
 			err = cerr
+		}
+		if errors.Is(err, errTooLarge) {
+			return fmt.Errorf("it downloads to more than %d bytes", maxBytes)
 		}
 		if err != nil {
 			return fmt.Errorf("entry %q: %w", h.Name, err)

@@ -84,9 +84,12 @@ var ErrClosed = errors.New("tinker backend is closed")
 // Open builds the backend from backend.tinker.* (the registry's opener).
 func Open(ctx context.Context, cfg *config.Config, o backend.OpenOptions) (backend.TrainingBackend, error) {
 	tk := cfg.Backend.Tinker
-	key, source, err := apiKey(tk, o)
+	key, source, err := APIKey(tk, o.Getenv, o.ReadFile)
 	if err != nil {
 		return nil, err
+	}
+	if tk.MaxRetries < 0 || tk.RetryAfterCapS < 0 {
+		return nil, usererr.Errorf("backend.tinker.max_retries and backend.tinker.retry_after_cap_s must be ≥ 0 (got %d and %g)", tk.MaxRetries, tk.RetryAfterCapS)
 	}
 	seed := int64(cfg.Trainer.Seed)
 	opts := Options{
@@ -102,11 +105,13 @@ func Open(ctx context.Context, cfg *config.Config, o backend.OpenOptions) (backe
 	return New(ctx, opts)
 }
 
-// apiKey reads the key from the variable named by api_key_env or from
-// api_key_file. The key itself never enters an error message.
-func apiKey(tk config.Tinker, o backend.OpenOptions) (key, source string, err error) {
+// APIKey reads the key from the variable named by api_key_env or from
+// api_key_file (getenv and readFile may be nil: no environment,
+// os.ReadFile). It returns the key and a description of where it came
+// from for error messages; the key itself never enters an error.
+func APIKey(tk config.Tinker, getenv func(string) string, readFile func(string) ([]byte, error)) (key, source string, err error) {
 	if tk.APIKeyFile != "" {
-		read := o.ReadFile
+		read := readFile
 		if read == nil {
 			read = os.ReadFile
 		}
@@ -120,8 +125,8 @@ func apiKey(tk config.Tinker, o backend.OpenOptions) (key, source string, err er
 		}
 		return key, "the file " + tk.APIKeyFile + " named by backend.tinker.api_key_file", nil
 	}
-	if o.Getenv != nil {
-		key = strings.TrimSpace(o.Getenv(tk.APIKeyEnv))
+	if getenv != nil {
+		key = strings.TrimSpace(getenv(tk.APIKeyEnv))
 	}
 	if key == "" {
 		return "", "", usererr.Errorf("backend.tinker.api_key_env: the environment variable %s is not set; export the API key in it (SkyRL accepts any value, e.g. tml-dummy) or set backend.tinker.api_key_file", tk.APIKeyEnv)
