@@ -138,16 +138,23 @@ func (e *transportError) Unwrap() error { return e.err }
 // once sends one request and reads the whole answer. A non-2xx status is
 // an *HTTPError (with the server's message); a failed connection a
 // *transportError.
-func (c *Client) once(ctx context.Context, method, path string, body []byte) ([]byte, error) {
+func (c *Client) once(ctx context.Context, method, path string, body ...[]byte) ([]byte, error) {
 	var rd io.Reader
-	if body != nil {
-		rd = bytes.NewReader(body)
+	size := 0
+	if len(body) > 0 {
+		readers := make([]io.Reader, len(body))
+		for i, b := range body {
+			readers[i] = bytes.NewReader(b)
+			size += len(b)
+		}
+		rd = io.MultiReader(readers...)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, c.api+path, rd)
 	if err != nil {
 		return nil, err
 	}
-	if body != nil {
+	if len(body) > 0 {
+		req.ContentLength = int64(size)
 		req.Header.Set("Content-Type", "application/json")
 	}
 	req.Header.Set("Accept", "application/json")
@@ -254,9 +261,9 @@ func sleep(ctx context.Context, d time.Duration) error {
 
 // call sends a request, retrying 408, 429, 5xx and dropped connections
 // up to MaxRetries times, and maps the final failure to a readable error.
-func (c *Client) call(ctx context.Context, method, path string, body []byte) ([]byte, error) {
+func (c *Client) call(ctx context.Context, method, path string, body ...[]byte) ([]byte, error) {
 	for attempt := 0; ; attempt++ {
-		data, err := c.once(ctx, method, path, body)
+		data, err := c.once(ctx, method, path, body...)
 		if err == nil {
 			return data, nil
 		}
@@ -332,8 +339,8 @@ func (e *RequestError) ExitCode() int {
 }
 
 // submit posts a queued call and returns its request id.
-func (c *Client) submit(ctx context.Context, path string, body []byte) (SubmitResponse, error) {
-	data, err := c.call(ctx, http.MethodPost, path, body)
+func (c *Client) submit(ctx context.Context, path string, body ...[]byte) (SubmitResponse, error) {
+	data, err := c.call(ctx, http.MethodPost, path, body...)
 	if err != nil {
 		return SubmitResponse{}, err
 	}
@@ -449,7 +456,7 @@ func (c *Client) invoke(ctx context.Context, path string, body []byte) (json.Raw
 
 // Capabilities asks the server which base models and losses it serves.
 func (c *Client) Capabilities(ctx context.Context) (Capabilities, error) {
-	data, err := c.call(ctx, http.MethodGet, PathCapabilities, nil)
+	data, err := c.call(ctx, http.MethodGet, PathCapabilities)
 	if err != nil {
 		return Capabilities{}, err
 	}

@@ -107,14 +107,11 @@ func encodeTrainingBody(path, modelID string, data []backend.Datum, loss backend
 	if path == PathForward {
 		key = "forward_input"
 	}
-	tail = append(tail, `,"`...)
-	tail = append(tail, key...)
-	tail = append(tail, `":{"data":[`...)
-	tail = append(tail, encodeDatums(data, loss)...)
-	tail = append(tail, `],"loss_fn":`...)
-	tail = strconv.AppendQuote(tail, loss.Name)
+	var end []byte
+	end = append(end, `],"loss_fn":`...)
+	end = strconv.AppendQuote(end, loss.Name)
 	if len(loss.Config) > 0 {
-		tail = append(tail, `,"loss_fn_config":{`...)
+		end = append(end, `,"loss_fn_config":{`...)
 		keys := make([]string, 0, len(loss.Config))
 		for k := range loss.Config {
 			keys = append(keys, k)
@@ -122,41 +119,51 @@ func encodeTrainingBody(path, modelID string, data []backend.Datum, loss backend
 		slices.Sort(keys)
 		for i, k := range keys {
 			if i > 0 {
-				tail = append(tail, ',')
+				end = append(end, ',')
 			}
-			tail = strconv.AppendQuote(tail, k)
-			tail = append(tail, ':')
-			tail = strconv.AppendFloat(tail, loss.Config[k], 'g', -1, 64)
+			end = strconv.AppendQuote(end, k)
+			end = append(end, ':')
+			end = strconv.AppendFloat(end, loss.Config[k], 'g', -1, 64)
 		}
-		tail = append(tail, '}')
+		end = append(end, '}')
 	}
-	tail = append(tail, "}}"...)
-	return head, tail
+	end = append(end, "}}"...)
+
+	parts := encodeDatums(data, loss)
+	size := len(key) + 16 + len(end) + len(parts)
+	for _, p := range parts {
+		size += len(p)
+	}
+	tail = make([]byte, 0, size)
+	tail = append(tail, `,"`...)
+	tail = append(tail, key...)
+	tail = append(tail, `":{"data":[`...)
+	for i, p := range parts {
+		if i > 0 {
+			tail = append(tail, ',')
+		}
+		tail = append(tail, p...)
+	}
+	return head, append(tail, end...)
 }
 
-// encodeDatums writes the datums as a comma-separated JSON list body,
-// splitting the work across the CPUs for large batches.
-func encodeDatums(data []backend.Datum, loss backend.Loss) []byte {
-	workers := min(runtime.GOMAXPROCS(0), len(data)/8)
-	if workers <= 1 {
-		var out []byte
-		for i := range data {
-			if i > 0 {
-				out = append(out, ',')
-			}
-			out = appendDatum(out, &data[i], loss)
-		}
-		return out
-	}
+// encodeDatums writes the datums as comma-separated JSON in one part per
+// CPU (for large batches), each sized up front.
+func encodeDatums(data []backend.Datum, loss backend.Loss) [][]byte {
+	workers := max(1, min(runtime.GOMAXPROCS(0), len(data)/8))
 	parts := make([][]byte, workers)
-	var wg sync.WaitGroup
 	per := (len(data) + workers - 1) / workers
+	var wg sync.WaitGroup
 	for w := range workers {
-		lo, hi := w*per, min((w+1)*per, len(data))
+		lo, hi := min(w*per, len(data)), min((w+1)*per, len(data))
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			var out []byte
+			est := 0
+			for i := lo; i < hi; i++ {
+				est += 256 + 48*len(data[i].Input)
+			}
+			out := make([]byte, 0, est)
 			for i := lo; i < hi; i++ {
 				if i > lo {
 					out = append(out, ',')
@@ -167,21 +174,13 @@ func encodeDatums(data []backend.Datum, loss backend.Loss) []byte {
 		}()
 	}
 	wg.Wait()
-	size := len(parts)
+	nonEmpty := parts[:0]
 	for _, p := range parts {
-		size += len(p)
-	}
-	out := make([]byte, 0, size)
-	for w, p := range parts {
-		if len(p) == 0 {
-			continue
+		if len(p) > 0 {
+			nonEmpty = append(nonEmpty, p)
 		}
-		if w > 0 && len(out) > 0 {
-			out = append(out, ',')
-		}
-		out = append(out, p...)
 	}
-	return out
+	return nonEmpty
 }
 
 // appendDatum writes one wire Datum (see the package comment on the
@@ -193,31 +192,16 @@ func appendDatum(b []byte, d *backend.Datum, loss backend.Loss) []byte {
 	b = appendInts(b, d.Input)
 	b = append(b, `}]},"loss_fn_inputs":{"target_tokens":`...)
 	b = appendTensorInts(b, in.TargetTokens)
-	one := func(int) float64 { return 1 }
-	zero := func(int) float64 { return 0 }
-	at := func(xs []float64, def func(int) float64) func(int) float64 {
-		if xs == nil {
-			return def
-		}
-		return func(i int) float64 { return xs[i] }
-	}
-	mask := at(in.Mask, one)
 	if loss.Name == backend.LossCrossEntropy {
 		if in.Weights != nil || in.Mask != nil {
-			w := at(in.Weights, one)
 			b = append(b, `,"weights":`...)
-			b = appendTensorFloats(b, n, func(i int) float64 { return w(i) * mask(i) })
+			b = appendTensorProduct(b, n, in.Weights, in.Mask, 1)
 		}
 	} else {
-		lp, adv := at(in.Logprobs, zero), at(in.Advantages, zero)
 		b = append(b, `,"logprobs":`...)
-		b = appendTensorFloats(b, n, lp)
+		b = appendTensorProduct(b, n, in.Logprobs, nil, 0)
 		b = append(b, `,"advantages":`...)
-		if in.Mask == nil {
-			b = appendTensorFloats(b, n, adv)
-		} else {
-			b = appendTensorFloats(b, n, func(i int) float64 { return adv(i) * mask(i) })
-		}
+		b = appendTensorProduct(b, n, in.Advantages, in.Mask, 0)
 	}
 	return append(b, "}}"...)
 }
@@ -246,20 +230,28 @@ func appendTensorInts(b []byte, xs []int) []byte {
 	return appendShape(b, len(xs))
 }
 
-// appendTensorFloats writes n float32 values, each in the shortest form
-// that reads back as the same float32.
-func appendTensorFloats(b []byte, n int, at func(int) float64) []byte {
+// appendTensorProduct writes the n float32 values xs[i]·mask[i] (a nil
+// xs is def everywhere, a nil mask is 1), each in the shortest form that
+// reads back as the same float32.
+func appendTensorProduct(b []byte, n int, xs, mask []float64, def float64) []byte {
 	b = append(b, `{"data":[`...)
 	for i := range n {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		x := float32(at(i))
-		if x == 0 {
+		x := def
+		if xs != nil {
+			x = xs[i]
+		}
+		if mask != nil {
+			x *= mask[i]
+		}
+		f := float32(x)
+		if f == 0 {
 			b = append(b, '0')
 			continue
 		}
-		b = strconv.AppendFloat(b, float64(x), 'g', -1, 32)
+		b = strconv.AppendFloat(b, float64(f), 'g', -1, 32)
 	}
 	b = append(b, `],"dtype":"float32"`...)
 	return appendShape(b, n)

@@ -316,12 +316,12 @@ func (b *Backend) Client() *Client { return b.c }
 type job struct {
 	ctx    context.Context
 	path   string
-	body   func(seq int) []byte
+	body   func(seq int) [][]byte
 	finish func(json.RawMessage, error)
 }
 
 // enqueue queues a training call behind every earlier one.
-func enqueue[T any](b *Backend, ctx context.Context, path string, body func(seq int) []byte, decode func(json.RawMessage) (T, error)) *backend.Future[T] {
+func enqueue[T any](b *Backend, ctx context.Context, path string, body func(seq int) [][]byte, decode func(json.RawMessage) (T, error)) *backend.Future[T] {
 	f, resolve := backend.NewFuture[T]()
 	var zero T
 	j := &job{ctx: ctx, path: path, body: body, finish: func(raw json.RawMessage, err error) {
@@ -372,7 +372,7 @@ func (b *Backend) worker() {
 		// seq_id is out, the server must receive it or the model's
 		// queue would have a gap.
 		sendCtx := context.WithoutCancel(j.ctx)
-		s, err := b.c.submit(sendCtx, j.path, body)
+		s, err := b.c.submit(sendCtx, j.path, body...)
 		if err != nil {
 			<-b.slots
 			if rejected(err) {
@@ -398,7 +398,7 @@ func (b *Backend) worker() {
 			raw, err := b.c.await(j.ctx, j.path, s.RequestID, func() (string, error) {
 				// 410: the same body, hence the same seq_id; the server
 				// de-duplicates it.
-				r, err := b.c.submit(context.WithoutCancel(j.ctx), j.path, j.body(usedSeq))
+				r, err := b.c.submit(context.WithoutCancel(j.ctx), j.path, j.body(usedSeq)...)
 				return r.RequestID, err
 			})
 			j.finish(raw, err)
@@ -461,22 +461,19 @@ func (b *Backend) forward(ctx context.Context, path string, data []backend.Datum
 	})
 }
 
-func spliceSeq(head, tail []byte) func(int) []byte {
-	return func(seq int) []byte {
-		body := make([]byte, 0, len(head)+len(tail)+12)
-		body = append(body, head...)
-		body = strconv.AppendInt(body, int64(seq), 10)
-		return append(body, tail...)
+func spliceSeq(head, tail []byte) func(int) [][]byte {
+	return func(seq int) [][]byte {
+		return [][]byte{head, strconv.AppendInt(nil, int64(seq), 10), tail}
 	}
 }
 
-func jsonBody(v func(seq int) any) func(int) []byte {
-	return func(seq int) []byte {
+func jsonBody(v func(seq int) any) func(int) [][]byte {
+	return func(seq int) [][]byte {
 		b, err := json.Marshal(v(seq))
 		if err != nil {
 			panic(err) // our own structs always marshal
 		}
-		return b
+		return [][]byte{b}
 	}
 }
 
