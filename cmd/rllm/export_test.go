@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"os"
 	"path/filepath"
@@ -71,4 +72,20 @@ func trainOneTinkerStep(url, dir string) error {
 		return err
 	}
 	return tinker.WriteCheckpoint(dir, tinker.Checkpoint{WeightsPath: weights, SamplerPath: snap.(*tinker.Sampler).Path(), BaseModel: faketinker.BaseModel, BaseURL: url})
+}
+
+// TestExampleConfigsValidate: every real-model example config in
+// examples/configs passes validate-config.
+func TestExampleConfigsValidate(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("..", "..", "examples", "configs", "*.yaml"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no example configs (%v)", err)
+	}
+	for _, f := range files {
+		var out, errb bytes.Buffer
+		app := &App{Stdout: &out, Stderr: &errb, Getenv: func(string) string { return "" }, ReadFile: os.ReadFile}
+		if code := app.Run(context.Background(), []string{"validate-config", "--config", f}); code != 0 {
+			t.Errorf("%s: exit %d: %s", f, code, errb.String())
+		}
+	}
 }
