@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -21,6 +20,7 @@ import (
 	"github.com/rllm-org/rllm-go/pkg/dataset"
 	"github.com/rllm-org/rllm-go/pkg/episode"
 	"github.com/rllm-org/rllm-go/pkg/rollout"
+	"github.com/rllm-org/rllm-go/pkg/trainer"
 	"github.com/rllm-org/rllm-go/pkg/workflow"
 )
 
@@ -126,13 +126,9 @@ func runEval(ctx context.Context, a *App, opts *evalOptions) error {
 		tasks = append(tasks, ts...)
 	}
 
-	name, args, deps := workflowSpec(c)
-	vk := c.Rollout.ValKwargs
-	deps.Params.Temperature, deps.Params.TopP, deps.Params.TopK = vk.Temperature, vk.TopP, vk.TopK
+	spec := workflow.SpecFromConfig(c)
 	// Resolve names and arguments before loading a model or calling a server.
-	check := deps
-	check.Sampler = checkOnlySampler{}
-	if _, err := workflow.New(name, args, check); err != nil {
+	if err := spec.Check(); err != nil {
 		return err
 	}
 
@@ -151,23 +147,9 @@ func runEval(ctx context.Context, a *App, opts *evalOptions) error {
 		return err
 	}
 	defer pol.close()
-	deps.Sampler = pol.sampler
-	factory := func() (rollout.Workflow, error) { return workflow.New(name, args, deps) }
-
-	var timeout time.Duration
-	if t := c.Agent.TrajectoryTimeout; t != nil {
-		timeout = seconds(*t)
-	}
 	total := len(tasks) * k
 	prog := newEvalProgress(a.Stderr, opts.output == "json", total)
-	eng, err := rollout.NewEngine(factory, rollout.EngineOptions{
-		N:              k,
-		NParallel:      c.Workflow.NParallelTasks,
-		RetryLimit:     c.Workflow.RetryLimit,
-		EpisodeTimeout: timeout,
-		TaskID:         datasetTaskID,
-		OnEvent:        prog.onEvent,
-	})
+	eng, err := rollout.NewRunner(spec, pol.sampler, trainer.ValParams(c), k, rollout.RunnerOptionsFromConfig(c), prog.onEvent)
 	if err != nil {
 		return err
 	}
@@ -201,6 +183,7 @@ func runEval(ctx context.Context, a *App, opts *evalOptions) error {
 	}
 
 	sum := rollout.Summarize(eps, k)
+	vk := c.Rollout.ValKwargs
 	sum.Seconds = elapsed.Seconds()
 	rep := evalReport{EvalSummary: sum, Model: pol.model, Sampler: pol.kind, Data: opts.data,
 		Temperature: vk.Temperature, TopP: vk.TopP, TopK: vk.TopK, EpisodesOut: opts.episodes}
@@ -233,15 +216,6 @@ func runEval(ctx context.Context, a *App, opts *evalOptions) error {
 		fmt.Fprintf(a.Stderr, "rllm: warning: %d of %d episodes failed (counted as incorrect); the first: %s\n", rep.Failed, len(eps), firstErr)
 	}
 	return nil
-}
-
-// datasetTaskID names a task as pkg/dataset does (task_id, uid, id),
-// falling back to its position among all tasks of the run.
-func datasetTaskID(index int, t episode.Task) string {
-	if id, ok := dataset.TaskID(t); ok {
-		return id
-	}
-	return strconv.Itoa(index)
 }
 
 func writeEvalTable(w io.Writer, r *evalReport) error {

@@ -7,11 +7,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/rllm-org/rllm-go/pkg/backend/local"
+	"github.com/rllm-org/rllm-go/pkg/backend"
 	"github.com/rllm-org/rllm-go/pkg/config"
 	"github.com/rllm-org/rllm-go/pkg/rollout"
 	"github.com/rllm-org/rllm-go/pkg/sampler"
-	"github.com/rllm-org/rllm-go/pkg/trainer"
 )
 
 // policy is the model a command samples from, whichever side of a wire
@@ -38,13 +37,10 @@ func openPolicy(ctx context.Context, a *App, c *config.Config, textOnly bool) (*
 	if usesServer(c) {
 		return openServerPolicy(ctx, a, c, textOnly)
 	}
-	if c.Backend.Name != "local" {
-		return nil, usagef("backend.name=%s has no sampler of its own here; sample from a server instead: rollout.engine=openai rollout.endpoints=[URL] rollout.model=NAME", c.Backend.Name)
-	}
 	if textOnly {
-		return nil, usagef("--text-only applies to OpenAI-compatible servers (rollout.engine=openai); the embedded policy always returns token ids")
+		return nil, usagef("--text-only applies to OpenAI-compatible servers (rollout.engine=openai); the %s backend's sampler always returns token ids", c.Backend.Name)
 	}
-	be, err := trainer.OpenLocal(ctx, c, "")
+	be, err := backend.Open(ctx, c, backend.OpenOptions{Getenv: a.Getenv, ReadFile: a.ReadFile})
 	if err != nil {
 		return nil, err
 	}
@@ -53,11 +49,14 @@ func openPolicy(ctx context.Context, a *App, c *config.Config, textOnly bool) (*
 		be.Close()
 		return nil, err
 	}
-	where := "a fresh model sized by backend.local"
-	if c.Backend.Local.Weights != "" {
-		where = c.Backend.Local.Weights
+	where := be.Info().Name
+	if c.Backend.Name == "local" {
+		where = "a fresh model sized by backend.local"
+		if c.Backend.Local.Weights != "" {
+			where = c.Backend.Local.Weights
+		}
 	}
-	return &policy{sampler: local.NewChatSampler(ts), kind: "local", model: ts.Name(), where: where,
+	return &policy{sampler: be.ChatSampler(ts), kind: c.Backend.Name, model: ts.Name(), where: where,
 		close: func() { be.Close() }}, nil
 }
 

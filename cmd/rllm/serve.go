@@ -13,7 +13,6 @@ import (
 
 	"github.com/rllm-org/rllm-go/pkg/backend/local"
 	"github.com/rllm-org/rllm-go/pkg/backend/local/openai"
-	"github.com/rllm-org/rllm-go/pkg/trainer"
 )
 
 type serveOptions struct {
@@ -63,7 +62,7 @@ func runServe(ctx context.Context, a *App, opts *serveOptions) error {
 	if err != nil {
 		return err
 	}
-	be, err := trainer.OpenLocal(ctx, ld.Config, opts.weights)
+	be, err := local.OpenConfig(ctx, ld.Config, opts.weights)
 	if err != nil {
 		return err
 	}

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 	"math"
 	"math/rand/v2"
 	"strings"
@@ -82,7 +81,7 @@ func runSFT(ctx context.Context, a *App, opts *sftOptions) error {
 	if err != nil {
 		return err
 	}
-	be, err := trainer.OpenLocal(ctx, ld.Config, opts.weights)
+	be, err := local.OpenConfig(ctx, ld.Config, opts.weights)
 	if err != nil {
 		return err
 	}
@@ -96,7 +95,10 @@ func runSFT(ctx context.Context, a *App, opts *sftOptions) error {
 		lr = ld.Config.Backend.Local.LR
 	}
 	rng := rand.New(rand.NewPCG(uint64(ld.Config.Trainer.Seed), 0x736674))
-	curve, err := trainSFT(ctx, be, data, sftPlan{epochs: opts.epochs, batchSize: opts.batchSize, adam: sftAdam(lr), rng: rng}, a.Stdout)
+	curve, err := trainer.SFT(ctx, be, data, trainer.SFTOptions{Epochs: opts.epochs, BatchSize: opts.batchSize, Adam: sftAdam(lr), Shuffle: rng,
+		OnStep: func(step, steps, epoch int, loss float64) {
+			fmt.Fprintf(a.Stdout, "step %d/%d  epoch %d  loss %.4f\n", step, steps, epoch, loss)
+		}})
 	if err != nil {
 		return err
 	}
@@ -155,53 +157,6 @@ func sftDatums(file string, rows []episode.Task, promptKey, responseKey string, 
 		return nil, usagef("%s has no rows; give at least one row with %q and %q columns", file, promptKey, responseKey)
 	}
 	return data, nil
-}
-
-type sftPlan struct {
-	epochs, batchSize int
-	adam              backend.AdamParams
-	rng               *rand.Rand
-}
-
-// trainSFT runs the epochs through any TrainingBackend, queueing each
-// step's forward_backward and optim_step before waiting, and returns the
-// per-token loss of every step.
-func trainSFT(ctx context.Context, be backend.TrainingBackend, data []backend.Datum, plan sftPlan, out io.Writer) ([]float64, error) {
-	loss := backend.Loss{Name: backend.LossCrossEntropy}
-	steps := plan.epochs * ((len(data) + plan.batchSize - 1) / plan.batchSize)
-	var curve []float64
-	order := make([]int, len(data))
-	for i := range order {
-		order[i] = i
-	}
-	step := 0
-	for epoch := 1; epoch <= plan.epochs; epoch++ {
-		plan.rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
-		for start := 0; start < len(order); start += plan.batchSize {
-			batch := make([]backend.Datum, 0, plan.batchSize)
-			var weight float64
-			for _, i := range order[start:min(start+plan.batchSize, len(order))] {
-				batch = append(batch, data[i])
-				for _, w := range data[i].LossFnInputs.Weights {
-					weight += w
-				}
-			}
-			fb := be.ForwardBackward(ctx, batch, loss)
-			opt := be.OptimStep(ctx, plan.adam)
-			res, err := fb.Result(ctx)
-			if err != nil {
-				return curve, err
-			}
-			if _, err := opt.Result(ctx); err != nil {
-				return curve, err
-			}
-			step++
-			perToken := res.Metrics["loss:sum"] / max(weight, 1)
-			curve = append(curve, perToken)
-			fmt.Fprintf(out, "step %d/%d  epoch %d  loss %.4f\n", step, steps, epoch, perToken)
-		}
-	}
-	return curve, nil
 }
 
 // sparkline draws values as a row of block characters, high = tall.

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"fmt"
+
 	"github.com/spf13/cobra"
 
 	"github.com/rllm-org/rllm-go/pkg/trainer"
@@ -10,6 +12,7 @@ type trainOptions struct {
 	config configFlags
 	args   []string
 	output string
+	dryRun bool
 }
 
 func newTrainCmd(a *App) *cobra.Command {
@@ -28,7 +31,8 @@ again resumes from the newest checkpoint (trainer.resume_mode=auto).
 Ctrl-C writes a checkpoint of the last finished step and exits with 130.`,
 		Example: `  rllm train
   rllm train --set data.train_batch_size=8 rollout.n=4
-  rllm train --config my.yaml trainer.total_training_steps=100`,
+  rllm train --config my.yaml trainer.total_training_steps=100
+  rllm train --dry-run env.name=countdown`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			switch opts.output {
 			case "auto", "text", "json":
@@ -41,6 +45,7 @@ Ctrl-C writes a checkpoint of the last finished step and exits with 130.`,
 		ValidArgsFunction: completeConfigKeys,
 	}
 	opts.config.register(cmd)
+	cmd.Flags().BoolVar(&opts.dryRun, "dry-run", false, "print the training plan the configuration resolves to and exit without training")
 	cmd.Flags().StringVarP(&opts.output, "output", "o", "auto", "progress format on stderr: auto (text on a terminal, else JSON lines), text or json")
 	return cmd
 }
@@ -52,6 +57,14 @@ func runTrain(cmd *cobra.Command, a *App, opts *trainOptions) error {
 		return err
 	}
 	if err := checkComponents(ld.Config); err != nil {
+		return err
+	}
+	if opts.dryRun {
+		plan, err := trainer.NewPlan(ld.Config)
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprint(a.Stdout, plan)
 		return err
 	}
 	json := opts.output == "json" || (opts.output == "auto" && !a.StderrIsTerminal)

@@ -38,7 +38,7 @@ import (
 )
 
 // BaseModel is the name the fake serves the embedded policy under.
-const BaseModel = "rllm/embedded-tiny"
+const BaseModel = "rllm/embedded-tiny" // tinker.EmbeddedModel
 
 // Options configure a fake server.
 type Options struct {

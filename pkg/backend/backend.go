@@ -11,6 +11,8 @@ import (
 	"context"
 	"fmt"
 	"math"
+
+	"github.com/rllm-org/rllm-go/pkg/sampler"
 )
 
 // TrainingBackend is one trainable model. Calls on it run in the order
@@ -43,9 +45,28 @@ type TrainingBackend interface {
 	// "<model>-v<N>".
 	PublishSampler(ctx context.Context, name string) *Future[TokenSampler]
 
+	// ChatSampler lets workflows sample from a snapshot through
+	// sampler.Sampler: chats rendered with the model's own chat template,
+	// replies decoded with its tokenizer, exact token ids and logprobs
+	// kept. The trainer swaps in each newly published snapshot.
+	ChatSampler(snap TokenSampler) sampler.Sampler
+	// Codec is the model's tokenizer, as training needs it.
+	Codec() Codec
+
 	// Close waits for queued calls to finish and releases the model.
 	// Calls submitted after Close fail.
 	Close() error
+}
+
+// Codec is the part of a model's tokenizer the trainer uses (warm-up
+// targets, stop tokens). pkg/tokenizer's Hugging Face tokenizers and the
+// embedded policy's byte tokenizer both fit it.
+type Codec interface {
+	Encode(text string, addSpecial bool) []int
+	Decode(ids []int, skipSpecial bool) (string, error)
+	// StopTokens end a reply; the first is the end-of-turn token a chat
+	// reply ends with (<|im_end|> for ChatML models).
+	StopTokens() []int
 }
 
 // ModelInfo describes the model behind a backend.

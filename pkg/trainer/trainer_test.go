@@ -153,7 +153,7 @@ func TestInterruptCheckpoints(t *testing.T) {
 	defer tr.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	tr.opts.Log = &cancelAfter{lines: 2, cancel: cancel} // the second step line cancels
-	tr.cfg.Trainer.Logger = []string{"console", "jsonl"}
+	tr.plan.Cadence.Console = true
 	res, err := tr.Train(ctx)
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("err = %v, want context.Canceled", err)
@@ -195,16 +195,16 @@ func TestUpdateFollowsAdvantages(t *testing.T) {
 	defer tr.Close()
 	tok := local.Tokenizer{}
 	prompt := tok.ChatTemplate([]episode.Message{{Role: "user", Content: "1+1="}}, true)
-	var mb []trainSeq
+	var mb []*Sample
 	for i, reply := range []string{"2", "3", "2", "5"} {
 		ids := append(tok.Encode(reply, false), local.TokenImEnd)
-		s := trainSeq{Sequence: rollout.Sequence{
+		s := &Sample{Sequence: rollout.Sequence{
 			EpisodeID: fmt.Sprintf("t:%d", i), PromptIDs: prompt, ResponseIDs: ids,
 			LossMask: []int8{1, 1},
 		}}
-		s.adv = -1
+		s.Advantage = -1
 		if reply == "2" {
-			s.adv = 1
+			s.Advantage = 1
 		}
 		mb = append(mb, s)
 	}
@@ -221,7 +221,7 @@ func TestUpdateFollowsAdvantages(t *testing.T) {
 		for i, s := range mb {
 			lp := out.LossFnOutputs[i].Logprobs
 			for j := range s.ResponseIDs {
-				total += s.adv * lp[len(s.PromptIDs)-1+j]
+				total += s.Advantage * lp[len(s.PromptIDs)-1+j]
 			}
 		}
 		return total
@@ -240,14 +240,16 @@ func TestUpdateFollowsAdvantages(t *testing.T) {
 		mb[i].Logprobs = []float64{lp[len(prompt)-1], lp[len(prompt)]}
 	}
 	before := score()
-	res, _, err := tr.updateMiniBatch(ctx, mb)
+	up := tr.plan.Update
+	up.Epochs = 1
+	st, err := update(ctx, tr.be, &up, [][]*Sample{mb}, tr.plan.Adam(0, 10))
 	if err != nil {
 		t.Fatal(err)
 	}
 	after := score()
 	// On-policy PPO: ratio 1, no clipping, loss −mean(A) over 8 tokens = 0.
-	if math.Abs(res.Loss) > 1e-6 || res.Metrics.ClipFrac != 0 {
-		t.Errorf("on-policy loss %g clipfrac %g, want 0 and 0", res.Loss, res.Metrics.ClipFrac)
+	if math.Abs(st.PGLoss) > 1e-6 || st.ClipFrac != 0 || st.Updates != 1 || st.TrainedTokens != 8 {
+		t.Errorf("on-policy update %+v, want loss 0, clipfrac 0, 1 update of 8 tokens", st)
 	}
 	if after <= before {
 		t.Errorf("Σ A·logprob went from %.4f to %.4f; the update did not follow the advantages", before, after)
@@ -276,9 +278,12 @@ func TestLearningRateSchedule(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			tr := &Trainer{cfg: c, totalSteps: 10}
+			p, err := NewPlan(c)
+			if err != nil {
+				t.Fatal(err)
+			}
 			for s, want := range tt.want {
-				if got := tr.lr(s); math.Abs(got-want) > 1e-12 {
+				if got := p.Update.LR.At(s, 10); math.Abs(got-want) > 1e-12 {
 					t.Errorf("lr(%d) = %g, want %g", s, got, want)
 				}
 			}
@@ -287,11 +292,16 @@ func TestLearningRateSchedule(t *testing.T) {
 }
 
 func TestMiniBatchesKeepGroupsTogether(t *testing.T) {
-	var seqs []trainSeq
-	for _, id := range []string{"a:0", "a:1", "b:0", "b:1", "c:0", "c:1", "d:0"} {
-		seqs = append(seqs, trainSeq{Sequence: rollout.Sequence{EpisodeID: id}})
+	var groups []Group
+	for _, n := range []int{2, 2, 2, 1} {
+		var g Group
+		for range n {
+			g.Samples = append(g.Samples, Sample{Sequence: rollout.Sequence{ResponseIDs: []int{1}, LossMask: []int8{1}}})
+		}
+		groups = append(groups, g)
 	}
-	got := miniBatches(seqs, 2)
+	groups[2].Samples = append(groups[2].Samples, Sample{Masked: true, Sequence: rollout.Sequence{ResponseIDs: []int{1}, LossMask: []int8{1}}})
+	got := miniBatches(groups, 2)
 	var shape []int
 	for _, mb := range got {
 		shape = append(shape, len(mb))

@@ -268,3 +268,42 @@ func parseToolCalls(text string) (string, []episode.ToolCall) {
 	rest.WriteString(text[prev:])
 	return strings.TrimSpace(rest.String()), calls
 }
+
+// Codec adapts a Hugging Face tokenizer to backend.Codec: Decode can skip
+// special tokens, and StopTokens are the reply-ending ids (the eos first).
+type Codec struct {
+	Tok   *tokenizer.Tokenizer
+	Stops []int
+}
+
+var _ backend.Codec = Codec{}
+
+// NewCodec is tok's codec with its eos as the stop token.
+func NewCodec(tok *tokenizer.Tokenizer) Codec {
+	var stops []int
+	if eos := tok.Special().EOS; eos >= 0 {
+		stops = []int{eos}
+	}
+	return Codec{Tok: tok, Stops: stops}
+}
+
+// Encode encodes text (addSpecial adds the post-processor's tokens).
+func (c Codec) Encode(text string, addSpecial bool) []int { return c.Tok.Encode(text, addSpecial) }
+
+// Decode returns the text of ids, leaving special tokens out when
+// skipSpecial is set.
+func (c Codec) Decode(ids []int, skipSpecial bool) (string, error) {
+	if !skipSpecial {
+		return c.Tok.Decode(ids)
+	}
+	kept := make([]int, 0, len(ids))
+	for _, id := range ids {
+		if !c.Tok.IsSpecial(id) {
+			kept = append(kept, id)
+		}
+	}
+	return c.Tok.Decode(kept)
+}
+
+// StopTokens end a reply.
+func (c Codec) StopTokens() []int { return c.Stops }

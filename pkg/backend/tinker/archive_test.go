@@ -166,3 +166,41 @@ func TestCheckpointFile(t *testing.T) {
 		t.Errorf("missing file: %v", err)
 	}
 }
+
+// The API key never reaches the run directory: tinker.json and an
+// exported adapter hold paths and weights only.
+func TestAPIKeyNeverWritten(t *testing.T) {
+	r := newRig(t, faketinker.Options{}, nil)
+	ctx := context.Background()
+	w, err := r.b.SaveState(ctx, "global_step_1").Result(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, err := r.b.PublishSampler(ctx, "global_step_1").Result(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := t.TempDir()
+	step := filepath.Join(run, "global_step_1")
+	if err := WriteCheckpoint(step, Checkpoint{WeightsPath: w, SamplerPath: snap.(*Sampler).Path(), BaseModel: faketinker.BaseModel, BaseURL: r.srv.URL}); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.b.Client().ExportAdapter(ctx, snap.(*Sampler).Path(), filepath.Join(run, "adapter"), 0); err != nil {
+		t.Fatal(err)
+	}
+	files := 0
+	filepath.WalkDir(run, func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		files++
+		b, _ := os.ReadFile(p)
+		if bytes.Contains(b, []byte(testKey)) {
+			t.Errorf("%s holds the API key", p)
+		}
+		return nil
+	})
+	if files < 3 {
+		t.Errorf("only %d files written", files)
+	}
+}

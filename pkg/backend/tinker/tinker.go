@@ -28,7 +28,11 @@ import (
 	"time"
 
 	"github.com/rllm-org/rllm-go/pkg/backend"
+	"github.com/rllm-org/rllm-go/pkg/backend/chatsampler"
+	"github.com/rllm-org/rllm-go/pkg/backend/local"
 	"github.com/rllm-org/rllm-go/pkg/config"
+	"github.com/rllm-org/rllm-go/pkg/sampler"
+	"github.com/rllm-org/rllm-go/pkg/tokenizer"
 	"github.com/rllm-org/rllm-go/pkg/usererr"
 )
 
@@ -47,7 +51,25 @@ type Options struct {
 	Weights string
 	// MaxInFlight bounds the calls sent but not finished; 0 means 32.
 	MaxInFlight int
+	// Tokenizer is the base model's own tokenizer and chat template
+	// (rollout.tokenizer): ChatSampler renders chats with it and Codec is
+	// it. It may be nil only for EmbeddedModel, whose byte tokenizer is
+	// built in.
+	Tokenizer *tokenizer.Tokenizer
+	// TokenizerRef, when Tokenizer is nil, names it (rollout.tokenizer: a
+	// directory or a Hugging Face id in the local cache, found through
+	// Getenv); empty means the base model's id. Loaded after the
+	// capabilities check.
+	TokenizerRef string
+	Getenv       func(string) string
+	// Chat configures the chat samplers.
+	Chat chatsampler.Options
 }
+
+// EmbeddedModel is the base model internal/faketinker serves (the
+// embedded policy behind the Tinker API); its tokenizer and ChatML
+// template are the embedded policy's.
+const EmbeddedModel = "rllm/embedded-tiny"
 
 // DefaultLosses are the built-in losses assumed when a server does not
 // list supported_loss_fns (hosted Tinker and TuFT have them all).
@@ -101,8 +123,14 @@ func Open(ctx context.Context, cfg *config.Config, o backend.OpenOptions) (backe
 		LoRA:      LoRAConfig{Rank: tk.LoRARank, Seed: &seed, TrainUnembed: tk.TrainUnembed, TrainMLP: tk.TrainMLP, TrainAttn: tk.TrainAttn},
 		Heartbeat: time.Duration(tk.HeartbeatS * float64(time.Second)),
 		Weights:   o.Weights,
+		Chat:      chatsampler.Options{ParseToolCalls: true},
 	}
-	return New(ctx, opts)
+	opts.TokenizerRef, opts.Getenv = cfg.Rollout.Tokenizer, o.Getenv
+	b, err := New(ctx, opts)
+	if err != nil {
+		return nil, err // not a typed nil
+	}
+	return b, nil
 }
 
 // APIKey reads the key from the variable named by api_key_env or from
@@ -166,6 +194,9 @@ func New(ctx context.Context, opts Options) (*Backend, error) {
 	if err := b.checkCapabilities(ctx); err != nil {
 		return nil, err
 	}
+	if err := b.loadTokenizer(); err != nil {
+		return nil, err
+	}
 	if err := b.createSession(ctx); err != nil {
 		return nil, err
 	}
@@ -225,6 +256,28 @@ func (b *Backend) checkCapabilities(ctx context.Context) error {
 	b.info.Name = b.opts.BaseModel
 	b.info.Entropy = false
 	return nil
+}
+
+// loadTokenizer finds the base model's tokenizer and checks its chat
+// template once, here, rather than at every swap.
+func (b *Backend) loadTokenizer() error {
+	o := &b.opts
+	if o.Tokenizer == nil && (o.TokenizerRef != "" || o.BaseModel != EmbeddedModel) {
+		ref := o.TokenizerRef
+		if ref == "" {
+			ref = o.BaseModel
+		}
+		tok, err := chatsampler.LoadTokenizer(ref, o.Getenv)
+		if err != nil {
+			return err
+		}
+		o.Tokenizer = tok
+	}
+	if o.Tokenizer == nil {
+		return nil // EmbeddedModel: the built-in byte tokenizer
+	}
+	_, err := chatsampler.New(nil, o.Tokenizer, o.Chat)
+	return err
 }
 
 func (b *Backend) createSession(ctx context.Context) error {
@@ -300,6 +353,33 @@ func (b *Backend) Info() backend.ModelInfo {
 	info := b.info
 	info.SupportedLosses = append([]string(nil), b.info.SupportedLosses...)
 	return info
+}
+
+// ChatSampler samples from snap through sampler.Sampler with the base
+// model's own tokenizer and chat template (the embedded policy's for
+// EmbeddedModel): exact token ids and logprobs kept.
+func (b *Backend) ChatSampler(snap backend.TokenSampler) sampler.Sampler {
+	if b.opts.Tokenizer == nil {
+		return local.NewChatSampler(snap)
+	}
+	cs, err := chatsampler.New(snap, b.opts.Tokenizer, b.opts.Chat)
+	if err != nil {
+		// New checked the template at Open; this cannot happen.
+		panic(err)
+	}
+	return cs
+}
+
+// Codec is the base model's tokenizer.
+func (b *Backend) Codec() backend.Codec {
+	if b.opts.Tokenizer == nil {
+		return local.Tokenizer{}
+	}
+	c := chatsampler.NewCodec(b.opts.Tokenizer)
+	if b.opts.Chat.StopTokenIDs != nil {
+		c.Stops = b.opts.Chat.StopTokenIDs
+	}
+	return c
 }
 
 // ModelID is the server's id of the model being trained.

@@ -5,15 +5,21 @@ import (
 	"context"
 	"errors"
 	"math"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/rllm-org/rllm-go/internal/faketinker"
+	"github.com/rllm-org/rllm-go/internal/repotest"
 	"github.com/rllm-org/rllm-go/pkg/backend"
+	"github.com/rllm-org/rllm-go/pkg/backend/chatsampler"
 	"github.com/rllm-org/rllm-go/pkg/backend/local"
 	"github.com/rllm-org/rllm-go/pkg/config"
+	"github.com/rllm-org/rllm-go/pkg/episode"
+	"github.com/rllm-org/rllm-go/pkg/sampler"
 	"github.com/rllm-org/rllm-go/pkg/usererr"
 )
 
@@ -587,3 +593,49 @@ func testConfig(url string) *config.Config {
 }
 
 func exitCode(err error) int { return usererr.ExitCode(context.Background(), err) }
+
+// The embedded model's chat sampler works end to end through the API; a
+// real tokenizer gives the Hugging Face chat sampler and codec.
+func TestChatSamplerAndCodec(t *testing.T) {
+	r := newRig(t, faketinker.Options{}, nil)
+	ctx := context.Background()
+	snap, err := r.b.PublishSampler(ctx, "chat").Result(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs := r.b.ChatSampler(snap)
+	seed := int64(1)
+	res, err := cs.Sample(ctx, sampler.Request{Messages: []episode.Message{{Role: "user", Content: "hi"}}, Params: sampler.Params{MaxTokens: 6, Temperature: 1, Seed: &seed}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.CompletionIDs) == 0 || len(res.CompletionIDs) != len(res.Logprobs) || res.Model != "chat" {
+		t.Errorf("chat response %+v", res)
+	}
+	if got := r.b.Codec().StopTokens(); got[0] != local.TokenImEnd {
+		t.Errorf("embedded codec stops %v", got)
+	}
+
+	dir := filepath.Join(repotest.Root(t), ".cache", "tokenizers", "qwen3")
+	if _, err := os.Stat(filepath.Join(dir, "tokenizer.json")); err != nil {
+		t.Skip("qwen3 tokenizer missing: run scripts/fetch-tokenizers.sh")
+	}
+	q := newRig(t, faketinker.Options{}, func(o *Options) { o.TokenizerRef = dir })
+	if _, ok := q.b.ChatSampler(snap).(*chatsampler.Sampler); !ok {
+		t.Error("a real tokenizer should give the chat template sampler")
+	}
+	c := q.b.Codec()
+	if c.StopTokens()[0] != 151645 {
+		t.Errorf("qwen3 stops %v", c.StopTokens())
+	}
+	text, err := c.Decode(append(c.Encode("hi", false), 151645), true)
+	if err != nil || text != "hi" {
+		t.Errorf("decode skipping specials: %q, %v", text, err)
+	}
+	srv := newFake(t, faketinker.Options{})
+	opts := testOptions(srv.URL, &syncBuffer{})
+	opts.TokenizerRef = filepath.Join(t.TempDir(), "nope")
+	if _, err := New(ctx, opts); err == nil || exitCode(err) != 2 || !strings.Contains(err.Error(), "rollout.tokenizer") {
+		t.Errorf("a missing tokenizer: %v", err)
+	}
+}
