@@ -84,15 +84,16 @@ type Backend struct {
 	info      backend.ModelInfo
 	supported map[string]bool
 
-	mu       sync.Mutex // guards closed, versions and sends on jobs
-	closed   bool
-	versions int
-	brokenMu sync.Mutex
-	broken   error
-	jobs     chan *job
-	slots    chan struct{}
-	workerWG sync.WaitGroup
-	waitWG   sync.WaitGroup
+	mu        sync.Mutex // guards closed, versions, published and sends on jobs
+	closed    bool
+	versions  int
+	published map[string]bool
+	brokenMu  sync.Mutex
+	broken    error
+	jobs      chan *job
+	slots     chan struct{}
+	workerWG  sync.WaitGroup
+	waitWG    sync.WaitGroup
 
 	stopHeartbeat context.CancelFunc
 	heartbeatDone chan struct{}
@@ -619,18 +620,31 @@ func (b *Backend) LoadState(ctx context.Context, path string, withOptimizer bool
 }
 
 // PublishSampler saves the weights for sampling (save_weights_for_sampler)
-// and returns a sampler on them. An empty name becomes "rllm-v<N>".
+// and returns a sampler on them. An empty name becomes "rllm-v<N>"; a name
+// published before becomes "<name>-v<N>" (N counts this backend's
+// publishes), since sampler weights on the server never change.
 func (b *Backend) PublishSampler(ctx context.Context, name string) *backend.Future[backend.TokenSampler] {
+	if name != "" {
+		if err := checkName("sampler snapshot", name); err != nil {
+			return backend.Resolved[backend.TokenSampler](nil, err)
+		}
+	}
 	b.mu.Lock()
 	b.versions++
 	version := b.versions
-	b.mu.Unlock()
-	if name == "" {
+	switch {
+	case name == "":
 		name = fmt.Sprintf("rllm-v%d", version)
+	case b.published[name]:
+		// Sampler weights are immutable on the server: a name published
+		// before gets the version to stay unique.
+		name = fmt.Sprintf("%s-v%d", name, version)
 	}
-	if err := checkName("sampler snapshot", name); err != nil {
-		return backend.Resolved[backend.TokenSampler](nil, err)
+	if b.published == nil {
+		b.published = map[string]bool{}
 	}
+	b.published[name] = true
+	b.mu.Unlock()
 	decode := decodePath(PathSaveForSampler)
 	return enqueue(b, ctx, PathSaveForSampler, jsonBody(func(seq int) any {
 		return SaveWeightsRequest{Type: PathSaveForSampler, ModelID: b.modelID, SeqID: seq, Path: name}

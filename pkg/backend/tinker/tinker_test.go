@@ -639,3 +639,22 @@ func TestChatSamplerAndCodec(t *testing.T) {
 		t.Errorf("a missing tokenizer: %v", err)
 	}
 }
+
+func TestPublishNamesStayUnique(t *testing.T) {
+	r := newRig(t, faketinker.Options{}, nil)
+	ctx := context.Background()
+	var names []string
+	for _, n := range []string{"policy-step0", "policy-step0", "", "policy-step1"} {
+		s, err := r.b.PublishSampler(ctx, n).Result(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, s.Name()+"@"+s.(*Sampler).Path())
+	}
+	want := []string{"policy-step0", "policy-step0-v2", "rllm-v3", "policy-step1"}
+	for i, w := range want {
+		if !strings.HasPrefix(names[i], w+"@tinker://") || !strings.HasSuffix(names[i], "/sampler_weights/"+w) {
+			t.Errorf("publish %d: %s; want %s", i, names[i], w)
+		}
+	}
+}
