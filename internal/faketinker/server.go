@@ -216,7 +216,7 @@ func New(opts Options) (*Server, error) {
 	api("get_info", s.getInfo)
 	api("unload_model", s.unloadModel)
 	for _, p := range []string{"forward_backward", "forward", "optim_step", "save_weights", "load_weights", "save_weights_for_sampler"} {
-		api(p, s.training)
+		api(p, func(w http.ResponseWriter, r *http.Request, body []byte) { s.training(p, w, r, body) })
 	}
 	api("asample", s.sample)
 	api("retrieve_future", s.retrieve)

@@ -69,13 +69,16 @@ var lossKeys = map[string][]string{
 var nameRE = regexp.MustCompile(`^[a-zA-Z0-9_-]+$`)
 
 // training handles the seq_id-ordered calls.
-func (s *Server) training(w http.ResponseWriter, _ *http.Request, body []byte) {
+func (s *Server) training(path string, w http.ResponseWriter, _ *http.Request, body []byte) {
 	var req trainingRequest
 	if err := decodeStrict(body, &req); err != nil {
 		writeJSON(w, http.StatusUnprocessableEntity, map[string]string{"detail": err.Error()})
 		return
 	}
-	path := req.Type
+	if req.Type != "" && req.Type != path {
+		writeJSON(w, http.StatusUnprocessableEntity, map[string]string{"detail": fmt.Sprintf("type %q sent to %s", req.Type, path)})
+		return
+	}
 	if req.SeqID == nil || *req.SeqID < 1 {
 		writeJSON(w, http.StatusUnprocessableEntity, map[string]string{"detail": "seq_id is required and starts at 1"})
 		return
