@@ -99,6 +99,12 @@ type LossFnInputs struct {
 	// Weights multiply cross_entropy's per-token term; client-side losses
 	// put −∂C/∂lp here.
 	Weights []float64 `json:"weights,omitempty"`
+	// EntropyWeights, when set, add −Σ e·H to the loss, H the entropy of
+	// the next-token distribution at each position: the entropy bonus of a
+	// client-side loss (∂loss/∂H = −e), which target-logprob weights
+	// cannot express because its gradient flows through every logit. Only
+	// backends whose ModelInfo.Entropy is set take it; not in Tinker's API.
+	EntropyWeights []float64 `json:"entropy_weights,omitempty"`
 	// Mask multiplies every loss's per-token term (0 leaves the token out).
 	// It is not in Tinker's API; a Tinker client folds it into the
 	// advantages or weights it sends.
@@ -140,7 +146,7 @@ func (d *Datum) Validate(index, vocab, context int, loss Loss) error {
 	for _, f := range []struct {
 		name string
 		xs   []float64
-	}{{"logprobs", in.Logprobs}, {"advantages", in.Advantages}, {"weights", in.Weights}, {"mask", in.Mask}} {
+	}{{"logprobs", in.Logprobs}, {"advantages", in.Advantages}, {"weights", in.Weights}, {"entropy_weights", in.EntropyWeights}, {"mask", in.Mask}} {
 		if f.xs != nil && len(f.xs) != n {
 			return inputErrorf("datum %d has %d %s for %d target tokens; give one per target token", index, len(f.xs), f.name, n)
 		}

@@ -24,7 +24,7 @@ func computeAdvantages(groups []Group, p *AdvantagePlan, ws *ppo.Workspace) erro
 		}
 		switch {
 		case est.Level == ppo.Token:
-			err = tokenAdvantages(est, part.samples, &p.Config)
+			err = tokenAdvantages(est, part.samples, &p.Config, ws)
 		case p.Stepwise == StepwiseBroadcast:
 			err = broadcastAdvantages(est, part, p, ws)
 		case p.Stepwise == StepwisePerStep:
@@ -185,7 +185,7 @@ func trajectoryReward(ep *episode.Episode, trajID string, fallback float64) floa
 
 // tokenAdvantages runs a token-level estimator (reinforce_plus_plus): the
 // sample's reward sits on its last trained response token.
-func tokenAdvantages(est ppo.Estimator, smps []*Sample, cfg *ppo.Config) error {
+func tokenAdvantages(est ppo.Estimator, smps []*Sample, cfg *ppo.Config, ws *ppo.Workspace) error {
 	lengths := make([]int, len(smps))
 	total := 0
 	for i, s := range smps {
@@ -205,12 +205,15 @@ func tokenAdvantages(est ppo.Estimator, smps []*Sample, cfg *ppo.Config) error {
 				last = j
 			}
 		}
-		if last >= 0 {
+		switch {
+		case s.TokenRewards != nil: // the in-reward KL penalty is folded in
+			copy(in.Tokens.Rewards[off:], s.TokenRewards)
+		case last >= 0:
 			in.Tokens.Rewards[off+last] = s.Reward
 		}
 	}
 	out := ppo.Output{Advantages: make([]float64, total), Returns: make([]float64, total)}
-	if err := est.Compute(&in, cfg, nil, &out); err != nil {
+	if err := est.Compute(&in, cfg, ws, &out); err != nil {
 		return err
 	}
 	for i, s := range smps {

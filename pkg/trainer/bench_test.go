@@ -59,7 +59,9 @@ func (b nullBackend) Forward(_ context.Context, data []backend.Datum, _ backend.
 func (nullBackend) OptimStep(context.Context, backend.AdamParams) *backend.Future[backend.OptimStepOutput] {
 	return backend.Resolved(backend.OptimStepOutput{Metrics: map[string]float64{"grad_norm": 1}}, nil)
 }
-func (nullBackend) SaveState(_ context.Context, p string) *backend.Future[string] { return backend.Resolved(p, nil) }
+func (nullBackend) SaveState(_ context.Context, p string) *backend.Future[string] {
+	return backend.Resolved(p, nil)
+}
 func (nullBackend) LoadState(context.Context, string, bool) *backend.Future[struct{}] {
 	return backend.Resolved(struct{}{}, nil)
 }

@@ -34,6 +34,11 @@ type Sample struct {
 	// estimators), one per response token.
 	Advantage       float64
 	TokenAdvantages []float64
+	// RefLogprobs are the reference policy's logprobs of the response
+	// tokens (KL terms only); TokenRewards the per-token rewards once an
+	// in-reward KL penalty has been folded in (Reward is then their sum).
+	RefLogprobs  []float64
+	TokenRewards []float64
 }
 
 // AdvantageAt is the advantage of response token j.

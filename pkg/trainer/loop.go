@@ -2,6 +2,7 @@ package trainer
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"slices"
 	"time"
@@ -49,6 +50,18 @@ func (t *Trainer) runStep(ctx context.Context, tasks []episode.Task, clock *stop
 	groups, skip, err := t.filter(groups, m)
 	if err != nil {
 		return nil, err
+	}
+	if !skip && t.ref != nil {
+		if err := referenceLogprobs(ctx, t.ref, miniBatches(groups, t.plan.Update.MiniBatchTasks)); err != nil {
+			return nil, fmt.Errorf("reference logprobs: %w", err)
+		}
+		if beta := t.plan.Reference.RewardKLCoef; beta != 0 {
+			kl, err := klInReward(samples(groups), beta, t.plan.Reference.RewardKLType)
+			if err != nil {
+				return nil, err
+			}
+			m["actor/reward_kl_penalty"], m["actor/reward_kl_penalty_coeff"] = kl, beta
+		}
 	}
 	if !skip {
 		if err := computeAdvantages(groups, &t.plan.Advantage, &t.ws); err != nil {
@@ -214,6 +227,12 @@ func updateMetrics(st UpdateStats) map[string]float64 {
 	m := map[string]float64{"actor/updates": float64(st.Updates)}
 	if st.Updates > 0 {
 		m["actor/pg_loss"], m["actor/pg_clipfrac"], m["actor/ppo_kl"], m["actor/grad_norm"] = st.PGLoss, st.ClipFrac, st.PPOKL, st.GradNorm
+		if st.HasEntropy {
+			m["actor/entropy"] = st.Entropy
+		}
+		if st.HasKL {
+			m["actor/kl_loss"] = st.KLLoss
+		}
 	}
 	return m
 }

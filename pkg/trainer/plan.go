@@ -44,6 +44,7 @@ type Plan struct {
 	ChatTemplateArgs map[string]any
 
 	Filters   FilterPlan
+	Reference ReferencePlan
 	Advantage AdvantagePlan
 	Update    UpdatePlan
 	Cadence   CadencePlan
@@ -70,6 +71,20 @@ type FilterPlan struct {
 	// (filter_uniform_groups), after the estimators ran, as rLLM does.
 	DropZeroAdvantage bool
 	Compact           ppo.CompactFilter
+}
+
+// ReferencePlan is the frozen reference policy the KL terms compare
+// against, and the in-reward KL penalty.
+type ReferencePlan struct {
+	// Needed when a KL loss or an in-reward KL is on.
+	Needed bool
+	// Path is a checkpoint the backend loads as the reference
+	// (actor.ref_path); empty means the policy as training starts.
+	Path string
+	// RewardKLCoef and RewardKLType fold β·kl(old, ref) into the rewards
+	// (algorithm.use_kl_in_reward, kl_coef, kl_penalty); 0 disables it.
+	RewardKLCoef float64
+	RewardKLType ppo.KLType
 }
 
 // StepwiseMode says how multi-step trajectories get advantages.
@@ -255,7 +270,15 @@ func NewPlan(c *config.Config) (*Plan, error) {
 		}
 	}
 	if alg.UseKLInReward {
-		refuse("algorithm.use_kl_in_reward: needs reference-model logprobs, which the trainer does not compute yet; set it to false")
+		kind, err := ppo.ParseKLType(alg.KLPenalty)
+		switch {
+		case err != nil:
+			refuse("algorithm.kl_penalty: unknown KL estimator %q; use kl (k1), abs, mse (k2) or low_var_kl (k3)", alg.KLPenalty)
+		case alg.KLCoef < 0 || math.IsNaN(alg.KLCoef) || math.IsInf(alg.KLCoef, 0):
+			refuse("algorithm.kl_coef: %g must be a finite number ≥ 0", alg.KLCoef)
+		default:
+			p.Reference.Needed, p.Reference.RewardKLCoef, p.Reference.RewardKLType = true, alg.KLCoef, kind
+		}
 	}
 
 	// The update.
@@ -275,14 +298,29 @@ func NewPlan(c *config.Config) (*Plan, error) {
 		}
 	}
 	lc.ClipRatioLow, lc.ClipRatioHigh, lc.ClipRatioC = a.ClipRatioLow, a.ClipRatioHigh, a.ClipRatioC
+	if a.UseKLLoss {
+		kind, err := ppo.ParseKLType(a.KLLossType)
+		switch {
+		case err != nil:
+			refuse("actor.kl_loss_type: %q needs the whole next-token distributions or is unknown; use kl (k1), abs, mse (k2) or low_var_kl (k3), optionally with a trailing +", a.KLLossType)
+		case a.KLLossCoef < 0 || math.IsNaN(a.KLLossCoef) || math.IsInf(a.KLLossCoef, 0):
+			refuse("actor.kl_loss_coef: %g must be a finite number ≥ 0", a.KLLossCoef)
+		default:
+			lc.KLCoef, lc.KLType = a.KLLossCoef, kind
+			p.Reference.Needed = true
+		}
+	}
+	if math.IsNaN(a.EntropyCoeff) || math.IsInf(a.EntropyCoeff, 0) {
+		refuse("actor.entropy_coeff: %g must be a finite number", a.EntropyCoeff)
+	} else {
+		lc.EntropyCoeff = a.EntropyCoeff
+	}
+	p.Reference.Path = a.RefPath
+	if a.RefPath != "" && !p.Reference.Needed {
+		refuse("actor.ref_path: names a reference policy, which only the KL terms use and both are off; set actor.use_kl_loss=true or algorithm.use_kl_in_reward=true, or remove actor.ref_path")
+	}
 	if err := lc.Validate(); err != nil && len(errs) == 0 {
 		errs = append(errs, usererr.Wrap(err))
-	}
-	if a.UseKLLoss {
-		refuse("actor.use_kl_loss: a KL loss needs reference-model logprobs, which the trainer does not compute yet; set actor.use_kl_loss=false")
-	}
-	if a.EntropyCoeff != 0 {
-		refuse("actor.entropy_coeff: the entropy bonus needs per-token entropies, which the trainer does not request yet; set it to 0")
 	}
 	mini := c.EffectiveMiniBatch()
 	o := a.Optim
@@ -329,6 +367,9 @@ func NewPlan(c *config.Config) (*Plan, error) {
 func (p *Plan) CheckBackend(info backend.ModelInfo) error {
 	if !slices.Contains(info.SupportedLosses, backend.LossCrossEntropy) {
 		return usererr.Errorf("backend.name: the %s backend (%s) has no cross_entropy loss, which the trainer's client-side policy losses run on", p.Backend, info.Name)
+	}
+	if p.Update.Loss.EntropyCoeff != 0 && !info.Entropy {
+		return usererr.Errorf("actor.entropy_coeff: the %s backend does not return per-token entropies (the Tinker API never does), so the entropy bonus cannot be computed; set it to 0", p.Backend)
 	}
 	return nil
 }
@@ -384,7 +425,24 @@ func (p *Plan) String() string {
 		adv += fmt.Sprintf(", stepwise %s", p.Advantage.Stepwise)
 	}
 	line("advantages", "%s", adv)
-	line("loss", "%s, %s, client side (forward, pkg/ppo gradient, cross_entropy weights)", p.Update.Loss.Loss, p.Update.Loss.AggMode)
+	loss := fmt.Sprintf("%s, %s", p.Update.Loss.Loss, p.Update.Loss.AggMode)
+	if p.Update.Loss.KLCoef != 0 {
+		loss += fmt.Sprintf(", KL %s × %g", p.Update.Loss.KLType, p.Update.Loss.KLCoef)
+	}
+	if p.Update.Loss.EntropyCoeff != 0 {
+		loss += fmt.Sprintf(", entropy bonus × %g", p.Update.Loss.EntropyCoeff)
+	}
+	line("loss", "%s, client side (forward, pkg/ppo gradient, cross_entropy weights)", loss)
+	if p.Reference.Needed {
+		ref := "the policy as training starts"
+		if p.Reference.Path != "" {
+			ref = p.Reference.Path
+		}
+		if p.Reference.RewardKLCoef != 0 {
+			ref += fmt.Sprintf("; in-reward KL %s × %g", p.Reference.RewardKLType, p.Reference.RewardKLCoef)
+		}
+		line("reference", "%s", ref)
+	}
 	line("update", "%d task groups per mini-batch, %d epochs, lr %g", p.Update.MiniBatchTasks, p.Update.Epochs, p.Update.LR.Base)
 	if p.Warmup.Steps > 0 {
 		line("warm-up", "%d steps at lr %g", p.Warmup.Steps, p.Warmup.LR)

@@ -42,6 +42,9 @@ type Options struct {
 	NewEnv   func(task episode.Task) (env.Env, error)
 	// Now is the clock, for timings; nil means time.Now.
 	Now func() time.Time
+	// Getenv reads the environment variables the config names (API keys);
+	// nil means none.
+	Getenv func(string) string
 }
 
 // Trainer runs the training loop over one plan. Build it with New, run it
@@ -52,7 +55,11 @@ type Trainer struct {
 	now  func() time.Time
 
 	be   backend.TrainingBackend
+	ref  backend.TrainingBackend // the frozen reference policy, when a KL term needs it
 	chat *swapSampler
+	// openBackend opens another backend of the configured kind from a
+	// checkpoint (the reference policy).
+	openBackend func(ctx context.Context, weights string) (backend.TrainingBackend, error)
 
 	train, val []episode.Task
 	loader     *dataset.Loader
@@ -116,8 +123,11 @@ func (t *Trainer) open(ctx context.Context, cfg *config.Config) error {
 	if s := t.plan.TotalSteps; s != nil {
 		t.totalSteps = *s
 	}
+	t.openBackend = func(ctx context.Context, weights string) (backend.TrainingBackend, error) {
+		return backend.Open(ctx, cfg, backend.OpenOptions{Weights: weights, Log: t.opts.Log, Getenv: t.opts.Getenv})
+	}
 	if t.be == nil {
-		if t.be, err = backend.Open(ctx, cfg, backend.OpenOptions{Log: t.opts.Log}); err != nil {
+		if t.be, err = t.openBackend(ctx, ""); err != nil {
 			return err
 		}
 	}
@@ -134,9 +144,11 @@ func (t *Trainer) Close() error {
 		errs = append(errs, t.metrics.Close())
 		t.metrics = nil
 	}
-	if t.be != nil {
-		errs = append(errs, t.be.Close())
-		t.be = nil
+	for _, b := range []*backend.TrainingBackend{&t.ref, &t.be} {
+		if *b != nil {
+			errs = append(errs, (*b).Close())
+			*b = nil
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -226,6 +238,11 @@ func (t *Trainer) start(ctx context.Context) error {
 	}
 	if !resumed && !t.plan.Cadence.ValOnly && t.plan.Warmup.Steps > 0 {
 		if err := t.warmup(ctx); err != nil {
+			return err
+		}
+	}
+	if !t.plan.Cadence.ValOnly {
+		if err := t.openReference(ctx, resumed); err != nil {
 			return err
 		}
 	}

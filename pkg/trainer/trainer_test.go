@@ -312,8 +312,15 @@ func TestMiniBatchesKeepGroupsTogether(t *testing.T) {
 }
 
 func TestUnsupportedSettingsAreConfigErrors(t *testing.T) {
-	for _, set := range []string{"backend.name=tinker", "actor.use_kl_loss=true", "actor.entropy_coeff=0.01"} {
-		c := smallConfig(t, set)
+	for _, sets := range [][]string{
+		{"backend.name=tinker"},
+		{"actor.ref_path=somewhere"},
+		{"rollout.accumulate_reasoning=true"},
+		{"filters.rejection_sample.multiplier=2"},
+		{"rollout.engine=openai", "rollout.endpoints=[http://127.0.0.1:1]", "rollout.model=m"},
+	} {
+		set := strings.Join(sets, " ")
+		c := smallConfig(t, sets...)
 		_, err := New(context.Background(), c, Options{})
 		var ec interface{ ExitCode() int }
 		if !errors.As(err, &ec) || ec.ExitCode() != 2 {
@@ -364,5 +371,91 @@ func TestNoValidationSetIsAllowed(t *testing.T) {
 	res, err := tr.Train(context.Background())
 	if err != nil || res.Steps != 1 || res.Val != nil {
 		t.Fatalf("res %+v err %v", res, err)
+	}
+}
+
+// The KL terms and the entropy bonus act: each run logs its metric, the
+// reference policy is saved once in the run directory, and the entropy
+// bonus pushes entropy up against a run without it.
+func TestKLAndEntropyTermsAct(t *testing.T) {
+	run := func(sets ...string) []map[string]any {
+		c := smallConfig(t, append([]string{"trainer.total_training_steps=3", "trainer.seed=5"}, sets...)...)
+		tr, err := New(context.Background(), c, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tr.Close()
+		if _, err := tr.Train(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		return readMetrics(t, c.Trainer.DefaultLocalDir)
+	}
+	kl := run("actor.use_kl_loss=true", "actor.kl_loss_coef=0.5", "algorithm.use_kl_in_reward=true", "algorithm.kl_coef=0.1")
+	for _, key := range []string{"actor/kl_loss", "actor/reward_kl_penalty", "actor/entropy"} {
+		if _, ok := kl[len(kl)-1][key]; !ok {
+			t.Errorf("metrics lack %s: %v", key, kl[len(kl)-1])
+		}
+	}
+	// The first update starts from the reference itself: KL 0.
+	if v := kl[0]["actor/kl_loss"].(float64); math.Abs(v) > 1e-9 {
+		t.Errorf("first step's KL to the starting policy = %g, want 0", v)
+	}
+}
+
+// The entropy bonus gradient points up the entropy: one update with a
+// large entropy coefficient and zero advantages raises the mean entropy
+// of the trained positions.
+func TestEntropyBonusRaisesEntropy(t *testing.T) {
+	ctx := context.Background()
+	c := smallConfig(t, "actor.optim.lr=0.001", "actor.entropy_coeff=1")
+	tr, err := New(ctx, c, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	tok := local.Tokenizer{}
+	prompt := tok.ChatTemplate([]episode.Message{{Role: "user", Content: "2+2="}}, true)
+	var mb []*Sample
+	for _, reply := range []string{"4", "5"} {
+		ids := append(tok.Encode(reply, false), local.TokenImEnd)
+		mb = append(mb, &Sample{Sequence: rollout.Sequence{PromptIDs: prompt, ResponseIDs: ids, LossMask: []int8{1, 1}, Logprobs: []float64{-1, -1}}})
+	}
+	entropy := func() float64 {
+		datums := []backend.Datum{datumOf(&mb[0].Sequence), datumOf(&mb[1].Sequence)}
+		out, err := tr.be.Forward(ctx, datums, backend.Loss{Name: backend.LossCrossEntropy}).Result(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sum := 0.0
+		for i := range datums {
+			for j := range 2 {
+				sum += out.LossFnOutputs[i].Entropies[len(prompt)-1+j]
+			}
+		}
+		return sum / 4
+	}
+	// Sharpen the fresh (near-uniform) model first, so entropy has room
+	// to rise.
+	sft := []backend.Datum{datumOf(&mb[0].Sequence)}
+	sft[0].LossFnInputs.Weights = make([]float64, len(sft[0].LossFnInputs.TargetTokens))
+	for j := range 2 {
+		sft[0].LossFnInputs.Weights[len(prompt)-1+j] = 1
+	}
+	if _, err := SFT(ctx, tr.be, sft, SFTOptions{Epochs: 30, BatchSize: 1, Adam: backend.DefaultAdamParams(0.01)}); err != nil {
+		t.Fatal(err)
+	}
+	before := entropy()
+	up := tr.plan.Update
+	up.Epochs = 1
+	st, err := update(ctx, tr.be, &up, [][]*Sample{mb}, tr.plan.Adam(0, 10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	after := entropy()
+	if !st.HasEntropy || math.Abs(st.Entropy-before) > 1e-6 {
+		t.Errorf("logged entropy %g (has %t), want the pre-update %g", st.Entropy, st.HasEntropy, before)
+	}
+	if after <= before {
+		t.Errorf("entropy went from %.4f to %.4f under a bonus of 1", before, after)
 	}
 }

@@ -63,11 +63,28 @@ func lossInput(mb []*Sample, fwd []backend.LossFnOutput) (ppo.LossInput, error) 
 		Advantages:  make([]float64, total),
 		Mask:        make([]float64, total),
 	}
+	withEntropy, withRef := true, true
+	for i, s := range mb {
+		withEntropy = withEntropy && fwd[i].Entropies != nil
+		withRef = withRef && s.RefLogprobs != nil
+	}
+	if withEntropy {
+		in.Entropies = make([]float64, total)
+	}
+	if withRef {
+		in.RefLogprobs = make([]float64, total)
+	}
 	for i, s := range mb {
 		p := len(s.PromptIDs) - 1
 		lp := fwd[i].Logprobs
 		for j := range s.ResponseIDs {
 			k := offsets[i] + j
+			if withEntropy {
+				in.Entropies[k] = fwd[i].Entropies[p+j]
+			}
+			if withRef {
+				in.RefLogprobs[k] = s.RefLogprobs[j]
+			}
 			in.Logprobs[k] = lp[p+j]
 			in.OldLogprobs[k] = s.Logprobs[j]
 			in.Advantages[k] = s.AdvantageAt(j)
@@ -93,10 +110,32 @@ func gradientWeights(mb []*Sample, datums []backend.Datum, offsets []int, grad [
 	}
 }
 
+// entropyWeights sets each datum's entropy weights to the entropy
+// bonus's per-token coefficient, EntropyCoeff × the aggregation weight
+// the loss gives the token, so the backend adds −EntropyCoeff·agg(H)
+// exactly as verl's actor does.
+func entropyWeights(mb []*Sample, datums []backend.Datum, in *ppo.LossInput, cfg *ppo.LossConfig) error {
+	agg := make([]float64, len(in.Mask))
+	if err := ppo.AggregationWeights(in.Mask, in.Offsets, cfg.AggMode, cfg.NormLength, agg); err != nil {
+		return err
+	}
+	for i, s := range mb {
+		p := len(s.PromptIDs) - 1
+		e := make([]float64, len(datums[i].LossFnInputs.TargetTokens))
+		for j := range s.ResponseIDs {
+			e[p+j] = cfg.EntropyCoeff * agg[in.Offsets[i]+j]
+		}
+		datums[i].LossFnInputs.EntropyWeights = e
+	}
+	return nil
+}
+
 // UpdateStats are the averages over a step's optimizer steps.
 type UpdateStats struct {
 	Updates                           int
 	PGLoss, ClipFrac, PPOKL, GradNorm float64
+	Entropy, KLLoss                   float64
+	HasEntropy, HasKL                 bool
 	TrainedTokens, TrainedSamples     int
 }
 
@@ -128,6 +167,11 @@ func update(ctx context.Context, be backend.TrainingBackend, p *UpdatePlan, mini
 				return st, err
 			}
 			gradientWeights(mb, datums, in.Offsets, grad)
+			if p.Loss.EntropyCoeff != 0 {
+				if err := entropyWeights(mb, datums, &in, &p.Loss); err != nil {
+					return st, err
+				}
+			}
 			fb := be.ForwardBackward(ctx, datums, ce)
 			opt := be.OptimStep(ctx, adam)
 			if _, err := fb.Result(ctx); err != nil {
@@ -142,6 +186,9 @@ func update(ctx context.Context, be backend.TrainingBackend, p *UpdatePlan, mini
 			st.ClipFrac += res.Metrics.ClipFrac
 			st.PPOKL += res.Metrics.PPOKL
 			st.GradNorm += out.Metrics["grad_norm"]
+			st.Entropy += res.Metrics.Entropy
+			st.KLLoss += res.Metrics.KLLoss
+			st.HasEntropy, st.HasKL = in.Entropies != nil, p.Loss.KLCoef != 0
 			if epoch == 0 {
 				st.TrainedSamples += len(mb)
 				for _, m := range in.Mask {
@@ -153,6 +200,7 @@ func update(ctx context.Context, be backend.TrainingBackend, p *UpdatePlan, mini
 	if st.Updates > 0 {
 		u := float64(st.Updates)
 		st.PGLoss, st.ClipFrac, st.PPOKL, st.GradNorm = st.PGLoss/u, st.ClipFrac/u, st.PPOKL/u, st.GradNorm/u
+		st.Entropy, st.KLLoss = st.Entropy/u, st.KLLoss/u
 	}
 	return st, nil
 }
