@@ -82,6 +82,11 @@ func validateDatums(data []backend.Datum, loss backend.Loss, maxContext, vocab i
 				}
 			}
 		}
+		for j, e := range in.EntropyWeights {
+			if e != 0 {
+				return usererr.Errorf("datum %d: entropy_weights[%d] is %g, but an entropy term needs the whole next-token distribution, which the Tinker API never returns; set actor.entropy_coeff=0 on backend tinker", i, j, e)
+			}
+		}
 		if needLP && in.Logprobs == nil {
 			return usererr.Errorf("datum %d: logprobs (the sampling logprobs) are missing, which loss %s needs", i, loss.Name)
 		}

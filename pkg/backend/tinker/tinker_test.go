@@ -345,6 +345,8 @@ func TestBadInputRefusedBeforeSending(t *testing.T) {
 	negMask := datum("q", "a", 1)
 	negMask.LossFnInputs.Mask = make([]float64, len(negMask.Input))
 	negMask.LossFnInputs.Mask[0] = -1
+	ent := datum("q", "a", 1)
+	ent.LossFnInputs.EntropyWeights = []float64{0, 0.01}
 	noLP := datum("q", "a", 1)
 	noLP.LossFnInputs.Logprobs = nil
 	is := backend.Loss{Name: backend.LossImportanceSampling}
@@ -360,6 +362,7 @@ func TestBadInputRefusedBeforeSending(t *testing.T) {
 		{"Inf weight", []backend.Datum{inf}, is, "datum 0: weights[1] is +Inf"},
 		{"negative mask", []backend.Datum{negMask}, is, "datum 0: mask[0]"},
 		{"missing logprobs", []backend.Datum{noLP}, is, "datum 0: logprobs"},
+		{"entropy weights", []backend.Datum{ent}, is, "actor.entropy_coeff=0"},
 		{"no datums", nil, is, "no datums"},
 		{"loss the server lacks", []backend.Datum{ok}, backend.Loss{Name: backend.LossCISPO}, "cispo is not a built-in"},
 		{"config on a loss without one", []backend.Datum{ok}, backend.Loss{Name: backend.LossImportanceSampling, Config: map[string]float64{"clip_low_threshold": 1}}, "takes no config key"},
