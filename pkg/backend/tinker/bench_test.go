@@ -97,35 +97,29 @@ func BenchmarkEncodeBatchStdJSON(b *testing.B) {
 // BenchmarkStepDirect is the same step on the embedded policy the fake
 // runs; the difference is the client's and the wire's overhead.
 func BenchmarkStepViaFake(b *testing.B) {
-	srv, err := faketinker.New(faketinker.Options{APIKey: testKey})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer srv.Close()
-	opts := testOptions(srv.URL, nil)
-	opts.Log = nil
-	be, err := New(context.Background(), opts)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer be.Close()
+	be, _ := benchBackend(b)
 	benchSteps(b, be)
 }
 
 func BenchmarkStepDirect(b *testing.B) {
+	be, srv := benchBackend(b)
+	benchSteps(b, srv.Model(be.ModelID()))
+}
+
+func benchBackend(b *testing.B) (*Backend, *faketinker.Server) {
 	srv, err := faketinker.New(faketinker.Options{APIKey: testKey})
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer srv.Close()
+	b.Cleanup(srv.Close)
 	opts := testOptions(srv.URL, nil)
 	opts.Log = nil
 	be, err := New(context.Background(), opts)
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer be.Close()
-	benchSteps(b, srv.Model(be.ModelID()))
+	b.Cleanup(func() { be.Close() })
+	return be, srv
 }
 
 func benchSteps(b *testing.B, be backend.TrainingBackend) {
