@@ -24,6 +24,10 @@ type RunnerOptions struct {
 	RetryLimit int
 	// EpisodeTimeout ends an episode as "timeout" (agent.trajectory_timeout_s).
 	EpisodeTimeout time.Duration
+	// SeedSalt varies the per-request seeds between phases and steps
+	// (sampler.Seeded); requests are seeded only when their params carry
+	// a seed.
+	SeedSalt uint64
 }
 
 // RunnerOptionsFromConfig reads the runner's keys.
@@ -42,6 +46,9 @@ func RunnerOptionsFromConfig(c *config.Config) RunnerOptions {
 // workflows of spec sampling from smp with params, n episodes per task,
 // tasks named by their dataset id. onEvent may be nil.
 func NewRunner(spec workflow.Spec, smp sampler.Sampler, params sampler.Params, n int, o RunnerOptions, onEvent func(Event)) (*Engine, error) {
+	if params.Seed != nil {
+		smp = sampler.Seeded(smp, o.SeedSalt)
+	}
 	return NewEngine(func() (Workflow, error) { return spec.New(smp, params) }, EngineOptions{
 		N:              n,
 		NParallel:      o.NParallel,

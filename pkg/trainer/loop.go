@@ -100,7 +100,7 @@ func (t *Trainer) runStep(ctx context.Context, tasks []episode.Task, clock *stop
 // sampleGroups runs rollout.n episodes of every task on the newest
 // weights and groups them by task.
 func (t *Trainer) sampleGroups(ctx context.Context, tasks []episode.Task) ([]Group, *rollout.Engine, error) {
-	eng, err := rollout.NewRunner(t.plan.Workflow, t.chat, t.plan.Train.Params, t.plan.Train.N, t.plan.Runner, nil)
+	eng, err := rollout.NewRunner(t.plan.Workflow, t.chat, t.plan.Train.Params, t.plan.Train.N, t.runnerFor(phaseTrain), nil)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -268,3 +268,19 @@ func (s *stopwatch) lap() time.Duration {
 }
 
 func (s *stopwatch) total() time.Duration { return s.now().Sub(s.start) }
+
+// Rollout phases, to salt their sampling seeds apart.
+const (
+	phaseTrain = iota + 1
+	phaseVal
+	phaseWarmup
+)
+
+// runnerFor is the plan's runner settings with seeds salted by the phase
+// and the step, so no two steps (or a step and its validation) sample
+// with the same seeds.
+func (t *Trainer) runnerFor(phase int) rollout.RunnerOptions {
+	o := t.plan.Runner
+	o.SeedSalt = uint64(phase)<<40 | uint64(t.step)
+	return o
+}

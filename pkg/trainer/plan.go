@@ -174,8 +174,8 @@ func NewPlan(c *config.Config) (*Plan, error) {
 		Shuffle: c.Data.Shuffle, DropLast: c.Data.DropLast, DataSeed: uint64(c.Data.Seed),
 		TotalEpochs: c.Trainer.TotalEpochs, TotalSteps: c.Trainer.TotalTrainingSteps,
 		Workflow:       workflow.SpecFromConfig(c),
-		Train:          RolloutPlan{N: c.Rollout.N, Params: TrainParams(c)},
-		Val:            RolloutPlan{N: c.Rollout.ValKwargs.N, Params: ValParams(c)},
+		Train:          RolloutPlan{N: c.Rollout.N, Params: seededParams(TrainParams(c), c)},
+		Val:            RolloutPlan{N: c.Rollout.ValKwargs.N, Params: seededParams(ValParams(c), c)},
 		Runner:         rollout.RunnerOptionsFromConfig(c),
 		ValBatchSize:   c.Data.ValBatchSize,
 		MaxResponseLen: c.Data.MaxResponseLength,
@@ -477,6 +477,18 @@ func TrainParams(c *config.Config) sampler.Params {
 	}
 	if c.Rollout.Seed != nil {
 		seed := int64(*c.Rollout.Seed)
+		p.Seed = &seed
+	}
+	return p
+}
+
+// seededParams seeds training and validation sampling: rollout.seed, or
+// trainer.seed when rollout.seed is unset, so that a fixed trainer.seed
+// reproduces a run. Each request gets its own seed derived from it, the
+// step and the episode (sampler.Seeded), so the samples of a group differ.
+func seededParams(p sampler.Params, c *config.Config) sampler.Params {
+	if p.Seed == nil {
+		seed := int64(c.Trainer.Seed)
 		p.Seed = &seed
 	}
 	return p

@@ -14,7 +14,7 @@ import (
 func (t *Trainer) validate(ctx context.Context) (map[string]float64, error) {
 	start := t.now()
 	n := t.plan.Val.N
-	eng, err := rollout.NewRunner(t.plan.Workflow, t.chat, t.plan.Val.Params, n, t.plan.Runner, nil)
+	eng, err := rollout.NewRunner(t.plan.Workflow, t.chat, t.plan.Val.Params, n, t.runnerFor(phaseVal), nil)
 	if err != nil {
 		return nil, err
 	}

@@ -38,7 +38,7 @@ func (t *Trainer) warmup(ctx context.Context) error {
 	steps := t.plan.Warmup.Steps
 	t.logf("warm-up: %d steps fitting the answer format (shuffled ground truths) before RL", steps)
 	teacher := &teacher{answers: answers, codec: t.be.Codec(), rng: rand.New(rand.NewPCG(uint64(t.plan.Seed), 0x7761726d))}
-	eng, err := rollout.NewRunner(t.plan.Workflow, t.be.ChatSampler(teacher), t.plan.Train.Params, t.plan.Train.N, t.plan.Runner, nil)
+	eng, err := rollout.NewRunner(t.plan.Workflow, t.be.ChatSampler(teacher), t.plan.Train.Params, t.plan.Train.N, t.runnerFor(phaseWarmup), nil)
 	if err != nil {
 		return err
 	}
@@ -111,7 +111,7 @@ type teacher struct {
 	answers []string
 	codec   backend.Codec
 	mu      sync.Mutex
-	rng     *rand.Rand
+	rng     *rand.Rand // for requests without a seed
 }
 
 func (s *teacher) Name() string { return "warm-up teacher" }
@@ -119,9 +119,15 @@ func (s *teacher) Version() int { return 0 }
 
 func (s *teacher) Sample(_ context.Context, req backend.SampleRequest) (backend.SampleResult, error) {
 	res := backend.SampleResult{}
+	rng := s.rng
+	if req.Params.Seed != nil {
+		// A seeded request picks the same answer whatever the order in
+		// which concurrent episodes ask, so the warm-up is reproducible.
+		rng = rand.New(rand.NewPCG(uint64(*req.Params.Seed), 0x7465616368))
+	}
 	for range max(req.NumSamples, 1) {
 		s.mu.Lock()
-		text := s.answers[s.rng.IntN(len(s.answers))]
+		text := s.answers[rng.IntN(len(s.answers))]
 		s.mu.Unlock()
 		ids := append(s.codec.Encode(text, false), s.codec.StopTokens()[0])
 		res.Sequences = append(res.Sequences, backend.SampledSequence{Tokens: ids, Logprobs: make([]float64, len(ids)), StopReason: backend.StopReasonStop})
