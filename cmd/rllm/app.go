@@ -203,6 +203,7 @@ func newRootCmd(a *App) *cobra.Command {
 		newToolsCmd(a),
 		newEnvCmd(a),
 		newDatasetCmd(a),
+		newExportCmd(a),
 	)
 	return root
 }

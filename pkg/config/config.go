@@ -235,4 +235,8 @@ type Tinker struct {
 	TrainMLP     bool    `koanf:"train_mlp" json:"train_mlp" yaml:"train_mlp"`
 	TrainAttn    bool    `koanf:"train_attn" json:"train_attn" yaml:"train_attn"`
 	HeartbeatS   float64 `koanf:"heartbeat_s" json:"heartbeat_s" yaml:"heartbeat_s"`
+	// MaxRetries bounds the retries of one call (5xx, 429, dropped
+	// connections, expired futures); RetryAfterCapS caps a 429's wait.
+	MaxRetries     int     `koanf:"max_retries" json:"max_retries" yaml:"max_retries"`
+	RetryAfterCapS float64 `koanf:"retry_after_cap_s" json:"retry_after_cap_s" yaml:"retry_after_cap_s"`
 }
