@@ -60,6 +60,26 @@ func (s *metricsSink) write(step int, m map[string]float64) {
 	}
 }
 
+// warn records a warning as an event line of metrics.jsonl
+// ({"step", "event": "warning", "kind", "message"}) and, in JSON mode, on
+// the log.
+func (s *metricsSink) warn(w Warning) {
+	b, _ := json.Marshal(struct {
+		Step    int    `json:"step"`
+		Event   string `json:"event"`
+		Kind    string `json:"kind"`
+		Message string `json:"message"`
+	}{w.Step, "warning", w.Kind, w.Message})
+	b = append(b, '\n')
+	if s.w != nil {
+		s.w.Write(b)
+		s.w.Flush()
+	}
+	if s.opts.JSON {
+		s.opts.Log.Write(b)
+	}
+}
+
 func jsonLine(step int, m map[string]float64) []byte {
 	out := make(map[string]any, len(m)+1)
 	for k, v := range m {

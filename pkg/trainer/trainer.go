@@ -72,6 +72,7 @@ type Trainer struct {
 
 	ws      ppo.Workspace
 	metrics *metricsSink
+	diag    *diagnosis
 }
 
 // New reads the configuration into a plan (refusing what the trainer
@@ -86,7 +87,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Trainer, error
 		}
 		return nil, err
 	}
-	t := &Trainer{plan: plan, opts: opts, now: opts.Now, savedStep: -1, chat: &swapSampler{}}
+	t := &Trainer{plan: plan, opts: opts, now: opts.Now, savedStep: -1, chat: &swapSampler{}, diag: newDiagnosis()}
 	if t.now == nil {
 		t.now = time.Now
 	}
@@ -164,6 +165,12 @@ type Result struct {
 	Last, Val map[string]float64
 	// Checkpoint is the last checkpoint written, "" when none.
 	Checkpoint string
+	// FirstVal holds the run's first validation (before training when
+	// trainer.val_before_train), to compare Val with.
+	FirstVal     map[string]float64
+	firstValStep int
+	// Warnings are the stalls and collapses the run noticed.
+	Warnings []Warning
 }
 
 // Train runs the loop to trainer.total_training_steps (or total_epochs),
@@ -183,6 +190,7 @@ func (t *Trainer) Train(ctx context.Context) (*Result, error) {
 			}
 			res.Val = v
 			t.metrics.write(t.step, v)
+			t.diagnose(v, res)
 		}
 	}
 	if t.plan.Cadence.ValOnly {
@@ -207,6 +215,7 @@ func (t *Trainer) Train(ctx context.Context) (*Result, error) {
 		}
 		t.metrics.write(t.step, m)
 		t.printStep(m)
+		t.diagnose(m, res)
 		if f := t.plan.Cadence.SaveFreq; f > 0 && t.step%f == 0 && t.step < t.totalSteps {
 			if res.Checkpoint, err = t.checkpoint(ctx); err != nil {
 				return res, err
@@ -219,6 +228,9 @@ func (t *Trainer) Train(ctx context.Context) (*Result, error) {
 	}
 	res.Steps = t.step
 	t.logf("done: %d steps; checkpoint %s", t.step, res.Checkpoint)
+	if res.FirstVal != nil && res.Val != nil {
+		t.logf("validation pass@1: %.3f at step %d -> %.3f at step %d", res.FirstVal["val/pass@1"], res.firstValStep, res.Val["val/pass@1"], t.step)
+	}
 	return res, nil
 }
 
@@ -260,6 +272,22 @@ func (t *Trainer) start(ctx context.Context) error {
 		t.logf("no validation: data.val_files is empty and the env generates no tasks")
 	}
 	return nil
+}
+
+// diagnose watches the step's (or validation's) metrics for a stall or
+// collapse and reports each new one: one line on the log and an event in
+// metrics.jsonl.
+func (t *Trainer) diagnose(m map[string]float64, res *Result) {
+	if _, ok := m["val/pass@1"]; ok && res.FirstVal == nil {
+		res.FirstVal, res.firstValStep = m, t.step
+	}
+	for _, w := range t.diag.observe(t.step, m) {
+		res.Warnings = append(res.Warnings, w)
+		t.metrics.warn(w)
+		if !t.opts.JSON {
+			fmt.Fprintf(t.opts.Log, "warning: step %d: %s\n", w.Step, w.Message)
+		}
+	}
 }
 
 func (t *Trainer) validateNow() bool {
