@@ -157,6 +157,15 @@ func (t *Trainer) resume(ctx context.Context) (bool, error) {
 		}
 		dir = stepDir(t.plan.Dir, n)
 	}
+	if t.plan.Cadence.ResumeMode != "resume_path" {
+		note, err := checkResume(t.plan.Dir, t.plan.Identity)
+		if err != nil {
+			return false, err
+		}
+		if note != "" {
+			t.logf("%s", note)
+		}
+	}
 	b, err := os.ReadFile(filepath.Join(dir, stateFile))
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {

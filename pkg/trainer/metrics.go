@@ -2,8 +2,11 @@ package trainer
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
@@ -26,7 +29,11 @@ type metricsSink struct {
 // MetricsFile is the name of the metrics log in trainer.default_local_dir.
 const MetricsFile = "metrics.jsonl"
 
-func openMetrics(p *Plan, opts Options, appendToOld bool) (*metricsSink, error) {
+// openMetrics opens metrics.jsonl: a fresh file for a new run; for a
+// resumed one (resumedAt ≥ 0) the records up to the checkpoint's step,
+// without the steps a crash made the run redo and without a line a kill
+// cut short, then appends.
+func openMetrics(p *Plan, opts Options, resumedAt int) (*metricsSink, error) {
 	s := &metricsSink{console: p.Cadence.Console, opts: opts}
 	if !p.Cadence.JSONL {
 		return s, nil
@@ -35,16 +42,51 @@ func openMetrics(p *Plan, opts Options, appendToOld bool) (*metricsSink, error) 
 	if err := os.MkdirAll(dir, atomicfile.DirMode); err != nil {
 		return nil, err
 	}
+	path := filepath.Join(dir, MetricsFile)
 	flags := os.O_CREATE | os.O_WRONLY | os.O_TRUNC
-	if appendToOld {
+	if resumedAt >= 0 {
+		if err := truncateMetrics(path, resumedAt); err != nil {
+			return nil, err
+		}
 		flags = os.O_CREATE | os.O_WRONLY | os.O_APPEND
 	}
-	f, err := os.OpenFile(filepath.Join(dir, MetricsFile), flags, atomicfile.FileMode)
+	f, err := os.OpenFile(path, flags, atomicfile.FileMode)
 	if err != nil {
 		return nil, err
 	}
 	s.file, s.w = f, bufio.NewWriter(f)
 	return s, nil
+}
+
+// truncateMetrics rewrites path keeping the complete records whose step is
+// at most step, in order.
+func truncateMetrics(path string, step int) error {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	var keep bytes.Buffer
+	for len(b) > 0 {
+		i := bytes.IndexByte(b, '\n')
+		if i < 0 {
+			break // a line a kill cut short
+		}
+		line := b[:i+1]
+		b = b[i+1:]
+		var rec struct {
+			Step *int `json:"step"`
+		}
+		if json.Unmarshal(line, &rec) != nil || rec.Step == nil {
+			continue
+		}
+		if *rec.Step <= step {
+			keep.Write(line)
+		}
+	}
+	return atomicfile.WriteFile(path, keep.Bytes())
 }
 
 // write records one step's metrics; non-finite values are written as null

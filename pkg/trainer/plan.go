@@ -52,6 +52,8 @@ type Plan struct {
 
 	Dir  string
 	Seed int
+	// Identity is what a resumed run must share with this one.
+	Identity RunIdentity
 }
 
 // RolloutPlan is one phase's sampling: N episodes per task with Params.
@@ -187,8 +189,9 @@ func NewPlan(c *config.Config) (*Plan, error) {
 			OverlongFilter:       c.Agent.OverlongFilter,
 			MaskTruncatedSamples: c.Filters.MaskTruncatedSamples,
 		},
-		Dir:  c.Trainer.DefaultLocalDir,
-		Seed: c.Trainer.Seed,
+		Dir:      c.Trainer.DefaultLocalDir,
+		Seed:     c.Trainer.Seed,
+		Identity: runIdentity(c),
 	}
 
 	// Backend and where rollouts come from.

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rllm-org/rllm-go/internal/atomicfile"
 	"github.com/rllm-org/rllm-go/pkg/agent"
 	"github.com/rllm-org/rllm-go/pkg/backend"
 	"github.com/rllm-org/rllm-go/pkg/config"
@@ -247,8 +248,18 @@ func (t *Trainer) start(ctx context.Context) error {
 		if _, err := os.Stat(filepath.Join(t.plan.Dir, latestFile)); err == nil {
 			return usererr.Errorf("trainer.default_local_dir: %s already holds a run; resume it (trainer.resume_mode=auto), pick another trainer.experiment_name, or remove the directory", t.plan.Dir)
 		}
+		if err := os.MkdirAll(t.plan.Dir, atomicfile.DirMode); err != nil {
+			return err
+		}
+		if err := recordRun(t.plan.Dir, t.plan.Identity); err != nil {
+			return err
+		}
 	}
-	if t.metrics, err = openMetrics(t.plan, t.opts, resumed); err != nil {
+	resumedAt := -1
+	if resumed {
+		resumedAt = t.step
+	}
+	if t.metrics, err = openMetrics(t.plan, t.opts, resumedAt); err != nil {
 		return err
 	}
 	if !resumed && !t.plan.Cadence.ValOnly && t.plan.Warmup.Steps > 0 {

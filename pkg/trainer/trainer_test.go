@@ -529,3 +529,67 @@ func TestRolloutSeedKeepsGroupsDiverse(t *testing.T) {
 		t.Errorf("8 episodes sampled with %d distinct seeds: %v", len(rec.seeds), rec.seeds)
 	}
 }
+
+// Resuming refuses a different run and says what changed in the batch
+// shape.
+func TestResumeChecksTheRun(t *testing.T) {
+	c := smallConfig(t, "trainer.total_training_steps=1")
+	dir := c.Trainer.DefaultLocalDir
+	train := func(sets ...string) (string, error) {
+		c := smallConfig(t, append([]string{"trainer.default_local_dir=" + filepath.ToSlash(dir)}, sets...)...)
+		var log strings.Builder
+		tr, err := New(context.Background(), c, Options{Log: &log})
+		if err != nil {
+			return "", err
+		}
+		defer tr.Close()
+		_, err = tr.Train(context.Background())
+		return log.String(), err
+	}
+	if _, err := train("trainer.total_training_steps=1"); err != nil {
+		t.Fatal(err)
+	}
+	_, err := train("trainer.total_training_steps=2", "backend.local.d_model=16")
+	if err == nil || !strings.Contains(err.Error(), "backend.local.d_model 16 (was 32)") || !strings.Contains(err.Error(), "trainer.experiment_name") {
+		t.Errorf("resuming with another model: %v", err)
+	}
+	log, err := train("trainer.total_training_steps=2", "rollout.n=2")
+	if err != nil || !strings.Contains(log, "resuming with rollout.n 2 (was 4)") {
+		t.Errorf("resuming with rollout.n=2: %v\n%s", err, log)
+	}
+}
+
+// A crash after the last checkpoint leaves records of steps the resumed
+// run redoes, and maybe half a line: resuming keeps each step once.
+func TestResumeTruncatesMetrics(t *testing.T) {
+	c := smallConfig(t, "trainer.total_training_steps=2", "trainer.save_freq=1")
+	dir := c.Trainer.DefaultLocalDir
+	tr, err := New(context.Background(), c, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tr.Train(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	tr.Close()
+	// As if the run had gone on to step 3 and been killed mid-line of 4.
+	f, _ := os.OpenFile(filepath.Join(dir, MetricsFile), os.O_APPEND|os.O_WRONLY, 0)
+	f.WriteString(`{"step":3,"critic/score/mean":0.5}` + "\n" + `{"step":4,"crit`)
+	f.Close()
+	c = smallConfig(t, "trainer.total_training_steps=3", "trainer.default_local_dir="+filepath.ToSlash(dir))
+	tr, err = New(context.Background(), c, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	if _, err := tr.Train(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var steps []int
+	for _, m := range readMetrics(t, dir) {
+		steps = append(steps, int(m["step"].(float64)))
+	}
+	if fmt.Sprint(steps) != "[1 2 3]" {
+		t.Errorf("steps in metrics.jsonl: %v, want [1 2 3]", steps)
+	}
+}
