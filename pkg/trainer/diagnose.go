@@ -36,13 +36,19 @@ type diagnosis struct {
 	// validation counts as fallen.
 	ValDrop float64
 
-	streak  map[string]int
-	warned  map[string]bool
-	bestVal float64
+	diagnosisState
+}
+
+// diagnosisState is what the diagnosis carries from step to step, saved
+// with each checkpoint so a resumed run goes on judging where it left off.
+type diagnosisState struct {
+	Streak  map[string]int  `json:"streak,omitempty"`
+	Warned  map[string]bool `json:"warned,omitempty"`
+	BestVal float64         `json:"best_val,omitempty"`
 }
 
 func newDiagnosis() *diagnosis {
-	return &diagnosis{Patience: 5, EntropyFloor: 0.05, ValDrop: 0.5, streak: map[string]int{}, warned: map[string]bool{}}
+	return &diagnosis{Patience: 5, EntropyFloor: 0.05, ValDrop: 0.5, diagnosisState: diagnosisState{Streak: map[string]int{}, Warned: map[string]bool{}}}
 }
 
 // observe reads one step's metrics and returns the warnings it raises.
@@ -50,12 +56,12 @@ func (d *diagnosis) observe(step int, m map[string]float64) []Warning {
 	var out []Warning
 	check := func(kind string, holds bool, immediate bool, msg string) {
 		if !holds {
-			d.streak[kind], d.warned[kind] = 0, false
+			d.Streak[kind], d.Warned[kind] = 0, false
 			return
 		}
-		d.streak[kind]++
-		if !d.warned[kind] && (immediate || d.streak[kind] >= d.Patience) {
-			d.warned[kind] = true
+		d.Streak[kind]++
+		if !d.Warned[kind] && (immediate || d.Streak[kind] >= d.Patience) {
+			d.Warned[kind] = true
 			out = append(out, Warning{Step: step, Kind: kind, Message: msg})
 		}
 	}
@@ -88,11 +94,11 @@ func (d *diagnosis) observe(step int, m map[string]float64) []Warning {
 		strings.Join(bad, ", ")))
 
 	if v, ok := m["val/pass@1"]; ok {
-		fallen := d.bestVal >= 0.1 && v < d.ValDrop*d.bestVal
+		fallen := d.BestVal >= 0.1 && v < d.ValDrop*d.BestVal
 		check(WarnValidationFallen, fallen, true, fmt.Sprintf(
 			"validation pass@1 fell to %.3f, below half its best of %.3f: the policy is getting worse. "+
-				"Likely causes: a learning rate too high (actor.optim.lr), too many updates per batch (actor.ppo_epochs, actor.ppo_mini_batch_size), entropy collapse", v, d.bestVal))
-		d.bestVal = math.Max(d.bestVal, v)
+				"Likely causes: a learning rate too high (actor.optim.lr), too many updates per batch (actor.ppo_epochs, actor.ppo_mini_batch_size), entropy collapse", v, d.BestVal))
+		d.BestVal = math.Max(d.BestVal, v)
 	}
 	return out
 }
