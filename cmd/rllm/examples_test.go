@@ -5,6 +5,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -229,6 +230,9 @@ func TestHelpExamplesRun(t *testing.T) {
 						args[i] = "0"
 					}
 					args[i] = strings.ReplaceAll(args[i], "http://gpu1:8000", fake.URL)
+				}
+				if args[0] == "serve" && !slices.Contains(args, "--port") {
+					args = append(args, "--port", "0") // never the user's port 8000
 				}
 				t.Logf("rllm %s", strings.Join(args, " "))
 				run(args, stdin)

@@ -13,6 +13,7 @@ import (
 	"github.com/rllm-org/rllm-go/internal/atomicfile"
 	"github.com/rllm-org/rllm-go/pkg/config"
 	"github.com/rllm-org/rllm-go/pkg/usererr"
+	"github.com/rllm-org/rllm-go/pkg/workflow"
 )
 
 // runFile records, in the run directory, what makes a run the run it is,
@@ -31,7 +32,7 @@ type RunIdentity struct {
 func runIdentity(c *config.Config) RunIdentity {
 	id := RunIdentity{Keys: map[string]string{
 		"env.name":                c.Env.Name,
-		"agent.name":              c.Agent.Name,
+		"agent.name":              workflow.AgentFor(c.Agent.Name, c.Env.Name),
 		"workflow.name":           c.Workflow.Name,
 		"backend.name":            c.Backend.Name,
 		"algorithm.adv_estimator": c.Algorithm.AdvEstimator,
