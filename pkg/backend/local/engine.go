@@ -96,6 +96,8 @@ type GenRequest struct {
 	MinP float64
 	// IgnoreEOS keeps generating past <|eos|> and <|im_end|>.
 	IgnoreEOS bool
+	// AllowedTokenIDs, when set, are the only tokens that may be sampled.
+	AllowedTokenIDs []int
 	// TopLogprobs is how many most likely alternatives to report with
 	// each sampled token (0: none).
 	TopLogprobs int
@@ -104,10 +106,13 @@ type GenRequest struct {
 	PromptLogprobs int
 }
 
-// TokenLogprob is a token and its logprob (at temperature 1).
+// TokenLogprob is a token and its logprob (at temperature 1); Rank is its
+// place among all tokens by likelihood (1 = most likely), set for prompt
+// logprobs and alternatives.
 type TokenLogprob struct {
 	Token   int
 	Logprob float64
+	Rank    int
 }
 
 // GenEvent is one sampled token of sequence Seq (0..N-1), or the end of
@@ -122,6 +127,9 @@ type GenEvent struct {
 	// Finish and MatchedStop as in backend.SampledSequence; "abort" when
 	// the request was cancelled or the engine paused with abort.
 	Finish, MatchedStop string
+	// StopToken is set when the sequence ended on a stop token: <|eos|>,
+	// <|im_end|> or one of stop_token_ids (then MatchedStop is its id).
+	StopToken bool
 }
 
 // GenStream delivers a request's events as the engine produces them. The
@@ -374,6 +382,14 @@ func (e *Engine) Submit(ctx context.Context, reqs ...GenRequest) ([]*GenStream, 
 			if id < 0 || id >= TokenizerVocab {
 				return nil, inputErrorf("logit_bias names token %d, outside the vocabulary [0, %d)", id, TokenizerVocab)
 			}
+		}
+		for _, id := range r.AllowedTokenIDs {
+			if id < 0 || id >= TokenizerVocab {
+				return nil, inputErrorf("allowed_token_ids has token %d, outside the vocabulary [0, %d)", id, TokenizerVocab)
+			}
+		}
+		if math.IsNaN(r.MinP) || r.MinP < 0 || r.MinP > 1 {
+			return nil, inputErrorf("min_p is %g; use a number in [0, 1]", r.MinP)
 		}
 		total += r.N
 	}
@@ -710,8 +726,16 @@ func (s *genSeq) sample(scratch []float64, biased []float32) {
 	lse := logSumExp(logits)
 	shaped := logits
 	blockStops := r.MinTokens > 0 && s.n < r.MinTokens
-	if len(r.LogitBias) > 0 || blockStops || (r.MinP > 0 && r.Params.Temperature > 0) {
+	if len(r.LogitBias) > 0 || blockStops || (r.MinP > 0 && r.Params.Temperature > 0) || len(r.AllowedTokenIDs) > 0 {
 		copy(biased, logits)
+		if len(r.AllowedTokenIDs) > 0 {
+			for i := range biased {
+				biased[i] = float32(math.Inf(-1))
+			}
+			for _, id := range r.AllowedTokenIDs {
+				biased[id] = logits[id]
+			}
+		}
 		for id, b := range r.LogitBias {
 			biased[id] += float32(b)
 		}
@@ -747,9 +771,11 @@ func (s *genSeq) sample(scratch []float64, biased []float32) {
 	switch {
 	case (tok == TokenEOS || tok == TokenImEnd) && !r.IgnoreEOS:
 		end(backend.StopReasonStop, "")
+		s.ev.StopToken = true
 		return
 	case slices.Contains(r.Params.StopTokenIDs, tok) && !blockStops:
 		end(backend.StopReasonStop, strconv.Itoa(tok))
+		s.ev.StopToken = true
 		return
 	}
 	if tok < 256 {
@@ -785,7 +811,10 @@ func topLogprobs(logits []float32, lse float64, k int) []TokenLogprob {
 		for i > 0 && top[i-1].Logprob < lp {
 			i--
 		}
-		top = slices.Insert(top, i, TokenLogprob{id, lp})
+		top = slices.Insert(top, i, TokenLogprob{Token: id, Logprob: lp})
+	}
+	for i := range top {
+		top[i].Rank = i + 1
 	}
 	return top
 }
@@ -798,7 +827,14 @@ func promptLogprobs(all []float32, prompt []int, k int) [][]TokenLogprob {
 	for i := 1; i < len(prompt); i++ {
 		row := all[(i-1)*V : i*V]
 		lse := logSumExp(row)
-		out[i] = append([]TokenLogprob{{prompt[i], float64(row[prompt[i]]) - lse}}, topLogprobs(row, lse, k)...)
+		v := row[prompt[i]]
+		rank := 1
+		for _, x := range row {
+			if x > v {
+				rank++
+			}
+		}
+		out[i] = append([]TokenLogprob{{Token: prompt[i], Logprob: float64(v) - lse, Rank: rank}}, topLogprobs(row, lse, k)...)
 	}
 	return out
 }

@@ -1,0 +1,364 @@
+package openai
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/rllm-org/rllm-go/pkg/backend/local"
+)
+
+// choice accumulates one output sequence as its events arrive.
+type choice struct {
+	index   int
+	prompt  []int
+	ids     []int
+	lps     []float64
+	tops    [][]local.TokenLogprob
+	offsets []int // text offset of each token
+	text    []byte
+	lastLen int // bytes the last token added to text
+
+	finish, matched string
+	stopToken       bool
+
+	sentText, sentTok int // streamed so far
+	started           bool
+}
+
+func (c *choice) apply(ev local.GenEvent, skipSpecial bool) {
+	if ev.HasToken {
+		c.offsets = append(c.offsets, len(c.text))
+		c.ids = append(c.ids, ev.Token)
+		c.lps = append(c.lps, ev.Logprob)
+		c.tops = append(c.tops, ev.Top)
+		n := len(c.text)
+		switch {
+		case ev.Token < 256:
+			c.text = append(c.text, byte(ev.Token))
+		case !skipSpecial:
+			c.text = append(c.text, local.Tokenizer{}.TokenText(ev.Token)...)
+		}
+		c.lastLen = len(c.text) - n
+	}
+	if ev.Finish != "" {
+		c.finish, c.matched, c.stopToken = ev.Finish, ev.MatchedStop, ev.StopToken
+	}
+}
+
+// visible is the text a client may see: once finished, without the stop
+// string or stop token that ended it (unless include_stop_str_in_output,
+// as vLLM); while running, without a tail that may still turn into a stop
+// string or is an incomplete UTF-8 character.
+func (c *choice) visible(o *genOptions) []byte {
+	t := c.text
+	if c.finish != "" {
+		if c.finish == "stop" && !o.includeStop {
+			switch {
+			case c.stopToken:
+				t = t[:len(t)-c.lastLen]
+			case c.matched != "":
+				t = t[:len(t)-min(len(t), len(c.matched))]
+			}
+		}
+		return t
+	}
+	hold := 0
+	for _, st := range o.stops {
+		for k := min(len(st)-1, len(t)); k > hold; k-- {
+			if string(t[len(t)-k:]) == st[:k] {
+				hold = k
+				break
+			}
+		}
+	}
+	// An incomplete UTF-8 character at the end waits for its other bytes.
+	for k := 1; k <= min(3, len(t)); k++ {
+		b := t[len(t)-k]
+		if utf8.RuneStart(b) {
+			if !utf8.FullRune(t[len(t)-k:]) {
+				hold = max(hold, k)
+			}
+			break
+		}
+	}
+	return t[:len(t)-hold]
+}
+
+// stopReason is vLLM's stop_reason: the matched stop string, the matched
+// stop token id as a number, or null for end of sequence and length.
+func (c *choice) stopReason() any {
+	if c.matched == "" {
+		return nil
+	}
+	if c.stopToken {
+		if id, err := strconv.Atoi(c.matched); err == nil {
+			return id
+		}
+	}
+	return c.matched
+}
+
+func (c *choice) finishReason() any {
+	if c.finish == "" {
+		return nil
+	}
+	return c.finish
+}
+
+// tokenString is how a token is named in logprobs.
+func tokenString(id int, asIDs bool) string {
+	if asIDs {
+		return "token_id:" + strconv.Itoa(id)
+	}
+	return local.Tokenizer{}.TokenText(id)
+}
+
+func tokenBytes(id int) []int {
+	t := local.Tokenizer{}.TokenText(id)
+	b := make([]int, len(t))
+	for i := range len(t) {
+		b[i] = int(t[i])
+	}
+	return b
+}
+
+// finite sends −inf as −9999.0, as vLLM does.
+func finite(x float64) float64 {
+	if x < -9999 {
+		return -9999
+	}
+	return x
+}
+
+type usage struct {
+	PromptTokens     int `json:"prompt_tokens"`
+	CompletionTokens int `json:"completion_tokens"`
+	TotalTokens      int `json:"total_tokens"`
+}
+
+// run is one request in the engine: its streams (one per prompt) and
+// choices (prompt p's sequence j is choice p·n+j).
+type run struct {
+	s       *Server
+	o       *genOptions
+	prompts [][]int
+	streams []*local.GenStream
+	choices []*choice
+	start   time.Time
+	lastTok time.Time
+	first   bool
+	version string
+}
+
+func (s *Server) newRun(o *genOptions, prompts [][]int, start time.Time) *run {
+	r := &run{s: s, o: o, prompts: prompts, start: start}
+	n := o.req.N
+	for p, prompt := range prompts {
+		for j := range n {
+			r.choices = append(r.choices, &choice{index: p*n + j, prompt: prompt})
+		}
+	}
+	return r
+}
+
+// begin submits the run; false means an error was written.
+func (r *run) begin(w http.ResponseWriter, ctx context.Context) bool {
+	reqs := make([]local.GenRequest, len(r.prompts))
+	for i, p := range r.prompts {
+		reqs[i] = r.o.req
+		reqs[i].Prompt = p
+	}
+	r.streams = r.s.submit(w, ctx, reqs)
+	if r.streams == nil {
+		return false
+	}
+	r.version = r.streams[0].Version
+	return true
+}
+
+func (r *run) close() {
+	for _, st := range r.streams {
+		st.Close()
+	}
+}
+
+// consume applies a batch of events of prompt p and records latencies.
+func (r *run) consume(p int, evs []local.GenEvent) {
+	now := time.Now()
+	perSeq := map[int]int{}
+	for _, ev := range evs {
+		r.choices[p*r.o.req.N+ev.Seq].apply(ev, r.o.skipSpecial)
+		if ev.HasToken {
+			perSeq[ev.Seq]++
+		}
+	}
+	most := 0
+	for _, k := range perSeq {
+		most = max(most, k)
+	}
+	if most == 0 {
+		return
+	}
+	m := r.s.metrics
+	if !r.first {
+		r.first = true
+		m.ttft.Observe(now.Sub(r.start).Seconds())
+		most--
+	}
+	if most > 0 && !r.lastTok.IsZero() {
+		dt := now.Sub(r.lastTok).Seconds() / float64(most)
+		for range most {
+			m.itl.Observe(dt)
+		}
+	}
+	r.lastTok = now
+}
+
+// wait collects every event of every prompt (non-streaming requests).
+func (r *run) wait(ctx context.Context) error {
+	for p, st := range r.streams {
+		for {
+			evs, err := st.Next(ctx)
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				return err
+			}
+			r.consume(p, evs)
+		}
+	}
+	return nil
+}
+
+// finish records the request's end in the metrics.
+func (r *run) finish() {
+	m := r.s.metrics
+	m.e2e.Observe(time.Since(r.start).Seconds())
+	reason := "abort"
+	if len(r.choices) > 0 && r.choices[0].finish != "" {
+		reason = r.choices[0].finish
+	}
+	m.success.WithLabelValues(reason).Inc()
+}
+
+func (r *run) usage() usage {
+	var u usage
+	for _, p := range r.prompts {
+		u.PromptTokens += len(p)
+	}
+	for _, c := range r.choices {
+		u.CompletionTokens += len(c.ids)
+	}
+	u.TotalTokens = u.PromptTokens + u.CompletionTokens
+	return u
+}
+
+// failed answers a request whose wait ended early.
+func (r *run) failed(w http.ResponseWriter, err error) {
+	r.close()
+	if errors.Is(err, context.DeadlineExceeded) {
+		writeError(w, http.StatusGatewayTimeout, "", "the request did not finish within the server's request timeout of %s; ask for fewer tokens or raise --request-timeout", r.s.opts.RequestTimeout)
+	}
+	// A cancelled request has no client left to answer.
+}
+
+// stream drives a streaming response: for every batch of events it calls
+// emit with the choices that changed, which writes chunks through sse.
+func (r *run) stream(ctx context.Context, sse *sseWriter, base func() map[string]any, emit func(changed []*choice) bool) {
+	defer r.close()
+	for p, st := range r.streams {
+		for {
+			evs, err := st.Next(ctx)
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				if errors.Is(err, context.DeadlineExceeded) {
+					sse.error(http.StatusGatewayTimeout, "the request did not finish within the server's request timeout")
+					sse.done()
+				}
+				return
+			}
+			r.consume(p, evs)
+			var changed []*choice
+			seen := map[int]bool{}
+			for _, ev := range evs {
+				if !seen[ev.Seq] {
+					seen[ev.Seq] = true
+					changed = append(changed, r.choices[p*r.o.req.N+ev.Seq])
+				}
+			}
+			if !emit(changed) {
+				return
+			}
+		}
+	}
+	if r.o.includeUsage {
+		chunk := base()
+		chunk["choices"], chunk["usage"] = []any{}, r.usage()
+		sse.send(chunk)
+	}
+	sse.done()
+}
+
+// sseWriter writes server-sent events with a deadline per write, so a
+// stalled client fails its request instead of holding it.
+type sseWriter struct {
+	w       http.ResponseWriter
+	rc      *http.ResponseController
+	timeout time.Duration
+	err     error
+}
+
+func newSSE(w http.ResponseWriter, timeout time.Duration, version string) *sseWriter {
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Weight-Version", version)
+	w.WriteHeader(http.StatusOK)
+	return &sseWriter{w: w, rc: http.NewResponseController(w), timeout: timeout}
+}
+
+func (e *sseWriter) write(b []byte) bool {
+	if e.err != nil {
+		return false
+	}
+	_ = e.rc.SetWriteDeadline(time.Now().Add(e.timeout))
+	if _, err := e.w.Write(b); err != nil {
+		e.err = err
+		return false
+	}
+	if err := e.rc.Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		e.err = err
+		return false
+	}
+	return true
+}
+
+func (e *sseWriter) send(v any) bool {
+	b, err := json.Marshal(v)
+	if err != nil {
+		e.err = err
+		return false
+	}
+	var sb strings.Builder
+	sb.Grow(len(b) + 8)
+	sb.WriteString("data: ")
+	sb.Write(b)
+	sb.WriteString("\n\n")
+	return e.write([]byte(sb.String()))
+}
+
+func (e *sseWriter) error(status int, msg string) {
+	e.send(map[string]apiError{"error": {Message: msg, Type: "TimeoutError", Code: status}})
+}
+
+func (e *sseWriter) done() { e.write([]byte("data: [DONE]\n\n")) }
