@@ -208,11 +208,12 @@ func (r *run) consume(p int, evs []local.GenEvent) {
 	}
 	m := r.s.metrics
 	if !r.first {
-		r.first = true
+		// The first token is TTFT; tokens that came with it follow it by 0.
+		r.first, r.lastTok = true, now
 		m.ttft.Observe(now.Sub(r.start).Seconds())
 		most--
 	}
-	if most > 0 && !r.lastTok.IsZero() {
+	if most > 0 {
 		dt := now.Sub(r.lastTok).Seconds() / float64(most)
 		for range most {
 			m.itl.Observe(dt)
