@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strconv"
@@ -112,10 +113,16 @@ func (c *choice) finishReason() any {
 	return c.finish
 }
 
-// tokenString is how a token is named in logprobs.
+// tokenString is how a token is named in logprobs: its text, or, for a
+// byte that is not UTF-8 by itself, "bytes:\xNN" as OpenAI writes it (two
+// such bytes would otherwise both read "\ufffd" and collide as keys of
+// completions' top_logprobs); "token_id:N" with return_tokens_as_token_ids.
 func tokenString(id int, asIDs bool) string {
 	if asIDs {
 		return "token_id:" + strconv.Itoa(id)
+	}
+	if id >= 0x80 && id < 256 {
+		return fmt.Sprintf("bytes:\\x%02x", id)
 	}
 	return local.Tokenizer{}.TokenText(id)
 }
