@@ -70,7 +70,7 @@ freshly initialised model sized by backend.local.*. See docs/serve.md.`,
 	}
 	opts.config.register(cmd)
 	f := cmd.Flags()
-	f.StringVar(&opts.weights, "weights", "", "checkpoint `DIR` to serve (written by rllm train or rllm sft)")
+	f.StringVar(&opts.weights, "weights", "", "checkpoint `DIR` to serve (written by rllm sft, a trainer's global_step_N, or a training run directory for its newest step)")
 	f.StringVar(&opts.host, "host", "127.0.0.1", "address to listen on (loopback by default)")
 	f.IntVar(&opts.port, "port", 8000, "TCP port (0 picks a free one)")
 	f.StringVar(&opts.modelName, "model-name", "", "model id to serve (default: the checkpoint's model name)")
@@ -88,7 +88,13 @@ func runServe(ctx context.Context, a *App, opts *serveOptions) error {
 	if err != nil {
 		return err
 	}
-	be, err := trainer.OpenLocal(ctx, ld.Config, opts.weights)
+	weights := opts.weights
+	if weights != "" {
+		// A trainer checkpoint (global_step_N) or run directory names its
+		// model checkpoint, as /update_weights_from_disk accepts them.
+		weights = openai.ResolveCheckpoint(weights)
+	}
+	be, err := trainer.OpenLocal(ctx, ld.Config, weights)
 	if err != nil {
 		return err
 	}

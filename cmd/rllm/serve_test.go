@@ -4,13 +4,17 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/rllm-org/rllm-go/pkg/backend/local"
 	"github.com/rllm-org/rllm-go/pkg/episode"
 )
 
@@ -24,7 +28,7 @@ func TestServeAnswersAndStops(t *testing.T) {
 	defer cancel()
 	var stderr bytes.Buffer
 	addrc := make(chan string, 1)
-	opts := &serveOptions{host: "127.0.0.1", port: 0, ready: func(a string) { addrc <- a },
+	opts := &serveOptions{host: "127.0.0.1", port: 0, ready: func(a string) { addrc <- a }, version: "default", maxSeqs: 8, maxWait: 8, maxN: 4,
 		args: []string{"backend.local.d_model=16", "backend.local.heads=2", "backend.local.layers=1", "backend.local.context=32"}}
 	done := make(chan error, 1)
 	go func() { done <- runServe(ctx, testApp(io.Discard, &stderr), opts) }()
@@ -51,6 +55,100 @@ func TestServeAnswersAndStops(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("serve returned %v after cancel", err)
 	}
+}
+
+// rllm serve loads a training run's newest checkpoint and takes the next
+// one through /update_weights_from_disk, as a trainer would publish it.
+func TestServeWeightUpdateFromTrainerCheckpoint(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	run := t.TempDir()
+	save := func(step int, seed int64) string {
+		b, err := local.New(local.Options{Config: local.Config{Layers: 1, DModel: 16, Heads: 2, Context: 32, Seed: seed}, Workers: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer b.Close()
+		dir := filepath.Join(run, fmt.Sprintf("global_step_%d", step))
+		if _, err := b.SaveState(ctx, filepath.Join(dir, "model")).Result(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return dir
+	}
+	save(1, 1)
+	if err := os.WriteFile(filepath.Join(run, "latest_checkpointed_iteration.txt"), []byte("1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var stderr syncBuffer
+	addrc := make(chan string, 1)
+	opts := &serveOptions{host: "127.0.0.1", port: 0, weights: run, version: "step-1", maxSeqs: 8, maxWait: 8, maxN: 4,
+		ready: func(a string) { addrc <- a }}
+	done := make(chan error, 1)
+	go func() { done <- runServe(ctx, testApp(io.Discard, &stderr), opts) }()
+	var addr string
+	select {
+	case addr = <-addrc:
+	case err := <-done:
+		t.Fatalf("serve ended early: %v (%s)", err, stderr.String())
+	case <-time.After(30 * time.Second):
+		t.Fatal("server did not start")
+	}
+	get := func(path string) string {
+		resp, err := http.Get("http://" + addr + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return strings.TrimSpace(string(b))
+	}
+	if v := get("/get_weight_version"); v != `{"weight_version":"step-1"}` {
+		t.Fatalf("version %s", v)
+	}
+	next := save(2, 2)
+	resp, err := http.Post("http://"+addr+"/update_weights_from_disk", "application/json",
+		strings.NewReader(fmt.Sprintf(`{"model_path":%q,"weight_version":"step-2"}`, next)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out map[string]any
+	json.NewDecoder(resp.Body).Decode(&out)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || out["success"] != true {
+		t.Fatalf("update: %d %v", resp.StatusCode, out)
+	}
+	if v := get("/get_weight_version"); v != `{"weight_version":"step-2"}` {
+		t.Fatalf("version %s after the update", v)
+	}
+	if !strings.Contains(stderr.String(), "weight version step-2") {
+		t.Fatalf("the update was not logged: %s", stderr.String())
+	}
+	if m := get("/metrics"); !strings.Contains(m, `rllm:weight_updates_total{model_name="local",success="true"} 1`) {
+		t.Fatalf("metrics: %s", m)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("serve returned %v after cancel", err)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for the server's and the test's
+// goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 func TestSFTDatumsBadInput(t *testing.T) {

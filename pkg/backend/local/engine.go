@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/rllm-org/rllm-go/pkg/backend"
 )
@@ -145,12 +146,37 @@ type GenStream struct {
 	eng    *Engine
 	n      int
 	notify chan struct{}
+	done   chan struct{} // closed when every sequence has finished
 
-	mu      sync.Mutex
-	events  []GenEvent
-	left    int // sequences not finished
-	promptL [][]TokenLogprob
-	closed  atomic.Bool
+	mu          sync.Mutex
+	events      []GenEvent
+	left        int // sequences not finished
+	promptL     [][]TokenLogprob
+	first, last time.Time // first and latest push with a token
+	closed      atomic.Bool
+}
+
+// Wait blocks until every sequence has finished (or ctx ends) and returns
+// all the events not yet read: for a reader that needs only the end, it
+// avoids a wake-up per decoding step.
+func (s *GenStream) Wait(ctx context.Context) ([]GenEvent, error) {
+	select {
+	case <-s.done:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ev := s.events
+	s.events = nil
+	return ev, nil
+}
+
+// TokenTimes are when the first and the latest tokens reached the stream.
+func (s *GenStream) TokenTimes() (first, last time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.first, s.last
 }
 
 // Next waits for events and returns all that are queued; io.EOF once every
@@ -198,7 +224,21 @@ func (s *GenStream) Close() {
 func (s *GenStream) push(ev []GenEvent, finished int) {
 	s.mu.Lock()
 	s.events = append(s.events, ev...)
+	for _, e := range ev {
+		if e.HasToken {
+			now := time.Now()
+			if s.first.IsZero() {
+				s.first = now
+			}
+			s.last = now
+			break
+		}
+	}
+	wasLeft := s.left
 	s.left -= finished
+	if wasLeft > 0 && s.left == 0 {
+		close(s.done)
+	}
 	s.mu.Unlock()
 	select {
 	case s.notify <- struct{}{}:
@@ -396,7 +436,7 @@ func (e *Engine) Submit(ctx context.Context, reqs ...GenRequest) ([]*GenStream, 
 	groups := make([]*genGroup, len(reqs))
 	streams := make([]*GenStream, len(reqs))
 	for i, r := range reqs {
-		st := &GenStream{Version: version, Snapshot: snap, ctx: ctx, eng: e, n: r.N, left: r.N, notify: make(chan struct{}, 1)}
+		st := &GenStream{Version: version, Snapshot: snap, ctx: ctx, eng: e, n: r.N, left: r.N, notify: make(chan struct{}, 1), done: make(chan struct{})}
 		seed := rand.Uint64()
 		if r.Params.Seed != nil {
 			seed = uint64(*r.Params.Seed)

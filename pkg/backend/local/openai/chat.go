@@ -147,6 +147,23 @@ type chatChoice struct {
 	TokenIDs     []int         `json:"token_ids,omitempty"`
 }
 
+// chatChunk is a /v1/chat/completions stream chunk.
+type chatChunk struct {
+	chunkHead
+	Choices        []chatStreamChoice `json:"choices"`
+	Usage          *usage             `json:"usage,omitempty"`
+	PromptTokenIDs []int              `json:"prompt_token_ids,omitempty"`
+}
+
+// chatResponse is a whole /v1/chat/completions response.
+type chatResponse struct {
+	chunkHead
+	Choices        []chatChoice     `json:"choices"`
+	Usage          *usage           `json:"usage"`
+	PromptTokenIDs []int            `json:"prompt_token_ids,omitempty"`
+	PromptLogprobs []map[string]any `json:"prompt_logprobs,omitempty"`
+}
+
 type chatDelta struct {
 	Role    string  `json:"role,omitempty"`
 	Content *string `json:"content,omitempty"`
@@ -203,11 +220,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer run.finish()
-	id, created := s.nextID("chatcmpl-"), time.Now().Unix()
-	base := func() map[string]any {
-		return map[string]any{"id": id, "object": "chat.completion.chunk", "created": created, "model": s.opts.ModelName,
-			"metadata": map[string]string{"weight_version": run.version}}
-	}
+	head := s.head("chatcmpl-", "chat.completion.chunk", run.version)
 	k := -1
 	if req.Logprobs {
 		k = 0
@@ -220,20 +233,21 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		// The role comes first, for every choice, as vLLM sends it.
 		for i, c := range run.choices {
 			empty := ""
-			chunk := base()
-			chunk["choices"] = []chatStreamChoice{{Index: c.index, Delta: chatDelta{Role: "assistant", Content: &empty}}}
+			chunk := chatChunk{chunkHead: head, Choices: []chatStreamChoice{{Index: c.index, Delta: chatDelta{Role: "assistant", Content: &empty}}}}
 			if o.returnIDs && i == 0 {
-				chunk["prompt_token_ids"] = prompt
+				chunk.PromptTokenIDs = prompt
 			}
 			if o.continuousUsage {
-				chunk["usage"] = run.usage()
+				u := run.usage()
+				chunk.Usage = &u
 			}
 			if !sse.send(chunk) {
 				run.close()
 				return
 			}
 		}
-		run.stream(ctx, sse, base, func(changed []*choice) bool {
+		usageChunk := func(u usage) any { return chatChunk{chunkHead: head, Choices: []chatStreamChoice{}, Usage: &u} }
+		run.stream(ctx, sse, usageChunk, func(changed []*choice) bool {
 			for _, c := range changed {
 				vis := c.visible(&o)
 				delta := ""
@@ -254,10 +268,10 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 					ch.TokenIDs = nonNil(c.ids[c.sentTok:])
 				}
 				c.sentText, c.sentTok = max(c.sentText, len(vis)), len(c.ids)
-				chunk := base()
-				chunk["choices"] = []chatStreamChoice{ch}
+				chunk := chatChunk{chunkHead: head, Choices: []chatStreamChoice{ch}}
 				if o.continuousUsage {
-					chunk["usage"] = run.usage()
+					u := run.usage()
+					chunk.Usage = &u
 				}
 				if !sse.send(chunk) {
 					return false
@@ -283,14 +297,14 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		}
 		choices[i] = ch
 	}
-	resp := base()
-	resp["object"] = "chat.completion"
-	resp["choices"], resp["usage"] = choices, run.usage()
+	head.Object = "chat.completion"
+	u := run.usage()
+	resp := chatResponse{chunkHead: head, Choices: choices, Usage: &u}
 	if o.returnIDs {
-		resp["prompt_token_ids"] = prompt
+		resp.PromptTokenIDs = prompt
 	}
 	if o.req.PromptLogprobs >= 0 {
-		resp["prompt_logprobs"] = vllmPromptLogprobs(run.streams[0].PromptLogprobs(), prompt, o.req.PromptLogprobs, o.tokensAsIDs)
+		resp.PromptLogprobs = vllmPromptLogprobs(run.streams[0].PromptLogprobs(), prompt, o.req.PromptLogprobs, o.tokensAsIDs)
 	}
 	w.Header().Set("X-Weight-Version", run.version)
 	writeJSON(w, http.StatusOK, resp)

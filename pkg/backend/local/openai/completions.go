@@ -29,6 +29,13 @@ type completionLogprobs struct {
 	TextOffset    []int                `json:"text_offset"`
 }
 
+// completionChunk is a /v1/completions response or stream chunk.
+type completionChunk struct {
+	chunkHead
+	Choices []completionChoice `json:"choices"`
+	Usage   *usage             `json:"usage,omitempty"`
+}
+
 type completionChoice struct {
 	Index          int                 `json:"index"`
 	Text           string              `json:"text"`
@@ -77,18 +84,15 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer run.finish()
-	id, created := s.nextID("cmpl-"), time.Now().Unix()
-	base := func() map[string]any {
-		return map[string]any{"id": id, "object": "text_completion", "created": created, "model": s.opts.ModelName,
-			"metadata": map[string]string{"weight_version": run.version}}
-	}
+	head := s.head("cmpl-", "text_completion", run.version)
 	k := -1
 	if req.Logprobs != nil {
 		k = *req.Logprobs
 	}
 	if o.stream {
 		sse := newSSE(w, s.opts.WriteTimeout, run.version)
-		run.stream(ctx, sse, base, func(changed []*choice) bool {
+		usageChunk := func(u usage) any { return completionChunk{chunkHead: head, Choices: []completionChoice{}, Usage: &u} }
+		run.stream(ctx, sse, usageChunk, func(changed []*choice) bool {
 			for _, c := range changed {
 				vis := c.visible(&o)
 				delta := ""
@@ -109,10 +113,10 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 					}
 				}
 				c.started, c.sentText, c.sentTok = true, max(c.sentText, len(vis)), len(c.ids)
-				chunk := base()
-				chunk["choices"] = []completionChoice{ch}
+				chunk := completionChunk{chunkHead: head, Choices: []completionChoice{ch}}
 				if o.continuousUsage {
-					chunk["usage"] = run.usage()
+					u := run.usage()
+					chunk.Usage = &u
 				}
 				if !sse.send(chunk) {
 					return false
@@ -153,10 +157,9 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 		}
 		choices[i] = ch
 	}
-	resp := base()
-	resp["choices"], resp["usage"] = choices, run.usage()
+	u := run.usage()
 	w.Header().Set("X-Weight-Version", run.version)
-	writeJSON(w, http.StatusOK, resp)
+	writeJSON(w, http.StatusOK, completionChunk{chunkHead: head, Choices: choices, Usage: &u})
 }
 
 // completionOptions checks the completions-only fields.

@@ -144,6 +144,21 @@ func finite(x float64) float64 {
 	return x
 }
 
+// chunkHead starts every response and chunk. Metadata carries the weight
+// version as SGLang's responses do.
+type chunkHead struct {
+	ID       string            `json:"id"`
+	Object   string            `json:"object"`
+	Created  int64             `json:"created"`
+	Model    string            `json:"model"`
+	Metadata map[string]string `json:"metadata"`
+}
+
+func (s *Server) head(prefix, object, version string) chunkHead {
+	return chunkHead{ID: s.nextID(prefix), Object: object, Created: time.Now().Unix(), Model: s.opts.ModelName,
+		Metadata: map[string]string{"weight_version": version}}
+}
+
 type usage struct {
 	PromptTokens     int `json:"prompt_tokens"`
 	CompletionTokens int `json:"completion_tokens"`
@@ -229,18 +244,35 @@ func (r *run) consume(p int, evs []local.GenEvent) {
 	r.lastTok = now
 }
 
-// wait collects every event of every prompt (non-streaming requests).
+// wait collects every event of every prompt (non-streaming requests),
+// waking once per prompt rather than once per decoding step, and records
+// the latencies from the engine's token times.
 func (r *run) wait(ctx context.Context) error {
+	m := r.s.metrics
 	for p, st := range r.streams {
-		for {
-			evs, err := st.Next(ctx)
-			if err == io.EOF {
-				break
+		evs, err := st.Wait(ctx)
+		if err != nil {
+			return err
+		}
+		most := 0
+		for _, ev := range evs {
+			r.choices[p*r.o.req.N+ev.Seq].apply(ev, r.o.skipSpecial)
+		}
+		for _, c := range r.choices[p*r.o.req.N : (p+1)*r.o.req.N] {
+			most = max(most, len(c.ids))
+		}
+		first, last := st.TokenTimes()
+		if first.IsZero() {
+			continue
+		}
+		if p == 0 {
+			m.ttft.Observe(first.Sub(r.start).Seconds())
+		}
+		if most > 1 {
+			dt := last.Sub(first).Seconds() / float64(most-1)
+			for range most - 1 {
+				m.itl.Observe(dt)
 			}
-			if err != nil {
-				return err
-			}
-			r.consume(p, evs)
 		}
 	}
 	return nil
@@ -280,7 +312,7 @@ func (r *run) failed(w http.ResponseWriter, err error) {
 
 // stream drives a streaming response: for every batch of events it calls
 // emit with the choices that changed, which writes chunks through sse.
-func (r *run) stream(ctx context.Context, sse *sseWriter, base func() map[string]any, emit func(changed []*choice) bool) {
+func (r *run) stream(ctx context.Context, sse *sseWriter, usageChunk func(usage) any, emit func(changed []*choice) bool) {
 	defer r.close()
 	for p, st := range r.streams {
 		for {
@@ -310,9 +342,7 @@ func (r *run) stream(ctx context.Context, sse *sseWriter, base func() map[string
 		}
 	}
 	if r.o.includeUsage {
-		chunk := base()
-		chunk["choices"], chunk["usage"] = []any{}, r.usage()
-		sse.send(chunk)
+		sse.send(usageChunk(r.usage()))
 	}
 	sse.done()
 }
