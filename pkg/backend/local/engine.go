@@ -342,7 +342,7 @@ func (e *Engine) Pause(abort bool) int {
 	if abort {
 		// Running sequences are the loop's; ask it to abort them.
 		done := make(chan int, 1)
-		e.control <- func(running []*genSeq) []*genSeq {
+		fn := func(running []*genSeq) []*genSeq {
 			groups := map[*genGroup]bool{}
 			for _, s := range running {
 				groups[s.g] = true
@@ -353,8 +353,12 @@ func (e *Engine) Pause(abort bool) int {
 			done <- len(groups)
 			return nil
 		}
-		e.signal()
-		return n + <-done
+		select {
+		case e.control <- fn:
+			return n + <-done
+		case <-e.done: // closed: nothing runs any more
+			return n
+		}
 	}
 	return n + int(e.running.Load())
 }

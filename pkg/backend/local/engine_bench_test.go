@@ -32,6 +32,7 @@ func BenchmarkEngine(b *testing.B) {
 			const rounds = 2
 			generated := 0
 			var mu sync.Mutex
+			cpu0 := cpuSeconds()
 			for b.Loop() {
 				var wg sync.WaitGroup
 				for range c {
@@ -65,6 +66,9 @@ func BenchmarkEngine(b *testing.B) {
 				wg.Wait()
 			}
 			b.ReportMetric(float64(generated)/b.Elapsed().Seconds(), "tokens/s")
+			if cpu := cpuSeconds() - cpu0; cpu > 0 {
+				b.ReportMetric(float64(generated)/cpu, "tokens/cpu-s")
+			}
 			st := eng.Stats()
 			b.ReportMetric(float64(st.GenTokens)/float64(max(st.Forwards, 1)), "seqs/forward")
 		})

@@ -56,6 +56,7 @@ func benchServe(b *testing.B, c int, stream bool) {
 	var mu sync.Mutex
 	generated := 0
 	var ttfts []float64
+	cpu0 := cpuSeconds()
 	for b.Loop() {
 		var wg sync.WaitGroup
 		for range c {
@@ -96,6 +97,9 @@ func benchServe(b *testing.B, c int, stream bool) {
 		wg.Wait()
 	}
 	b.ReportMetric(float64(generated)/b.Elapsed().Seconds(), "tokens/s")
+	if cpu := cpuSeconds() - cpu0; cpu > 0 {
+		b.ReportMetric(float64(generated)/cpu, "tokens/cpu-s")
+	}
 	if len(ttfts) > 0 {
 		slices.Sort(ttfts)
 		b.ReportMetric(ttfts[len(ttfts)/2]*1e3, "ttft-p50-ms")

@@ -241,10 +241,11 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 				u := run.usage()
 				chunk.Usage = &u
 			}
-			if !sse.send(chunk) {
-				run.close()
-				return
-			}
+			sse.send(chunk)
+		}
+		if !sse.flush() {
+			run.close()
+			return
 		}
 		usageChunk := func(u usage) any { return chatChunk{chunkHead: head, Choices: []chatStreamChoice{}, Usage: &u} }
 		run.stream(ctx, sse, usageChunk, func(changed []*choice) bool {

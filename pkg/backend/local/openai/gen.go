@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -147,16 +146,20 @@ func finite(x float64) float64 {
 // chunkHead starts every response and chunk. Metadata carries the weight
 // version as SGLang's responses do.
 type chunkHead struct {
-	ID       string            `json:"id"`
-	Object   string            `json:"object"`
-	Created  int64             `json:"created"`
-	Model    string            `json:"model"`
-	Metadata map[string]string `json:"metadata"`
+	ID       string       `json:"id"`
+	Object   string       `json:"object"`
+	Created  int64        `json:"created"`
+	Model    string       `json:"model"`
+	Metadata responseMeta `json:"metadata"`
+}
+
+type responseMeta struct {
+	WeightVersion string `json:"weight_version"`
 }
 
 func (s *Server) head(prefix, object, version string) chunkHead {
 	return chunkHead{ID: s.nextID(prefix), Object: object, Created: time.Now().Unix(), Model: s.opts.ModelName,
-		Metadata: map[string]string{"weight_version": version}}
+		Metadata: responseMeta{WeightVersion: version}}
 }
 
 type usage struct {
@@ -336,7 +339,7 @@ func (r *run) stream(ctx context.Context, sse *sseWriter, usageChunk func(usage)
 					changed = append(changed, r.choices[p*r.o.req.N+ev.Seq])
 				}
 			}
-			if !emit(changed) {
+			if !emit(changed) || !sse.flush() {
 				return
 			}
 		}
@@ -347,12 +350,14 @@ func (r *run) stream(ctx context.Context, sse *sseWriter, usageChunk func(usage)
 	sse.done()
 }
 
-// sseWriter writes server-sent events with a deadline per write, so a
-// stalled client fails its request instead of holding it.
+// sseWriter writes server-sent events: chunks are buffered and written
+// with one flush per batch of engine events, each write with a deadline,
+// so a stalled client fails its request instead of holding it.
 type sseWriter struct {
 	w       http.ResponseWriter
 	rc      *http.ResponseController
 	timeout time.Duration
+	buf     []byte
 	err     error
 }
 
@@ -365,38 +370,47 @@ func newSSE(w http.ResponseWriter, timeout time.Duration, version string) *sseWr
 	return &sseWriter{w: w, rc: http.NewResponseController(w), timeout: timeout}
 }
 
-func (e *sseWriter) write(b []byte) bool {
+// flush writes the buffered events; false once the client is gone.
+func (e *sseWriter) flush() bool {
 	if e.err != nil {
 		return false
 	}
+	if len(e.buf) == 0 {
+		return true
+	}
 	_ = e.rc.SetWriteDeadline(time.Now().Add(e.timeout))
-	if _, err := e.w.Write(b); err != nil {
-		e.err = err
-		return false
+	_, err := e.w.Write(e.buf)
+	e.buf = e.buf[:0]
+	if err == nil {
+		if err = e.rc.Flush(); errors.Is(err, http.ErrNotSupported) {
+			err = nil
+		}
 	}
-	if err := e.rc.Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
-		e.err = err
-		return false
-	}
-	return true
+	e.err = err
+	return err == nil
 }
 
+// send buffers one event; it fails only if the client is already gone.
 func (e *sseWriter) send(v any) bool {
+	if e.err != nil {
+		return false
+	}
 	b, err := json.Marshal(v)
 	if err != nil {
 		e.err = err
 		return false
 	}
-	var sb strings.Builder
-	sb.Grow(len(b) + 8)
-	sb.WriteString("data: ")
-	sb.Write(b)
-	sb.WriteString("\n\n")
-	return e.write([]byte(sb.String()))
+	e.buf = append(e.buf, "data: "...)
+	e.buf = append(e.buf, b...)
+	e.buf = append(e.buf, "\n\n"...)
+	return true
 }
 
 func (e *sseWriter) error(status int, msg string) {
 	e.send(map[string]apiError{"error": {Message: msg, Type: "TimeoutError", Code: status}})
 }
 
-func (e *sseWriter) done() { e.write([]byte("data: [DONE]\n\n")) }
+func (e *sseWriter) done() {
+	e.buf = append(e.buf, "data: [DONE]\n\n"...)
+	e.flush()
+}

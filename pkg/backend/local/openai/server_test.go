@@ -231,6 +231,9 @@ func FuzzCompletionsBody(f *testing.F) {
 	f.Add(`{"prompt":[1,2,3],"max_tokens":2}`)
 	f.Add(`{"prompt":"hi","stop":["a"],"n":2,"max_tokens":2}`)
 	f.Add(`{"prompt":[[1],[2]],"max_tokens":1}`)
+	f.Add(`{"messages":[{"role":"user","content":[{"type":"text","text":"a"}]}],"stream":true,"stream_options":{"include_usage":true},"logprobs":true,"top_logprobs":2,"n":2,"max_tokens":3}`)
+	f.Add(`{"prompt":"ab","echo":true,"logprobs":2,"prompt_logprobs":1,"logit_bias":{"97":5},"stop":["a"],"min_tokens":1,"max_tokens":3}`)
+	f.Add(`{"model_path":"nowhere","weight_version":"x"}`)
 	b, err := local.New(local.Options{Config: local.Config{Layers: 1, DModel: 8, Heads: 2, Context: 16, Seed: 1}, Workers: 1})
 	if err != nil {
 		f.Fatal(err)
@@ -241,7 +244,7 @@ func FuzzCompletionsBody(f *testing.F) {
 	defer eng.Close()
 	h := New(eng, Options{})
 	f.Fuzz(func(t *testing.T, body string) {
-		for _, path := range []string{"/v1/completions", "/v1/chat/completions", "/tokenize", "/detokenize"} {
+		for _, path := range []string{"/v1/completions", "/v1/chat/completions", "/tokenize", "/detokenize", "/update_weights_from_disk"} {
 			req := httptest.NewRequest("POST", path, strings.NewReader(body))
 			rec := httptest.NewRecorder()
 			h.ServeHTTP(rec, req)
