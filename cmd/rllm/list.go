@@ -47,13 +47,13 @@ func newListCmd(a *App) *cobra.Command {
 				return usagef("rllm list needs one of: %s", strings.Join(listKinds, ", "))
 			}
 			opts.kind = args[0]
-			if opts.output != "text" && opts.output != "json" {
-				return usagef("--output must be text or json, got %q", opts.output)
+			opts.output = outputText
+			if a.jsonResults() {
+				opts.output = outputJSON
 			}
 			return runList(a, opts)
 		},
 	}
-	cmd.Flags().StringVarP(&opts.output, "output", "o", "text", "output format: text or json")
 	return cmd
 }
 

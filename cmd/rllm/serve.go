@@ -13,7 +13,6 @@ import (
 
 	"github.com/rllm-org/rllm-go/pkg/backend/local"
 	"github.com/rllm-org/rllm-go/pkg/backend/local/openai"
-	"github.com/rllm-org/rllm-go/pkg/trainer"
 )
 
 type serveOptions struct {
@@ -46,7 +45,8 @@ updates (/update_weights_from_disk, /get_weight_version, /pause_generation,
 /continue_generation). Concurrent requests share batched forward passes
 (continuous batching). With --weights it serves a checkpoint; otherwise a
 freshly initialised model sized by backend.local.*. See docs/serve.md.`,
-		Example: `  rllm serve --weights checkpoints/arith/global_step_100
+		Example: `  rllm serve --weights checkpoints/rllm/arith
+  rllm serve --weights checkpoints/rllm/arith/global_step_2
   rllm serve --port 8001 --max-num-seqs 64 backend.local.d_model=32`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.args = args
@@ -70,7 +70,7 @@ freshly initialised model sized by backend.local.*. See docs/serve.md.`,
 	}
 	opts.config.register(cmd)
 	f := cmd.Flags()
-	f.StringVar(&opts.weights, "weights", "", "checkpoint `DIR` to serve (written by rllm sft, a trainer's global_step_N, or a training run directory for its newest step)")
+	f.StringVar(&opts.weights, "weights", "", "checkpoint to serve: a run `DIR` (its newest checkpoint), a global_step_N directory or a model directory (rllm sft --out)")
 	f.StringVar(&opts.host, "host", "127.0.0.1", "address to listen on (loopback by default)")
 	f.IntVar(&opts.port, "port", 8000, "TCP port (0 picks a free one)")
 	f.StringVar(&opts.modelName, "model-name", "", "model id to serve (default: the checkpoint's model name)")
@@ -88,13 +88,11 @@ func runServe(ctx context.Context, a *App, opts *serveOptions) error {
 	if err != nil {
 		return err
 	}
-	weights := opts.weights
-	if weights != "" {
-		// A trainer checkpoint (global_step_N) or run directory names its
-		// model checkpoint, as /update_weights_from_disk accepts them.
-		weights = openai.ResolveCheckpoint(weights)
+	weights, err := resolveWeights(a, ld.Config, opts.weights)
+	if err != nil {
+		return err
 	}
-	be, err := trainer.OpenLocal(ctx, ld.Config, weights)
+	be, err := local.OpenConfig(ctx, ld.Config, weights)
 	if err != nil {
 		return err
 	}
@@ -118,7 +116,7 @@ func runServe(ctx context.Context, a *App, opts *serveOptions) error {
 	addr := net.JoinHostPort(opts.host, strconv.Itoa(opts.port))
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return &usageError{msg: fmt.Sprintf("cannot listen on %s: %v; choose another --port or --host", addr, err)}
+		return usagef("cannot listen on %s: %v; choose another --port or --host", addr, err)
 	}
 	c := snap.Config()
 	fmt.Fprintf(a.Stderr, "rllm: serving %s (%d parameters, %d layers, d_model %d, context %d) on http://%s\n",

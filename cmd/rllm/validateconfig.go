@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	"github.com/spf13/cobra"
+
+	"github.com/rllm-org/rllm-go/pkg/trainer"
 )
 
 type validateConfigOptions struct {
@@ -38,6 +40,10 @@ func runValidateConfig(a *App, opts *validateConfigOptions) error {
 	}
 	c := ld.Config
 	if err := checkComponents(c); err != nil {
+		return err
+	}
+	// What train would refuse, validate-config refuses with the same words.
+	if _, err := trainer.NewPlan(c); err != nil {
 		return err
 	}
 	_, err = fmt.Fprintf(a.Stdout, "configuration is valid: backend %s, agent %s, env %s, %d tasks x %d episodes per step\n",

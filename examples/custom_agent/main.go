@@ -28,6 +28,8 @@ import (
 	"github.com/rllm-org/rllm-go/pkg/sampler"
 	"github.com/rllm-org/rllm-go/pkg/trainer"
 	"github.com/rllm-org/rllm-go/pkg/workflow"
+
+	_ "github.com/rllm-org/rllm-go/pkg/backend/local" // the embedded policy, backend.name=local
 )
 
 func init() {

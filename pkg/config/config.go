@@ -87,6 +87,7 @@ type Actor struct {
 	UseKLLoss        bool    `koanf:"use_kl_loss" json:"use_kl_loss" yaml:"use_kl_loss"`
 	KLLossCoef       float64 `koanf:"kl_loss_coef" json:"kl_loss_coef" yaml:"kl_loss_coef"`
 	KLLossType       string  `koanf:"kl_loss_type" json:"kl_loss_type" yaml:"kl_loss_type"`
+	RefPath          string  `koanf:"ref_path" json:"ref_path" yaml:"ref_path"`
 	Optim            Optim   `koanf:"optim" json:"optim" yaml:"optim"`
 }
 
@@ -112,6 +113,7 @@ type Algorithm struct {
 	NormAdvByStdInGRPO bool              `koanf:"norm_adv_by_std_in_grpo" json:"norm_adv_by_std_in_grpo" yaml:"norm_adv_by_std_in_grpo"`
 	UseKLInReward      bool              `koanf:"use_kl_in_reward" json:"use_kl_in_reward" yaml:"use_kl_in_reward"`
 	KLCoef             float64           `koanf:"kl_coef" json:"kl_coef" yaml:"kl_coef"`
+	KLPenalty          string            `koanf:"kl_penalty" json:"kl_penalty" yaml:"kl_penalty"`
 	StepwiseAdvantage  StepwiseAdvantage `koanf:"stepwise_advantage" json:"stepwise_advantage" yaml:"stepwise_advantage"`
 }
 

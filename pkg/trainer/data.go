@@ -8,6 +8,7 @@ import (
 	"github.com/rllm-org/rllm-go/pkg/dataset"
 	"github.com/rllm-org/rllm-go/pkg/episode"
 	"github.com/rllm-org/rllm-go/pkg/tasks"
+	"github.com/rllm-org/rllm-go/pkg/usererr"
 )
 
 // loadTasks returns the training and validation tasks: the caller's, the
@@ -47,13 +48,13 @@ func taskSet(ctx context.Context, c *config.Config, given []episode.Task, files 
 			all = append(all, rows...)
 		}
 		if len(all) == 0 {
-			return nil, configErrorf("%s: %s hold no tasks", key, strings.Join(files, ", "))
+			return nil, usererr.Errorf("%s: %s hold no tasks", key, strings.Join(files, ", "))
 		}
 		return all, dataset.AssignIDs(strings.Join(files, ", "), all)
 	}
 	gen, ok := tasks.GeneratorFor(c.Env.Name)
 	if !ok || c.Workflow.UseWorkflow {
-		return nil, configErrorf("%s is empty and env %q cannot generate its own tasks (built-in generators: %s); list task files in %s",
+		return nil, usererr.Errorf("%s is empty and env %q cannot generate its own tasks (built-in generators: %s); list task files in %s",
 			key, c.Env.Name, strings.Join(tasks.GeneratorNames(), ", "), key)
 	}
 	rows, err := gen(n, seed)

@@ -235,7 +235,9 @@ func (w *AgentEnv) finish(ep *episode.Episode, ag agent.Agent, task episode.Task
 		total += s.Reward
 	}
 	traj.Reward = total
-	ShapeRewards(traj.Steps, w.bonus, w.gamma)
+	if err := ShapeRewards(traj.Steps, w.bonus, w.gamma); err != nil {
+		ep.TerminationReason, ep.Error = episode.TerminationError, "step rewards: "+err.Error()
+	}
 	ep.Trajectories = []episode.Trajectory{traj}
 	ep.IsCorrect = total > 0
 	if n := len(traj.Steps); n > 0 {

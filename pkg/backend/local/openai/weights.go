@@ -5,46 +5,11 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
-	"path/filepath"
-	"strconv"
 	"strings"
 
 	"github.com/rllm-org/rllm-go/pkg/backend/local"
+	"github.com/rllm-org/rllm-go/pkg/runs"
 )
-
-// Trainer checkpoints (pkg/trainer) keep the model under
-// global_step_N/model, and a run directory names its newest step in
-// latest_checkpointed_iteration.txt.
-const (
-	trainerModelDir   = "model"
-	trainerLatestFile = "latest_checkpointed_iteration.txt"
-)
-
-// ResolveCheckpoint finds the model checkpoint directory (the one holding
-// manifest.json) from what a user or trainer names: the directory itself,
-// a trainer checkpoint global_step_N (its model/ inside), or a training
-// run directory (its newest global_step_N).
-func ResolveCheckpoint(path string) string {
-	has := func(dir string) bool {
-		_, err := os.Stat(filepath.Join(dir, local.ManifestFile))
-		return err == nil
-	}
-	if has(path) {
-		return path
-	}
-	if dir := filepath.Join(path, trainerModelDir); has(dir) {
-		return dir
-	}
-	if b, err := os.ReadFile(filepath.Join(path, trainerLatestFile)); err == nil {
-		if n, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
-			if dir := filepath.Join(path, fmt.Sprintf("global_step_%d", n), trainerModelDir); has(dir) {
-				return dir
-			}
-		}
-	}
-	return path
-}
 
 // updateWeightsRequest is SGLang's UpdateWeightFromDiskReqInput.
 type updateWeightsRequest struct {
@@ -105,7 +70,13 @@ func (s *Server) updateWeightsFromDisk(w http.ResponseWriter, r *http.Request) {
 	}
 	s.updateMu.Lock()
 	defer s.updateMu.Unlock()
-	dir := ResolveCheckpoint(req.ModelPath)
+	// A model directory, a trainer's global_step_N or a run directory
+	// (its newest step), as rllm serve --weights takes them.
+	dir, err := runs.ResolveWeights("model_path", req.ModelPath)
+	if err != nil {
+		fail(http.StatusBadRequest, "%v; the old weights are kept", err)
+		return
+	}
 	snap, m, err := local.LoadSnapshot(dir, s.opts.ModelName, s.opts.Workers)
 	if err != nil {
 		fail(http.StatusBadRequest, "loading %s failed, the old weights are kept: %v", req.ModelPath, err)

@@ -63,7 +63,7 @@ func TestUpdateWeightsFromDisk(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, c := range []struct{ body, want string }{
-		{`{"model_path":"` + filepath.Join(t.TempDir(), "nowhere") + `","weight_version":"bad"}`, "manifest.json does not exist"},
+		{`{"model_path":"` + filepath.Join(t.TempDir(), "nowhere") + `","weight_version":"bad"}`, "nowhere does not exist"},
 		{`{"model_path":"` + saveCheckpoint(t, bigger) + `","weight_version":"bad"}`, "shape"},
 		{`{"model_path":"` + corrupt + `","weight_version":"bad"}`, "old weights are kept"},
 		{`{"model_path":"` + ckpt + `","weight_version":"bad","lora":1}`, `parameter "lora"`},
