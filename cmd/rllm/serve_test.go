@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -22,23 +21,35 @@ func testApp(stdout, stderr io.Writer) *App {
 		Getenv: func(string) string { return "" }, Environ: func() []string { return nil }, ReadFile: os.ReadFile}
 }
 
-func TestServeAnswersAndStops(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var stderr bytes.Buffer
+// startServe runs rllm serve with opts until ctx ends and returns its
+// address, its stderr and where its result arrives.
+func startServe(t *testing.T, ctx context.Context, opts *serveOptions) (string, *syncBuffer, chan error) {
+	t.Helper()
+	stderr := &syncBuffer{}
 	addrc := make(chan string, 1)
-	opts := &serveOptions{host: "127.0.0.1", port: 0, ready: func(a string) { addrc <- a }, version: "default", maxSeqs: 8, maxWait: 8, maxN: 4,
-		args: []string{"backend.local.d_model=16", "backend.local.heads=2", "backend.local.layers=1", "backend.local.context=32"}}
+	opts.host, opts.port, opts.ready = "127.0.0.1", 0, func(a string) { addrc <- a }
+	opts.maxSeqs, opts.maxWait, opts.maxN = 8, 8, 4
+	if opts.version == "" {
+		opts.version = "default"
+	}
 	done := make(chan error, 1)
-	go func() { done <- runServe(ctx, testApp(io.Discard, &stderr), opts) }()
-	var addr string
+	go func() { done <- runServe(ctx, testApp(io.Discard, stderr), opts) }()
 	select {
-	case addr = <-addrc:
+	case addr := <-addrc:
+		return addr, stderr, done
 	case err := <-done:
 		t.Fatalf("serve ended early: %v (%s)", err, stderr.String())
 	case <-time.After(30 * time.Second):
 		t.Fatal("server did not start")
 	}
+	return "", nil, nil
+}
+
+func TestServeAnswersAndStops(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	addr, _, done := startServe(t, ctx, &serveOptions{
+		args: []string{"backend.local.d_model=16", "backend.local.heads=2", "backend.local.layers=1", "backend.local.context=32"}})
 	resp, err := http.Post("http://"+addr+"/v1/completions", "application/json",
 		strings.NewReader(`{"prompt":[259,51],"max_tokens":3,"return_token_ids":true}`))
 	if err != nil {
@@ -78,20 +89,7 @@ func TestServeWeightUpdateFromTrainerCheckpoint(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(run, "latest_checkpointed_iteration.txt"), []byte("1\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	var stderr syncBuffer
-	addrc := make(chan string, 1)
-	opts := &serveOptions{host: "127.0.0.1", port: 0, weights: run, version: "step-1", maxSeqs: 8, maxWait: 8, maxN: 4,
-		ready: func(a string) { addrc <- a }}
-	done := make(chan error, 1)
-	go func() { done <- runServe(ctx, testApp(io.Discard, &stderr), opts) }()
-	var addr string
-	select {
-	case addr = <-addrc:
-	case err := <-done:
-		t.Fatalf("serve ended early: %v (%s)", err, stderr.String())
-	case <-time.After(30 * time.Second):
-		t.Fatal("server did not start")
-	}
+	addr, stderr, done := startServe(t, ctx, &serveOptions{weights: run, version: "step-1"})
 	get := func(path string) string {
 		resp, err := http.Get("http://" + addr + path)
 		if err != nil {

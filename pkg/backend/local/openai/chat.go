@@ -237,10 +237,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 			if o.returnIDs && i == 0 {
 				chunk.PromptTokenIDs = prompt
 			}
-			if o.continuousUsage {
-				u := run.usage()
-				chunk.Usage = &u
-			}
+			chunk.Usage = run.runningUsage()
 			sse.send(chunk)
 		}
 		if !sse.flush() {
@@ -248,37 +245,18 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		usageChunk := func(u usage) any { return chatChunk{chunkHead: head, Choices: []chatStreamChoice{}, Usage: &u} }
-		run.stream(ctx, sse, usageChunk, func(changed []*choice) bool {
-			for _, c := range changed {
-				vis := c.visible(&o)
-				delta := ""
-				if len(vis) > c.sentText {
-					delta = string(vis[c.sentText:])
-				}
-				if delta == "" && c.sentTok == len(c.ids) && c.finish == "" {
-					continue
-				}
-				ch := chatStreamChoice{Index: c.index, Delta: chatDelta{Content: &delta}, FinishReason: c.finishReason()}
-				if c.finish != "" {
-					ch.StopReason = c.stopReason()
-				}
-				if k >= 0 {
-					ch.Logprobs = chatLogprobsOf(c, c.sentTok, k, o.tokensAsIDs)
-				}
-				if o.returnIDs {
-					ch.TokenIDs = nonNil(c.ids[c.sentTok:])
-				}
-				c.sentText, c.sentTok = max(c.sentText, len(vis)), len(c.ids)
-				chunk := chatChunk{chunkHead: head, Choices: []chatStreamChoice{ch}}
-				if o.continuousUsage {
-					u := run.usage()
-					chunk.Usage = &u
-				}
-				if !sse.send(chunk) {
-					return false
-				}
+		run.streamChoices(ctx, sse, usageChunk, func(c *choice, delta string) any {
+			ch := chatStreamChoice{Index: c.index, Delta: chatDelta{Content: &delta}, FinishReason: c.finishReason()}
+			if c.finish != "" {
+				ch.StopReason = c.stopReason()
 			}
-			return true
+			if k >= 0 {
+				ch.Logprobs = chatLogprobsOf(c, c.sentTok, k, o.tokensAsIDs)
+			}
+			if o.returnIDs {
+				ch.TokenIDs = nonNil(c.ids[c.sentTok:])
+			}
+			return chatChunk{chunkHead: head, Choices: []chatStreamChoice{ch}, Usage: run.runningUsage()}
 		})
 		return
 	}

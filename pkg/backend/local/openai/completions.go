@@ -92,37 +92,18 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 	if o.stream {
 		sse := newSSE(w, s.opts.WriteTimeout, run.version)
 		usageChunk := func(u usage) any { return completionChunk{chunkHead: head, Choices: []completionChoice{}, Usage: &u} }
-		run.stream(ctx, sse, usageChunk, func(changed []*choice) bool {
-			for _, c := range changed {
-				vis := c.visible(&o)
-				delta := ""
-				if len(vis) > c.sentText {
-					delta = string(vis[c.sentText:])
-				}
-				if delta == "" && c.sentTok == len(c.ids) && c.finish == "" {
-					continue
-				}
-				ch := completionChoice{Index: c.index, Text: delta, FinishReason: c.finishReason(), StopReason: c.stopReason()}
-				if k >= 0 {
-					ch.Logprobs = completionLogprobsOf(c, c.sentTok, k, o.tokensAsIDs, nil)
-				}
-				if o.returnIDs {
-					ch.TokenIDs = nonNil(c.ids[c.sentTok:])
-					if !c.started {
-						ch.PromptTokenIDs = c.prompt
-					}
-				}
-				c.started, c.sentText, c.sentTok = true, max(c.sentText, len(vis)), len(c.ids)
-				chunk := completionChunk{chunkHead: head, Choices: []completionChoice{ch}}
-				if o.continuousUsage {
-					u := run.usage()
-					chunk.Usage = &u
-				}
-				if !sse.send(chunk) {
-					return false
+		run.streamChoices(ctx, sse, usageChunk, func(c *choice, delta string) any {
+			ch := completionChoice{Index: c.index, Text: delta, FinishReason: c.finishReason(), StopReason: c.stopReason()}
+			if k >= 0 {
+				ch.Logprobs = completionLogprobsOf(c, c.sentTok, k, o.tokensAsIDs, nil)
+			}
+			if o.returnIDs {
+				ch.TokenIDs = nonNil(c.ids[c.sentTok:])
+				if !c.started {
+					ch.PromptTokenIDs = c.prompt
 				}
 			}
-			return true
+			return completionChunk{chunkHead: head, Choices: []completionChoice{ch}, Usage: run.runningUsage()}
 		})
 		return
 	}

@@ -91,6 +91,23 @@ func (c *choice) visible(o *genOptions) []byte {
 	return t[:len(t)-hold]
 }
 
+// pending is what a stream chunk for c would carry now: the text made
+// visible since the last chunk, the visible length to mark sent, and
+// whether there is anything to send (text, tokens or the finish).
+func (c *choice) pending(o *genOptions) (string, int, bool) {
+	vis := c.visible(o)
+	delta := ""
+	if len(vis) > c.sentText {
+		delta = string(vis[c.sentText:])
+	}
+	return delta, len(vis), delta != "" || c.sentTok < len(c.ids) || c.finish != ""
+}
+
+// markSent records a chunk sent up to visible length vis.
+func (c *choice) markSent(vis int) {
+	c.started, c.sentText, c.sentTok = true, max(c.sentText, vis), len(c.ids)
+}
+
 // stopReason is vLLM's stop_reason: the matched stop string, the matched
 // stop token id as a number, or null for end of sequence and length.
 func (c *choice) stopReason() any {
@@ -292,6 +309,16 @@ func (r *run) finish() {
 	m.success.WithLabelValues(reason).Inc()
 }
 
+// runningUsage is the usage every chunk carries with
+// continuous_usage_stats, nil otherwise.
+func (r *run) runningUsage() *usage {
+	if !r.o.continuousUsage {
+		return nil
+	}
+	u := r.usage()
+	return &u
+}
+
 func (r *run) usage() usage {
 	var u usage
 	for _, p := range r.prompts {
@@ -348,6 +375,25 @@ func (r *run) stream(ctx context.Context, sse *sseWriter, usageChunk func(usage)
 		sse.send(usageChunk(r.usage()))
 	}
 	sse.done()
+}
+
+// streamChoices streams each changed choice as one chunk, built by chunk
+// from the choice (before it is marked sent) and its new text.
+func (r *run) streamChoices(ctx context.Context, sse *sseWriter, usageChunk func(usage) any, chunk func(c *choice, delta string) any) {
+	r.stream(ctx, sse, usageChunk, func(changed []*choice) bool {
+		for _, c := range changed {
+			delta, vis, ok := c.pending(r.o)
+			if !ok {
+				continue
+			}
+			v := chunk(c, delta)
+			c.markSent(vis)
+			if !sse.send(v) {
+				return false
+			}
+		}
+		return true
+	})
 }
 
 // sseWriter writes server-sent events: chunks are buffered and written
