@@ -285,8 +285,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	if o.req.PromptLogprobs >= 0 {
 		resp.PromptLogprobs = vllmPromptLogprobs(run.streams[0].PromptLogprobs(), prompt, o.req.PromptLogprobs, o.tokensAsIDs)
 	}
-	w.Header().Set("X-Weight-Version", run.version)
-	writeJSON(w, http.StatusOK, resp)
+	s.writeResult(w, run.version, resp)
 }
 
 // chatOptions checks the chat-only fields.

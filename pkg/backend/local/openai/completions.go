@@ -139,8 +139,7 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 		choices[i] = ch
 	}
 	u := run.usage()
-	w.Header().Set("X-Weight-Version", run.version)
-	writeJSON(w, http.StatusOK, completionChunk{chunkHead: head, Choices: choices, Usage: &u})
+	s.writeResult(w, run.version, completionChunk{chunkHead: head, Choices: choices, Usage: &u})
 }
 
 // completionOptions checks the completions-only fields.

@@ -377,6 +377,14 @@ func (r *run) stream(ctx context.Context, sse *sseWriter, usageChunk func(usage)
 	sse.done()
 }
 
+// writeResult writes a whole response within the write timeout, so a
+// client that stops reading cannot hold the handler.
+func (s *Server) writeResult(w http.ResponseWriter, version string, v any) {
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(s.opts.WriteTimeout))
+	w.Header().Set("X-Weight-Version", version)
+	writeJSON(w, http.StatusOK, v)
+}
+
 // streamChoices streams each changed choice as one chunk, built by chunk
 // from the choice (before it is marked sent) and its new text.
 func (r *run) streamChoices(ctx context.Context, sse *sseWriter, usageChunk func(usage) any, chunk func(c *choice, delta string) any) {
