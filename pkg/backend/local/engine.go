@@ -154,6 +154,7 @@ type GenStream struct {
 	promptL     [][]TokenLogprob
 	first, last time.Time // first and latest push with a token
 	closed      atomic.Bool
+	stopWatch   func() bool // stops watching ctx once finished
 }
 
 // Wait blocks until every sequence has finished (or ctx ends) and returns
@@ -238,6 +239,9 @@ func (s *GenStream) push(ev []GenEvent, finished int) {
 	s.left -= finished
 	if wasLeft > 0 && s.left == 0 {
 		close(s.done)
+		if s.stopWatch != nil {
+			s.stopWatch()
+		}
 	}
 	s.mu.Unlock()
 	select {
@@ -460,6 +464,14 @@ func (e *Engine) Submit(ctx context.Context, reqs ...GenRequest) ([]*GenStream, 
 	e.nWait += total
 	e.waitN.Store(int64(e.nWait))
 	e.mu.Unlock()
+	// A request whose context ends leaves at once, even while paused.
+	for _, st := range streams {
+		st.mu.Lock()
+		if st.left > 0 {
+			st.stopWatch = context.AfterFunc(ctx, st.Close)
+		}
+		st.mu.Unlock()
+	}
 	e.signal()
 	return streams, nil
 }

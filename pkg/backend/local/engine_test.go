@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/rllm-org/rllm-go/pkg/backend"
 )
@@ -15,6 +16,23 @@ import (
 func testSnapshot(t testing.TB, seedV int64) *Snapshot {
 	t.Helper()
 	b, err := New(Options{Config: Config{Layers: 2, DModel: 16, Heads: 2, Context: 48, Seed: seedV}, Workers: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	ts, err := b.PublishSampler(context.Background(), "").Result(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ts.(*Snapshot)
+}
+
+// longSnapshot has a context of 4096: a request with ignore_eos runs
+// thousands of steps, so a test that pauses it after its first token
+// finds it still running.
+func longSnapshot(t testing.TB) *Snapshot {
+	t.Helper()
+	b, err := New(Options{Config: Config{Layers: 1, DModel: 8, Heads: 1, Context: 4096, Seed: 1}, Workers: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,7 +221,7 @@ func TestEngineWeightSwap(t *testing.T) {
 }
 
 func TestEngineQueueFullAndCancel(t *testing.T) {
-	snap := testSnapshot(t, 7)
+	snap := longSnapshot(t)
 	e := newTestEngine(t, snap, EngineOptions{MaxNumSeqs: 2, MaxWaiting: 3, Workers: 1})
 	e.Pause(false)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -223,6 +241,9 @@ func TestEngineQueueFullAndCancel(t *testing.T) {
 	if _, err := first[0].Next(context.Background()); err != nil {
 		t.Fatal(err)
 	}
+	// Paused, the sequences cannot finish on their own: cancelling the
+	// request's context ends them.
+	e.Pause(false)
 	cancel()
 	seqs := collect(t, first[0])
 	for _, s := range seqs {
@@ -230,13 +251,20 @@ func TestEngineQueueFullAndCancel(t *testing.T) {
 			t.Fatalf("cancelled sequence ended with %q", s.StopReason)
 		}
 	}
+	e.Continue()
+	for range 1000 {
+		if e.Stats().Running == 0 {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
 	if st := e.Stats(); st.Running != 0 {
 		t.Fatalf("%d running after cancel", st.Running)
 	}
 }
 
 func TestEnginePauseAbort(t *testing.T) {
-	snap := testSnapshot(t, 8)
+	snap := longSnapshot(t)
 	e := newTestEngine(t, snap, EngineOptions{MaxNumSeqs: 4, Workers: 1})
 	req := GenRequest{Prompt: chatPrompt("1"), Params: backend.SamplingParams{Temperature: 1}, IgnoreEOS: true, PromptLogprobs: -1}
 	running, _ := e.Submit(context.Background(), req)
