@@ -200,6 +200,10 @@ func newRootCmd(a *App) *cobra.Command {
 		newDataCmd(a),
 		newEvalCmd(a),
 		newPlotCmd(a),
+		newToolsCmd(a),
+		newEnvCmd(a),
+		newDatasetCmd(a),
+		newExportCmd(a),
 	)
 	return root
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rllm-org/rllm-go/pkg/dataset"
+	"github.com/rllm-org/rllm-go/pkg/dataset/catalog"
 	"github.com/rllm-org/rllm-go/pkg/episode"
 	"github.com/rllm-org/rllm-go/pkg/rollout"
 	"github.com/rllm-org/rllm-go/pkg/trainer"
@@ -115,7 +116,11 @@ func runEval(ctx context.Context, a *App, opts *evalOptions) error {
 	}
 
 	var tasks []episode.Task
-	for _, path := range opts.data {
+	data, err := catalog.ResolveFiles(c.Data.DatasetsDir, "--data", opts.data) // registered dataset names → their files
+	if err != nil {
+		return err
+	}
+	for _, path := range data {
 		ts, err := dataset.Load(ctx, path, dataset.Options{})
 		if err != nil {
 			return err

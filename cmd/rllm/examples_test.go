@@ -8,9 +8,11 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/rllm-org/rllm-go/internal/faketinker"
 	"github.com/rllm-org/rllm-go/internal/fakevllm"
 	"github.com/rllm-org/rllm-go/pkg/dataset"
 	"github.com/rllm-org/rllm-go/pkg/episode"
@@ -23,7 +25,7 @@ var exampleEnv = []string{
 	"RLLM_BACKEND__LOCAL__D_MODEL=16", "RLLM_BACKEND__LOCAL__HEADS=2", "RLLM_BACKEND__LOCAL__LAYERS=1",
 	"RLLM_BACKEND__LOCAL__CONTEXT=48", "RLLM_BACKEND__LOCAL__WARMUP_STEPS=0", "RLLM_ROLLOUT__MAX_TOKENS=4",
 	"RLLM_ROLLOUT__N=2", "RLLM_DATA__TRAIN_BATCH_SIZE=2", "RLLM_DATA__GENERATED_TRAIN_SIZE=16",
-	"RLLM_DATA__GENERATED_VAL_SIZE=4", "RLLM_TRAINER__TOTAL_TRAINING_STEPS=2", "RLLM_TRAINER__TEST_FREQ=-1",
+	"RLLM_DATA__GENERATED_VAL_SIZE=4", "RLLM_DATA__DATASETS_DIR=datasets", "RLLM_TRAINER__TOTAL_TRAINING_STEPS=2", "RLLM_TRAINER__TEST_FREQ=-1",
 	"RLLM_TRAINER__VAL_BEFORE_TRAIN=false", "RLLM_ROLLOUT__VAL_KWARGS__N=1",
 }
 
@@ -32,6 +34,8 @@ var exampleEnv = []string{
 var setups = map[string][]string{
 	"rllm eval":  {"train", "trainer.total_training_steps=1"},
 	"rllm serve": {"train", "trainer.total_training_steps=2", "trainer.save_freq=1"},
+	"rllm export": {"train", "backend.name=tinker", "backend.tinker.base_url=TINKER_FAKE_URL", "backend.tinker.base_model=rllm/embedded-tiny",
+		"backend.tinker.lora_rank=2", "trainer.total_training_steps=20", "trainer.default_local_dir=checkpoints/rllm/run1"},
 	"rllm plot": {"train", "trainer.total_training_steps=2",
 		"&&", "train", "trainer.experiment_name=arith-rloo", "algorithm.adv_estimator=rloo"},
 }
@@ -153,6 +157,12 @@ func TestHelpExamplesRun(t *testing.T) {
 	}
 	fake := fakevllm.New(fakevllm.Config{Model: "Qwen/Qwen3-4B"})
 	defer fake.Close()
+	const tinkerKey = "tml-examples-key"
+	fakeTinker, err := faketinker.New(faketinker.Options{APIKey: tinkerKey, PollWait: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fakeTinker.Close()
 	repo, _ := filepath.Abs(filepath.Join("..", ".."))
 	qwen3 := filepath.Join(repo, ".cache", "tokenizers", "qwen3")
 
@@ -168,6 +178,9 @@ func TestHelpExamplesRun(t *testing.T) {
 			getenv := func(k string) string {
 				if k == "HF_HUB_CACHE" {
 					return filepath.Join(dir, "hub")
+				}
+				if k == "TINKER_API_KEY" {
+					return tinkerKey
 				}
 				return ""
 			}
@@ -199,6 +212,9 @@ func TestHelpExamplesRun(t *testing.T) {
 			}
 			if s, ok := setups[c.CommandPath()]; ok {
 				for _, args := range splitOn(s, "&&") {
+					for i := range args {
+						args[i] = strings.ReplaceAll(args[i], "TINKER_FAKE_URL", fakeTinker.URL)
+					}
 					run(args, "")
 				}
 			}
@@ -247,11 +263,22 @@ func writeExampleFixtures(t *testing.T, dir, qwen3 string) {
 	write("pairs.jsonl", "{\"prompt\": \"1+1=\", \"response\": \"2\"}\n{\"prompt\": \"2+2=\", \"response\": \"4\"}\n")
 	write("conversation.json", `[{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello"}]`)
 	write("prompt.txt", "How many r's in strawberry?\n")
-	ctx := context.Background()
-	if err := dataset.Write(ctx, filepath.Join(dir, "train.parquet"), []episode.Task{
-		{"question": "1+1=", "answer": "2"}, {"question": "2+3=", "answer": "5"},
-	}, dataset.WriteOptions{}); err != nil {
+	write("moves.txt", "Left\nDown\n")
+	write("tools.yaml", "tools:\n  builtin: [calculator]\n")
+	write("gsm8k_test.jsonl", "{\"question\": \"2+2?\", \"ground_truth\": \"4\"}\n")
+	repo := filepath.Dir(filepath.Dir(filepath.Dir(qwen3))) // qwen3 is REPO/.cache/tokenizers/qwen3
+	env, err := os.ReadFile(filepath.Join(repo, "examples", "exec_env", "guess_env.py"))
+	if err != nil {
 		t.Fatal(err)
+	}
+	write("guess_env.py", string(env))
+	ctx := context.Background()
+	for _, name := range []string{"train.parquet", "gsm8k_train.parquet"} {
+		if err := dataset.Write(ctx, filepath.Join(dir, name), []episode.Task{
+			{"question": "1+1=", "answer": "2"}, {"question": "2+3=", "answer": "5"},
+		}, dataset.WriteOptions{}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := dataset.Write(ctx, filepath.Join(dir, "test.parquet"), []episode.Task{
 		{"question": "What is 2+2?", "ground_truth": "4", "data_source": "math"},

@@ -49,7 +49,7 @@ func runTrain(cmd *cobra.Command, a *App, opts *trainOptions) error {
 	if err != nil {
 		return err
 	}
-	if err := checkComponents(ld.Config); err != nil {
+	if err := checkComponents(ld); err != nil {
 		return err
 	}
 	if opts.dryRun {
@@ -63,7 +63,7 @@ func runTrain(cmd *cobra.Command, a *App, opts *trainOptions) error {
 	if ld.Config.Backend.Local.Weights, err = resolveWeights(a, ld.Config, ""); err != nil {
 		return err
 	}
-	t, err := trainer.New(ctx, ld.Config, trainer.Options{Log: a.Stderr, JSON: a.jsonEvents(cmd)})
+	t, err := trainer.New(ctx, ld.Config, trainer.Options{Log: a.Stderr, JSON: a.jsonEvents(cmd), Getenv: a.Getenv, ReadFile: a.ReadFile})
 	if err != nil {
 		return err
 	}

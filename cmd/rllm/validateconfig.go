@@ -39,7 +39,7 @@ func runValidateConfig(a *App, opts *validateConfigOptions) error {
 		return err
 	}
 	c := ld.Config
-	if err := checkComponents(c); err != nil {
+	if err := checkComponents(ld); err != nil {
 		return err
 	}
 	// What train would refuse, validate-config refuses with the same words.

@@ -19,6 +19,14 @@ type Config struct {
 	Workflow  Workflow  `koanf:"workflow" json:"workflow" yaml:"workflow"`
 	Filters   Filters   `koanf:"filters" json:"filters" yaml:"filters"`
 	Backend   Backend   `koanf:"backend" json:"backend" yaml:"backend"`
+	Tools     Tools     `koanf:"tools" json:"tools" yaml:"tools"`
+}
+
+// Tools are offered to the model by tool-calling agents (tool_agent).
+type Tools struct {
+	Builtin      []string       `koanf:"builtin" json:"builtin" yaml:"builtin"`
+	MCP          map[string]any `koanf:"mcp" json:"mcp" yaml:"mcp"`
+	CallTimeoutS float64        `koanf:"call_timeout_s" json:"call_timeout_s" yaml:"call_timeout_s"`
 }
 
 // Data selects the tasks and sizes the batches.
@@ -34,6 +42,7 @@ type Data struct {
 	Shuffle            bool     `koanf:"shuffle" json:"shuffle" yaml:"shuffle"`
 	Seed               int      `koanf:"seed" json:"seed" yaml:"seed"`
 	DropLast           bool     `koanf:"drop_last" json:"drop_last" yaml:"drop_last"`
+	DatasetsDir        string   `koanf:"datasets_dir" json:"datasets_dir" yaml:"datasets_dir"`
 }
 
 // Rollout configures how episodes sample from the policy.
@@ -226,4 +235,8 @@ type Tinker struct {
 	TrainMLP     bool    `koanf:"train_mlp" json:"train_mlp" yaml:"train_mlp"`
 	TrainAttn    bool    `koanf:"train_attn" json:"train_attn" yaml:"train_attn"`
 	HeartbeatS   float64 `koanf:"heartbeat_s" json:"heartbeat_s" yaml:"heartbeat_s"`
+	// MaxRetries bounds the retries of one call (5xx, 429, dropped
+	// connections, expired futures); RetryAfterCapS caps a 429's wait.
+	MaxRetries     int     `koanf:"max_retries" json:"max_retries" yaml:"max_retries"`
+	RetryAfterCapS float64 `koanf:"retry_after_cap_s" json:"retry_after_cap_s" yaml:"retry_after_cap_s"`
 }

@@ -57,6 +57,8 @@ func ReadMetrics(r io.Reader, name string) ([]Record, error) {
 		if t := bytes.TrimSpace(b); len(t) > 0 {
 			rec, perr := parseRecord(t)
 			switch {
+			case perr == errEvent:
+				// A warning or other event of the run, not a step's metrics.
 			case perr != nil && !complete:
 				// Partial last line: the writer was killed mid-line.
 			case perr != nil:
@@ -78,6 +80,10 @@ func ReadMetrics(r io.Reader, name string) ([]Record, error) {
 	return out, nil
 }
 
+// errEvent marks a line that records an event (a training warning), which
+// is not a step's metrics.
+var errEvent = errors.New("an event line")
+
 func parseRecord(b []byte) (Record, error) {
 	var raw map[string]json.RawMessage
 	if err := json.Unmarshal(b, &raw); err != nil {
@@ -87,6 +93,9 @@ func parseRecord(b []byte) (Record, error) {
 	rs, ok := raw["step"]
 	if !ok || json.Unmarshal(rs, &step) != nil || step < 0 || step != math.Trunc(step) || step > math.MaxInt32 {
 		return Record{}, errors.New("no \"step\" number")
+	}
+	if _, ok := raw["event"]; ok {
+		return Record{}, errEvent
 	}
 	rec := Record{Step: int(step), Values: make(map[string]float64, len(raw))}
 	for k, v := range raw {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/rllm-org/rllm-go/pkg/config"
 	"github.com/rllm-org/rllm-go/pkg/dataset"
+	"github.com/rllm-org/rllm-go/pkg/dataset/catalog"
 	"github.com/rllm-org/rllm-go/pkg/episode"
 	"github.com/rllm-org/rllm-go/pkg/tasks"
 	"github.com/rllm-org/rllm-go/pkg/usererr"
@@ -39,6 +40,10 @@ func taskSet(ctx context.Context, c *config.Config, given []episode.Task, files 
 		copy(cp, given)
 		return cp, dataset.AssignIDs(key, cp)
 	case len(files) > 0:
+		files, err := catalog.ResolveFiles(c.Data.DatasetsDir, key, files) // registered dataset names → their files
+		if err != nil {
+			return nil, err
+		}
 		var all []episode.Task
 		for _, f := range files {
 			rows, err := dataset.ReadAll(ctx, f, dataset.Options{})

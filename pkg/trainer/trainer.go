@@ -45,6 +45,9 @@ type Options struct {
 	// Getenv reads the environment variables the config names (API keys);
 	// nil means none.
 	Getenv func(string) string
+	// ReadFile reads files the config names (api_key_file); nil means
+	// os.ReadFile.
+	ReadFile func(string) ([]byte, error)
 }
 
 // Trainer runs the training loop over one plan. Build it with New, run it
@@ -124,7 +127,7 @@ func (t *Trainer) open(ctx context.Context, cfg *config.Config) error {
 		t.totalSteps = *s
 	}
 	t.openBackend = func(ctx context.Context, weights string) (backend.TrainingBackend, error) {
-		return backend.Open(ctx, cfg, backend.OpenOptions{Weights: weights, Log: t.opts.Log, Getenv: t.opts.Getenv})
+		return backend.Open(ctx, cfg, backend.OpenOptions{Weights: weights, Log: t.opts.Log, Getenv: t.opts.Getenv, ReadFile: t.opts.ReadFile})
 	}
 	if t.be == nil {
 		if t.be, err = t.openBackend(ctx, ""); err != nil {

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/rllm-org/rllm-go/pkg/backend"
@@ -17,6 +18,7 @@ import (
 	"github.com/rllm-org/rllm-go/pkg/config"
 	"github.com/rllm-org/rllm-go/pkg/episode"
 	"github.com/rllm-org/rllm-go/pkg/rollout"
+	"github.com/rllm-org/rllm-go/pkg/sampler"
 	_ "github.com/rllm-org/rllm-go/pkg/tasks"
 )
 
@@ -457,5 +459,73 @@ func TestEntropyBonusRaisesEntropy(t *testing.T) {
 	}
 	if after <= before {
 		t.Errorf("entropy went from %.4f to %.4f under a bonus of 1", before, after)
+	}
+}
+
+// A fixed trainer.seed reproduces a run on the local backend: the same
+// metrics, step by step, whatever the goroutines did.
+func TestSameSeedSameRun(t *testing.T) {
+	run := func(parallel string) []map[string]any {
+		c := smallConfig(t, "trainer.total_training_steps=3", "trainer.seed=11", "workflow.n_parallel_tasks="+parallel)
+		tr, err := New(context.Background(), c, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tr.Close()
+		if _, err := tr.Train(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		ms := readMetrics(t, c.Trainer.DefaultLocalDir)
+		for _, m := range ms {
+			for k := range m {
+				if strings.HasPrefix(k, "timing_s/") {
+					delete(m, k)
+				}
+			}
+		}
+		return ms
+	}
+	a, b := run("8"), run("3")
+	if fmt.Sprint(a) != fmt.Sprint(b) {
+		t.Errorf("two runs with trainer.seed=11 differ:\n%v\n%v", a, b)
+	}
+	// rollout.seed keeps the samples of a group different.
+	if acc := a[len(a)-1]["batch/solve_partial"].(float64) + a[len(a)-1]["batch/solve_none"].(float64) + a[len(a)-1]["batch/solve_all"].(float64); acc == 0 {
+		t.Fatal("no solve statistics")
+	}
+}
+
+type seedRecorder struct {
+	mu    sync.Mutex
+	seeds map[int64]int
+}
+
+func (r *seedRecorder) Sample(_ context.Context, req sampler.Request) (sampler.Response, error) {
+	r.mu.Lock()
+	r.seeds[*req.Params.Seed]++
+	r.mu.Unlock()
+	return sampler.Response{Text: "1", FinishReason: "stop"}, nil
+}
+
+// rollout.seed=1 seeds every request, and the n samples of a task each
+// get their own seed (a shared seed would make them identical and every
+// GRPO advantage zero).
+func TestRolloutSeedKeepsGroupsDiverse(t *testing.T) {
+	c := smallConfig(t, "rollout.seed=1", "rollout.n=4")
+	p, err := NewPlan(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &seedRecorder{seeds: map[int64]int{}}
+	eng, err := rollout.NewRunner(p.Workflow, rec, p.Train.Params, 4, p.Runner, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	task := episode.Task{"question": "1+1=", "ground_truth": "2", "task_id": "t"}
+	if _, err := eng.Run(context.Background(), []episode.Task{task, task}); err != nil {
+		t.Fatal(err)
+	}
+	if len(rec.seeds) != 8 {
+		t.Errorf("8 episodes sampled with %d distinct seeds: %v", len(rec.seeds), rec.seeds)
 	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/rllm-org/rllm-go/pkg/config"
 	"github.com/rllm-org/rllm-go/pkg/sampler"
+	"github.com/rllm-org/rllm-go/pkg/tool"
 )
 
 // Spec is which workflow runs with which agent and env, read from the
@@ -36,7 +37,8 @@ func SpecFromConfig(c *config.Config) Spec {
 		}
 		kwargs["enable_thinking"] = false
 	}
-	s.Deps = Deps{ChatTemplateKwargs: kwargs, MaxSteps: c.Agent.MaxSteps}
+	s.Deps = Deps{ChatTemplateKwargs: kwargs, MaxSteps: c.Agent.MaxSteps,
+		ToolConfig: tool.Config{Builtin: c.Tools.Builtin, MCP: c.Tools.MCP, CallTimeoutS: c.Tools.CallTimeoutS}}
 	if !c.Workflow.UseWorkflow {
 		s.Deps.Agent = Component{Name: c.Agent.Name, Args: c.Agent.Args}
 		s.Deps.Env = Component{Name: c.Env.Name, Args: c.Env.Args}
