@@ -13,7 +13,7 @@ import (
 
 // trainStep is one step of the loop, as the Tinker cookbook's rl/train.py
 // reads: sample groups → score → filter → advantages → datums → train
-// step → publish. It returns the step's metrics (rLLM's names). The
+// step (the loop then publishes the new weights). It returns the step's metrics (rLLM's names). The
 // dataloader only moves on when the step completes, so an interrupted
 // step is redone, batch and all, on resume.
 func (t *Trainer) trainStep(ctx context.Context) (map[string]float64, error) {
@@ -91,9 +91,6 @@ func (t *Trainer) runStep(ctx context.Context, tasks []episode.Task, clock *stop
 		merge(m, updateMetrics(st))
 	}
 	m["timing_s/update_actor"] = clock.lap().Seconds()
-	if err := t.publish(ctx); err != nil {
-		return nil, err
-	}
 	return m, nil
 }
 

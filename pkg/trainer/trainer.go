@@ -19,6 +19,7 @@ import (
 	"github.com/rllm-org/rllm-go/pkg/env"
 	"github.com/rllm-org/rllm-go/pkg/episode"
 	"github.com/rllm-org/rllm-go/pkg/ppo"
+	"github.com/rllm-org/rllm-go/pkg/rollout"
 	"github.com/rllm-org/rllm-go/pkg/sampler"
 	"github.com/rllm-org/rllm-go/pkg/usererr"
 )
@@ -43,6 +44,12 @@ type Options struct {
 	NewEnv   func(task episode.Task) (env.Env, error)
 	// Now is the clock, for timings; nil means time.Now.
 	Now func() time.Time
+	// Rollouts, with rollout.engine=openai, is the client of the inference
+	// servers the rollouts sample from (the program builds it, checked
+	// against the servers); the trainer publishes every step's weights to
+	// them. APIKey authenticates those updates.
+	Rollouts *rollout.Client
+	APIKey   string
 	// Getenv reads the environment variables the config names (API keys);
 	// nil means none.
 	Getenv func(string) string
@@ -71,8 +78,9 @@ type Trainer struct {
 	step       int // the last completed training step
 	savedStep  int // the step of the newest checkpoint, -1 before any
 
-	ws      ppo.Workspace
-	metrics *metricsSink
+	ws        ppo.Workspace
+	metrics   *metricsSink
+	publisher *rollout.WeightPublisher // rollouts on inference servers
 	diag    *diagnosis
 }
 
@@ -136,7 +144,10 @@ func (t *Trainer) open(ctx context.Context, cfg *config.Config) error {
 			return err
 		}
 	}
-	return t.plan.CheckBackend(t.be.Info())
+	if err := t.plan.CheckBackend(t.be.Info()); err != nil {
+		return err
+	}
+	return t.openRemote()
 }
 
 // Plan is the plan the trainer runs.
@@ -205,6 +216,20 @@ func (t *Trainer) Train(ctx context.Context) (*Result, error) {
 		}
 		t.step++
 		res.Steps, res.Last = t.step, m
+		published := t.now()
+		if err := t.publish(ctx); err != nil {
+			err = fmt.Errorf("publishing the weights of step %d: %w", t.step, err)
+			if ctx.Err() == nil {
+				// The step trained: keep it, so a fixed server resumes from here.
+				t.metrics.write(t.step, m)
+				if dir, cerr := t.checkpoint(ctx); cerr == nil {
+					res.Checkpoint = dir
+					t.logf("checkpoint %s written before stopping", dir)
+				}
+			}
+			return res, t.stopped(ctx, res, err)
+		}
+		m["timing_s/publish"] = t.now().Sub(published).Seconds()
 		if t.validateNow() {
 			v, err := t.validate(ctx)
 			if err != nil {
@@ -330,6 +355,9 @@ func (t *Trainer) stopped(ctx context.Context, res *Result, err error) error {
 // publish makes the current weights the ones every new episode samples
 // from; episodes in flight keep the snapshot they started with.
 func (t *Trainer) publish(ctx context.Context) error {
+	if t.publisher != nil {
+		return t.publishRemote(ctx)
+	}
 	snap, err := t.be.PublishSampler(ctx, fmt.Sprintf("policy-step%d", t.step)).Result(ctx)
 	if err != nil {
 		return err
