@@ -343,3 +343,15 @@ func checkAdapter(dir string) error {
 	}
 	return errors.New("it has adapter_config.json but no adapter_model.safetensors, so it is not a PEFT adapter")
 }
+
+// ExportAdapter writes the policy as it is now as a PEFT adapter
+// directory: its weights saved for sampling under a fresh name, then that
+// checkpoint's archive downloaded into dir. The trainer calls it to load
+// each step's policy into vLLM or SGLang servers that sample rollouts.
+func (b *Backend) ExportAdapter(ctx context.Context, dir string) error {
+	snap, err := b.PublishSampler(ctx, "").Result(ctx)
+	if err != nil {
+		return err
+	}
+	return b.c.ExportAdapter(ctx, snap.(*Sampler).Path(), dir, DefaultMaxArchive)
+}
