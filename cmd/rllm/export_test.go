@@ -5,7 +5,6 @@ import (
 	"context"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -86,11 +85,6 @@ func TestExampleConfigsValidate(t *testing.T) {
 		var out, errb bytes.Buffer
 		app := &App{Stdout: &out, Stderr: &errb, Getenv: func(string) string { return "" }, ReadFile: os.ReadFile}
 		code := app.Run(context.Background(), []string{"validate-config", "--config", f})
-		if filepath.Base(f) == "tinker-vllm-lora.yaml" && code == 2 && strings.Contains(errb.String(), "rollout.engine: training with openai rollouts needs the trainer to publish") {
-			// Publishing adapters to inference servers is not wired into
-			// the trainer yet; this is the one refusal allowed until it is.
-			continue
-		}
 		if code != 0 {
 			t.Errorf("%s: exit %d: %s", f, code, errb.String())
 		}
