@@ -5,6 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/rllm-org/rllm-go/pkg/progress"
 	"github.com/rllm-org/rllm-go/pkg/trainer"
 )
 
@@ -64,6 +65,13 @@ func runTrain(cmd *cobra.Command, a *App, opts *trainOptions) error {
 		return err
 	}
 	topts := trainer.Options{Log: a.Stderr, JSON: a.jsonEvents(cmd), Getenv: a.Getenv, ReadFile: a.ReadFile}
+	switch {
+	case topts.JSON:
+		// Progress lines at a sane rate beside the per-step objects.
+		topts.Progress = progress.NewJSON(a.Stderr, progress.Options{})
+	case a.StderrIsTerminal:
+		topts.Progress = progress.NewText(a.Stderr, progress.Options{})
+	}
 	if c := ld.Config; c.Rollout.Engine != "auto" {
 		// Rollouts from inference servers: the same client rllm eval uses,
 		// checked against the servers before anything trains.

@@ -148,6 +148,7 @@ type Trainer struct {
 	ResumeMode         string   `koanf:"resume_mode" json:"resume_mode" yaml:"resume_mode"`
 	ResumeFromPath     *string  `koanf:"resume_from_path" json:"resume_from_path" yaml:"resume_from_path"`
 	MaxCkptToKeep      *int     `koanf:"max_ckpt_to_keep" json:"max_ckpt_to_keep" yaml:"max_ckpt_to_keep"`
+	MetricsAddr        string   `koanf:"metrics_addr" json:"metrics_addr" yaml:"metrics_addr"`
 	Seed               int      `koanf:"seed" json:"seed" yaml:"seed"`
 }
 

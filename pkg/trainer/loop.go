@@ -37,7 +37,9 @@ func (t *Trainer) runStep(ctx context.Context, tasks []episode.Task, clock *stop
 		return nil, err
 	}
 	m := episodeMetrics(groups)
-	m["rollout/retries"] = float64(eng.Metrics().Retries)
+	em := eng.Metrics()
+	m["rollout/retries"], m["rollout/episodes"] = float64(em.Retries), float64(em.Episodes)
+	m["rollout/errors"], m["rollout/response_tokens"] = float64(em.Errors+em.Timeouts), float64(em.ResponseTokens)
 	m["timing_s/gen"] = clock.lap().Seconds()
 
 	ast, err := assemble(groups, t.plan.Assemble)
@@ -97,7 +99,9 @@ func (t *Trainer) runStep(ctx context.Context, tasks []episode.Task, clock *stop
 // sampleGroups runs rollout.n episodes of every task on the newest
 // weights and groups them by task.
 func (t *Trainer) sampleGroups(ctx context.Context, tasks []episode.Task) ([]Group, *rollout.Engine, error) {
-	eng, err := rollout.NewRunner(t.plan.Workflow, t.chat, t.plan.Train.Params, t.plan.Train.N, t.runnerFor(phaseTrain), nil)
+	onEvent, done := t.phase("rollout", len(tasks)*t.plan.Train.N)
+	defer done()
+	eng, err := rollout.NewRunner(t.plan.Workflow, t.chat, t.plan.Train.Params, t.plan.Train.N, t.runnerFor(phaseTrain), onEvent)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -149,19 +149,39 @@ func (t *Trainer) printStep(m map[string]float64) {
 	if t.opts.JSON || !t.plan.Cadence.Console {
 		return
 	}
+	t.say(stepLine(t.step, t.totalSteps, m))
+}
+
+// stepLine is the readable summary of a step, under 100 characters: what
+// a user watches (reward, accuracy, validation, entropy, KL, time).
+func stepLine(step, total int, m map[string]float64) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "step %d/%d", t.step, t.totalSteps)
-	fmt.Fprintf(&b, " | score %.3f acc %.3f", m["critic/score/mean"], m["batch/accuracy"])
-	if _, ok := m["actor/pg_loss"]; ok {
-		fmt.Fprintf(&b, " | pg_loss %+.4f clip %.3f kl %+.4f grad %.3f", m["actor/pg_loss"], m["actor/pg_clipfrac"], m["actor/ppo_kl"], m["actor/grad_norm"])
-	} else {
-		b.WriteString(" | no update (filtered)")
-	}
-	fmt.Fprintf(&b, " | resp %.1f tok | %.1fs", m["response_length/mean"], m["timing_s/step"])
+	fmt.Fprintf(&b, "step %d/%d reward %.3f acc %.3f", step, total, m["critic/score/mean"], m["batch/accuracy"])
 	if v, ok := m["val/pass@1"]; ok {
-		fmt.Fprintf(&b, " | val pass@1 %.3f", v)
+		fmt.Fprintf(&b, " val %.3f", v)
 	}
-	fmt.Fprintln(t.opts.Log, b.String())
+	if v, ok := m["actor/entropy"]; ok {
+		fmt.Fprintf(&b, " ent %.3f", v)
+	}
+	if v, ok := m["actor/kl_loss"]; ok {
+		fmt.Fprintf(&b, " kl %.2g", v)
+	} else if v, ok := m["actor/ppo_kl"]; ok {
+		fmt.Fprintf(&b, " ppo_kl %+.1e", v)
+	}
+	if _, ok := m["actor/pg_loss"]; !ok {
+		b.WriteString(" no-update")
+	}
+	fmt.Fprintf(&b, " %.1fs", m["timing_s/step"])
+	return b.String()
+}
+
+// say prints a line of text above any progress bar.
+func (t *Trainer) say(line string) {
+	if t.opts.Progress != nil {
+		t.opts.Progress.Println(line)
+		return
+	}
+	fmt.Fprintln(t.opts.Log, line)
 }
 
 // printVal writes a validation result (in JSON mode the step's metric

@@ -162,6 +162,7 @@ type CadencePlan struct {
 	SaveFreq, TestFreq      int
 	ValBeforeTrain, ValOnly bool
 	MaxCkptToKeep           *int
+	MetricsAddr             string
 	ResumeMode              string
 	ResumeFrom              string
 	Console, JSONL          bool
@@ -364,7 +365,7 @@ func NewPlan(c *config.Config) (*Plan, error) {
 	t := c.Trainer
 	p.Cadence = CadencePlan{
 		SaveFreq: t.SaveFreq, TestFreq: t.TestFreq, ValBeforeTrain: t.ValBeforeTrain, ValOnly: t.ValOnly,
-		MaxCkptToKeep: t.MaxCkptToKeep, ResumeMode: t.ResumeMode,
+		MaxCkptToKeep: t.MaxCkptToKeep, ResumeMode: t.ResumeMode, MetricsAddr: t.MetricsAddr,
 		Console: slices.Contains(t.Logger, "console"), JSONL: slices.Contains(t.Logger, "jsonl"),
 	}
 	if t.ResumeFromPath != nil {

@@ -19,6 +19,8 @@ import (
 	"github.com/rllm-org/rllm-go/pkg/env"
 	"github.com/rllm-org/rllm-go/pkg/episode"
 	"github.com/rllm-org/rllm-go/pkg/ppo"
+	"github.com/rllm-org/rllm-go/pkg/progress"
+	"github.com/rllm-org/rllm-go/pkg/promserve"
 	"github.com/rllm-org/rllm-go/pkg/rollout"
 	"github.com/rllm-org/rllm-go/pkg/sampler"
 	"github.com/rllm-org/rllm-go/pkg/usererr"
@@ -50,6 +52,10 @@ type Options struct {
 	// them. APIKey authenticates those updates.
 	Rollouts *rollout.Client
 	APIKey   string
+	// Progress shows the run's steps and each rollout phase's episodes (a
+	// bar on a terminal); text lines go through its Println. Nil shows no
+	// bar and prints lines to Log.
+	Progress progress.Progress
 	// Getenv reads the environment variables the config names (API keys);
 	// nil means none.
 	Getenv func(string) string
@@ -81,6 +87,8 @@ type Trainer struct {
 	ws        ppo.Workspace
 	metrics   *metricsSink
 	publisher *rollout.WeightPublisher // rollouts on inference servers
+	prom      *promserve.Metrics       // trainer.metrics_addr
+	promSrv   *promserve.Server
 	diag    *diagnosis
 }
 
@@ -156,6 +164,10 @@ func (t *Trainer) Plan() *Plan { return t.plan }
 // Close releases the backend and the metrics file.
 func (t *Trainer) Close() error {
 	var errs []error
+	if t.promSrv != nil {
+		errs = append(errs, t.promSrv.Close())
+		t.promSrv = nil
+	}
 	if t.metrics != nil {
 		errs = append(errs, t.metrics.Close())
 		t.metrics = nil
@@ -209,6 +221,8 @@ func (t *Trainer) Train(ctx context.Context) (*Result, error) {
 		res.Steps = t.step
 		return res, nil
 	}
+	steps := t.progress().Start("train", "steps", int64(t.totalSteps-t.step))
+	defer steps.Done()
 	for t.step < t.totalSteps {
 		m, err := t.trainStep(ctx)
 		if err != nil {
@@ -242,6 +256,9 @@ func (t *Trainer) Train(ctx context.Context) (*Result, error) {
 		t.metrics.write(t.step, m)
 		t.printStep(m)
 		t.diagnose(m, res)
+		t.observe(m)
+		steps.Add(1)
+		steps.Describe(fmt.Sprintf("reward %.3f", m["critic/score/mean"]))
 		if f := t.plan.Cadence.SaveFreq; f > 0 && t.step%f == 0 && t.step < t.totalSteps {
 			if res.Checkpoint, err = t.checkpoint(ctx); err != nil {
 				return res, err
@@ -287,6 +304,14 @@ func (t *Trainer) start(ctx context.Context) error {
 	if t.metrics, err = openMetrics(t.plan, t.opts, resumedAt); err != nil {
 		return err
 	}
+	if addr := t.plan.Cadence.MetricsAddr; addr != "" {
+		t.prom = promserve.New()
+		if t.promSrv, err = promserve.Start(ctx, addr, t.prom.Handler()); err != nil {
+			return err
+		}
+		t.prom.SetTotalSteps(t.totalSteps)
+		t.logf("Prometheus metrics on http://%s/metrics", t.promSrv.Addr())
+	}
 	if !resumed && !t.plan.Cadence.ValOnly && t.plan.Warmup.Steps > 0 {
 		if err := t.warmup(ctx); err != nil {
 			return err
@@ -310,6 +335,36 @@ func (t *Trainer) start(ctx context.Context) error {
 	return nil
 }
 
+// progress is the progress display (none when the caller gave none).
+func (t *Trainer) progress() progress.Progress {
+	if t.opts.Progress == nil {
+		return progress.Nop
+	}
+	return t.opts.Progress
+}
+
+// phase counts the finished episodes of one rollout phase on the
+// progress display; call done when the phase ends.
+func (t *Trainer) phase(name string, episodes int) (onEvent func(rollout.Event), done func()) {
+	c := t.progress().Start(name, "episodes", int64(episodes))
+	return func(ev rollout.Event) {
+		if ev.Kind == rollout.EventFinished || ev.Kind == rollout.EventFailed {
+			c.Add(1)
+		}
+	}, c.Done
+}
+
+// observe feeds a step's metrics to the Prometheus endpoint, if any.
+func (t *Trainer) observe(m map[string]float64) {
+	if t.prom == nil {
+		return
+	}
+	t.prom.ObserveStep(t.step, m)
+	t.prom.AddEpisodes(int(m["rollout/episodes"]), int(m["rollout/response_tokens"]))
+	t.prom.AddError(promserve.ErrorEpisode, int(m["rollout/errors"]))
+	t.prom.AddError(promserve.ErrorRetry, int(m["rollout/retries"]))
+}
+
 // diagnose watches the step's (or validation's) metrics for a stall or
 // collapse and reports each new one: one line on the log and an event in
 // metrics.jsonl.
@@ -321,7 +376,7 @@ func (t *Trainer) diagnose(m map[string]float64, res *Result) {
 		res.Warnings = append(res.Warnings, w)
 		t.metrics.warn(w)
 		if !t.opts.JSON {
-			fmt.Fprintf(t.opts.Log, "warning: step %d: %s\n", w.Step, w.Message)
+			t.say(fmt.Sprintf("warning: step %d: %s", w.Step, w.Message))
 		}
 	}
 }
@@ -375,7 +430,7 @@ func (t *Trainer) logf(format string, args ...any) {
 		t.opts.Log.Write(append(b, '\n'))
 		return
 	}
-	fmt.Fprintln(t.opts.Log, msg)
+	t.say(msg)
 }
 
 // swapSampler is the chat sampler over the newest published weights;

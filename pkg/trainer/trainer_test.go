@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,6 +18,7 @@ import (
 	"github.com/rllm-org/rllm-go/pkg/backend/local"
 	"github.com/rllm-org/rllm-go/pkg/config"
 	"github.com/rllm-org/rllm-go/pkg/episode"
+	"github.com/rllm-org/rllm-go/pkg/progress"
 	"github.com/rllm-org/rllm-go/pkg/rollout"
 	"github.com/rllm-org/rllm-go/pkg/sampler"
 	_ "github.com/rllm-org/rllm-go/pkg/tasks"
@@ -591,5 +593,76 @@ func TestResumeTruncatesMetrics(t *testing.T) {
 	}
 	if fmt.Sprint(steps) != "[1 2 3]" {
 		t.Errorf("steps in metrics.jsonl: %v, want [1 2 3]", steps)
+	}
+}
+
+type recProgress struct {
+	mu     sync.Mutex
+	phases map[string][2]int64 // name -> total, done
+	lines  []string
+}
+
+func (r *recProgress) Start(name, unit string, total int64) progress.Counter {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	p := r.phases[name]
+	p[0] += total
+	r.phases[name] = p
+	return &recCounter{r: r, name: name}
+}
+func (r *recProgress) Println(msg string) { r.mu.Lock(); r.lines = append(r.lines, msg); r.mu.Unlock() }
+
+type recCounter struct {
+	r    *recProgress
+	name string
+}
+
+func (c *recCounter) Add(n int64) {
+	c.r.mu.Lock()
+	p := c.r.phases[c.name]
+	p[1] += n
+	c.r.phases[c.name] = p
+	c.r.mu.Unlock()
+}
+func (c *recCounter) Describe(string) {}
+func (c *recCounter) Done()           {}
+
+// The run reports its steps and every rollout and validation phase's
+// episodes to the progress display, prints its step lines through it
+// (under 100 characters), and serves Prometheus metrics when asked.
+func TestProgressAndPrometheus(t *testing.T) {
+	c := smallConfig(t, "trainer.total_training_steps=2", "trainer.test_freq=2", "trainer.logger=[console,jsonl]", "trainer.metrics_addr=127.0.0.1:0")
+	rec := &recProgress{phases: map[string][2]int64{}}
+	tr, err := New(context.Background(), c, Options{Progress: rec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	if _, err := tr.Train(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	// 2 steps of 4 tasks × 4 episodes, one validation of 8 tasks × 1.
+	want := map[string][2]int64{"train": {2, 2}, "rollout": {32, 32}, "validation": {8, 8}}
+	for name, w := range want {
+		if got := rec.phases[name]; got != w {
+			t.Errorf("phase %s: total/done %v, want %v", name, got, w)
+		}
+	}
+	steps := 0
+	for _, l := range rec.lines {
+		if strings.HasPrefix(l, "step ") {
+			steps++
+			if len(l) >= 100 {
+				t.Errorf("step line of %d characters: %q", len(l), l)
+			}
+		}
+	}
+	if steps != 2 {
+		t.Errorf("%d step lines: %q", steps, rec.lines)
+	}
+	w := httptest.NewRecorder()
+	tr.prom.Handler().ServeHTTP(w, httptest.NewRequest("GET", "/metrics", nil))
+	if !strings.Contains(w.Body.String(), "rllm_step 2") || !strings.Contains(w.Body.String(), "rllm_episodes_total 32") {
+		t.Errorf("Prometheus metrics lack the run's step and episodes:\n%.800s", w.Body.String())
 	}
 }
