@@ -137,7 +137,7 @@ func (e *RetriesExhaustedError) Unwrap() error { return e.Err }
 // Client is an OpenAI-compatible inference client. It is safe for
 // concurrent use and implements sampler.Sampler.
 type Client struct {
-	modelMu sync.RWMutex // guards opts.Model (SetModel)
+	modelMu   sync.RWMutex // guards opts.Model (SetModel)
 	opts      Options
 	http      *http.Client
 	endpoints []*endpoint

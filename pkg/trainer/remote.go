@@ -104,4 +104,3 @@ func prunePublished(root string, step int) error {
 	}
 	return nil
 }
-

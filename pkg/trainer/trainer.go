@@ -89,7 +89,7 @@ type Trainer struct {
 	publisher *rollout.WeightPublisher // rollouts on inference servers
 	prom      *promserve.Metrics       // trainer.metrics_addr
 	promSrv   *promserve.Server
-	diag    *diagnosis
+	diag      *diagnosis
 }
 
 // New reads the configuration into a plan (refusing what the trainer
