@@ -280,6 +280,9 @@ func (t *Trainer) Train(ctx context.Context) (*Result, error) {
 // start resumes or begins a run: the metrics file, the warm-up of a fresh
 // embedded policy, and the first published weights.
 func (t *Trainer) start(ctx context.Context) error {
+	if err := t.checkPromptsFit(ctx); err != nil {
+		return err
+	}
 	resumed, err := t.resume(ctx)
 	if err != nil {
 		return err

@@ -21,6 +21,7 @@ import (
 	"github.com/rllm-org/rllm-go/pkg/progress"
 	"github.com/rllm-org/rllm-go/pkg/rollout"
 	"github.com/rllm-org/rllm-go/pkg/sampler"
+	"github.com/rllm-org/rllm-go/pkg/usererr"
 	_ "github.com/rllm-org/rllm-go/pkg/tasks"
 )
 
@@ -363,7 +364,7 @@ func TestNoValidationSetIsAllowed(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := smallConfig(t, "env.name=math", "agent.name=math", "data.train_files=["+filepath.ToSlash(file)+"]",
-		"trainer.total_training_steps=1", "trainer.val_before_train=true", "backend.local.context=96", "backend.local.warmup_steps=0")
+		"trainer.total_training_steps=1", "trainer.val_before_train=true", "backend.local.context=128", "backend.local.warmup_steps=0")
 	tr, err := New(context.Background(), c, Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -664,5 +665,23 @@ func TestProgressAndPrometheus(t *testing.T) {
 	tr.prom.Handler().ServeHTTP(w, httptest.NewRequest("GET", "/metrics", nil))
 	if !strings.Contains(w.Body.String(), "rllm_step 2") || !strings.Contains(w.Body.String(), "rllm_episodes_total 32") {
 		t.Errorf("Prometheus metrics lack the run's step and episodes:\n%.800s", w.Body.String())
+	}
+}
+
+// Prompts that leave the model no room to reply are refused before
+// anything trains, naming the key and the size needed.
+func TestPromptsThatDoNotFitAreRefused(t *testing.T) {
+	c := smallConfig(t, "env.name=countdown", "backend.local.context=128")
+	tr, err := New(context.Background(), c, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	_, err = tr.Train(context.Background())
+	if !usererr.Is(err) || !strings.Contains(err.Error(), "set backend.local.context to at least 512") {
+		t.Fatalf("err = %v", err)
+	}
+	if _, serr := os.Stat(filepath.Join(c.Trainer.DefaultLocalDir, MetricsFile)); serr == nil {
+		t.Error("a run that cannot fit its prompts started writing metrics")
 	}
 }
