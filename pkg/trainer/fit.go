@@ -97,4 +97,3 @@ func (p *promptProbe) Sample(_ context.Context, req backend.SampleRequest) (back
 	p.mu.Unlock()
 	return backend.SampleResult{}, errProbe
 }
-

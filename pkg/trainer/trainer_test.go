@@ -21,8 +21,8 @@ import (
 	"github.com/rllm-org/rllm-go/pkg/progress"
 	"github.com/rllm-org/rllm-go/pkg/rollout"
 	"github.com/rllm-org/rllm-go/pkg/sampler"
-	"github.com/rllm-org/rllm-go/pkg/usererr"
 	_ "github.com/rllm-org/rllm-go/pkg/tasks"
+	"github.com/rllm-org/rllm-go/pkg/usererr"
 )
 
 // smallConfig is a configuration that trains in seconds: a tiny model,
