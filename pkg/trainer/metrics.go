@@ -165,8 +165,6 @@ func stepLine(step, total int, m map[string]float64) string {
 	}
 	if v, ok := m["actor/kl_loss"]; ok {
 		fmt.Fprintf(&b, " kl %.2g", v)
-	} else if v, ok := m["actor/ppo_kl"]; ok {
-		fmt.Fprintf(&b, " ppo_kl %+.1e", v)
 	}
 	if _, ok := m["actor/pg_loss"]; !ok {
 		b.WriteString(" no-update")
