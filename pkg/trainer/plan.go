@@ -127,6 +127,10 @@ type UpdatePlan struct {
 	// MiniBatchTasks is actor.ppo_mini_batch_size in task groups; each
 	// mini-batch is one optimizer step, repeated for Epochs passes.
 	MiniBatchTasks, Epochs int
+	// OnPolicyFirst skips the forward pass of the first mini-batch: the
+	// rollouts came from the backend's own sampler on the current weights,
+	// so their raw (temperature-1) logprobs are the policy's.
+	OnPolicyFirst bool
 	LR                     LRSchedule
 	Adam                   backend.AdamParams // LearningRate set per step
 }
@@ -349,6 +353,9 @@ func NewPlan(c *config.Config) (*Plan, error) {
 	o := a.Optim
 	p.Update = UpdatePlan{
 		Loss: lc, MiniBatchTasks: mini, Epochs: a.PPOEpochs,
+		// The embedded policy samples with the weights it trains and
+		// reports raw logprobs; a remote sampler or service may differ.
+		OnPolicyFirst: c.Backend.Name == "local" && c.Rollout.Engine == "auto",
 		LR: LRSchedule{Base: c.EffectiveLR(), WarmupSteps: o.WarmupSteps, WarmupRatio: o.WarmupStepsRatio,
 			Cosine: o.LRScheduler == "cosine", MinRatio: o.MinLRRatio},
 		Adam: backend.AdamParams{Beta1: o.Betas[0], Beta2: o.Betas[1], Eps: o.Eps, WeightDecay: o.WeightDecay, GradClipNorm: o.GradClip},

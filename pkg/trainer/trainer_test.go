@@ -685,3 +685,47 @@ func TestPromptsThatDoNotFitAreRefused(t *testing.T) {
 		t.Error("a run that cannot fit its prompts started writing metrics")
 	}
 }
+
+// Skipping the first mini-batch's forward pass (on-policy rollouts from
+// the backend's own sampler) gives the update the forward pass would.
+func TestOnPolicyFirstMatchesForward(t *testing.T) {
+	ctx := context.Background()
+	after := func(skip bool) []float64 {
+		c := smallConfig(t, "actor.optim.lr=0.01")
+		tr, err := New(ctx, c, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tr.Close()
+		tok := local.Tokenizer{}
+		prompt := tok.ChatTemplate([]episode.Message{{Role: "user", Content: "3+4="}}, true)
+		var mb []*Sample
+		var datums []backend.Datum
+		for i, reply := range []string{"7", "8"} {
+			s := &Sample{Sequence: rollout.Sequence{PromptIDs: prompt, ResponseIDs: append(tok.Encode(reply, false), local.TokenImEnd), LossMask: []int8{1, 1}}}
+			s.Advantage = float64(1 - 2*i)
+			mb, datums = append(mb, s), append(datums, datumOf(&s.Sequence))
+		}
+		out, err := tr.be.Forward(ctx, datums, backend.Loss{Name: backend.LossCrossEntropy}).Result(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, s := range mb {
+			s.Logprobs = out.LossFnOutputs[i].Logprobs[len(prompt)-1:]
+		}
+		up := tr.plan.Update
+		up.Epochs, up.OnPolicyFirst = 1, skip
+		st, err := update(ctx, tr.be, &up, [][]*Sample{mb}, tr.plan.Adam(0, 10))
+		if err != nil || !st.HasEntropy {
+			t.Fatalf("update: %+v %v", st, err)
+		}
+		out, _ = tr.be.Forward(ctx, datums, backend.Loss{Name: backend.LossCrossEntropy}).Result(ctx)
+		return append(out.LossFnOutputs[0].Logprobs, out.LossFnOutputs[1].Logprobs...)
+	}
+	a, b := after(true), after(false)
+	for i := range a {
+		if math.Abs(a[i]-b[i]) > 1e-5 {
+			t.Fatalf("logprob %d after the update: %g skipping the forward, %g with it", i, a[i], b[i])
+		}
+	}
+}

@@ -110,6 +110,33 @@ func gradientWeights(mb []*Sample, datums []backend.Datum, offsets []int, grad [
 	}
 }
 
+// samplingOutputs stands in for a forward pass of the policy that
+// sampled: the sampling logprobs at the response targets.
+func samplingOutputs(mb []*Sample) []backend.LossFnOutput {
+	outs := make([]backend.LossFnOutput, len(mb))
+	for i, s := range mb {
+		p := len(s.PromptIDs) - 1
+		lp := make([]float64, p+len(s.ResponseIDs))
+		copy(lp[p:], s.Logprobs)
+		outs[i].Logprobs = lp
+	}
+	return outs
+}
+
+// aggregatedEntropy is the loss-aggregated entropy of the response tokens
+// from forward_backward's outputs (-1 when the backend gives none).
+func aggregatedEntropy(mb []*Sample, outs []backend.LossFnOutput, in *ppo.LossInput, cfg *ppo.LossConfig) (float64, error) {
+	ent := make([]float64, len(in.Mask))
+	for i, s := range mb {
+		if outs[i].Entropies == nil {
+			return -1, nil
+		}
+		p := len(s.PromptIDs) - 1
+		copy(ent[in.Offsets[i]:], outs[i].Entropies[p:p+len(s.ResponseIDs)])
+	}
+	return ppo.Aggregate(ent, in.Mask, in.Offsets, cfg.AggMode, cfg.NormLength)
+}
+
 // entropyWeights sets each datum's entropy weights to the entropy
 // bonus's per-token coefficient, EntropyCoeff × the aggregation weight
 // the loss gives the token, so the backend adds −EntropyCoeff·agg(H)
@@ -148,16 +175,28 @@ func update(ctx context.Context, be backend.TrainingBackend, p *UpdatePlan, mini
 	var st UpdateStats
 	ce := backend.Loss{Name: backend.LossCrossEntropy}
 	for epoch := 0; epoch < p.Epochs; epoch++ {
-		for _, mb := range mini {
+		for k, mb := range mini {
 			datums := make([]backend.Datum, len(mb))
 			for i, s := range mb {
 				datums[i] = datumOf(&s.Sequence)
 			}
-			fwd, err := be.Forward(ctx, datums, ce).Result(ctx)
-			if err != nil {
-				return st, err
+			// Before the first optimizer step the policy is the one that
+			// sampled: with OnPolicyFirst its logprobs are the sampling ones
+			// and the forward pass is skipped (ratio 1, as the cookbook's
+			// importance-sampling loss assumes); the entropies then come from
+			// forward_backward, which runs on the same weights.
+			skipForward := p.OnPolicyFirst && epoch == 0 && k == 0 && p.Loss.EntropyCoeff == 0
+			var outs []backend.LossFnOutput
+			if skipForward {
+				outs = samplingOutputs(mb)
+			} else {
+				fwd, err := be.Forward(ctx, datums, ce).Result(ctx)
+				if err != nil {
+					return st, err
+				}
+				outs = fwd.LossFnOutputs
 			}
-			in, err := lossInput(mb, fwd.LossFnOutputs)
+			in, err := lossInput(mb, outs)
 			if err != nil {
 				return st, err
 			}
@@ -174,8 +213,16 @@ func update(ctx context.Context, be backend.TrainingBackend, p *UpdatePlan, mini
 			}
 			fb := be.ForwardBackward(ctx, datums, ce)
 			opt := be.OptimStep(ctx, adam)
-			if _, err := fb.Result(ctx); err != nil {
+			fbOut, err := fb.Result(ctx)
+			if err != nil {
 				return st, err
+			}
+			hasEntropy := in.Entropies != nil
+			if skipForward {
+				if res.Metrics.Entropy, err = aggregatedEntropy(mb, fbOut.LossFnOutputs, &in, &p.Loss); err != nil {
+					return st, err
+				}
+				hasEntropy = res.Metrics.Entropy >= 0
 			}
 			out, err := opt.Result(ctx)
 			if err != nil {
@@ -188,7 +235,7 @@ func update(ctx context.Context, be backend.TrainingBackend, p *UpdatePlan, mini
 			st.GradNorm += out.Metrics["grad_norm"]
 			st.Entropy += res.Metrics.Entropy
 			st.KLLoss += res.Metrics.KLLoss
-			st.HasEntropy, st.HasKL = in.Entropies != nil, p.Loss.KLCoef != 0
+			st.HasEntropy, st.HasKL = hasEntropy, p.Loss.KLCoef != 0
 			if epoch == 0 {
 				st.TrainedSamples += len(mb)
 				for _, m := range in.Mask {
