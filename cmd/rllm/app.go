@@ -30,6 +30,8 @@ type App struct {
 	ReadFile func(string) ([]byte, error)
 	// StderrIsTerminal chooses readable progress over JSON lines.
 	StderrIsTerminal bool
+	// ctx is Run's context, so reading user files stops on Ctrl-C.
+	ctx context.Context
 }
 
 // exitCoder is implemented by errors that know their exit code; packages
@@ -47,8 +49,17 @@ func usagef(format string, args ...any) error {
 	return &usageError{msg: fmt.Sprintf(format, args...)}
 }
 
+// context is Run's context (Background outside Run).
+func (a *App) context() context.Context {
+	if a.ctx == nil {
+		return context.Background()
+	}
+	return a.ctx
+}
+
 // Run executes the command line and returns the process exit code.
 func (a *App) Run(ctx context.Context, args []string) int {
+	a.ctx = ctx
 	root := newRootCmd(a)
 	root.SetArgs(args)
 	root.SetIn(a.Stdin)

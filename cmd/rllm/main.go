@@ -17,7 +17,6 @@ func main() {
 		Stderr:   os.Stderr,
 		Getenv:   os.Getenv,
 		Environ:  os.Environ,
-		ReadFile: os.ReadFile,
 		// A character device is a terminal; pipes and files are not.
 		StderrIsTerminal: isCharDevice(os.Stderr),
 	}

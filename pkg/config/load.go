@@ -1,10 +1,10 @@
 package config
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"reflect"
 	"sort"
 	"strings"
@@ -15,14 +15,19 @@ import (
 	"github.com/knadh/koanf/v2"
 
 	"github.com/rllm-org/rllm-go/configs"
+	"github.com/rllm-org/rllm-go/internal/boundedio"
 )
 
 // Sources are the layers of one load, applied in this order on top of the
 // embedded defaults: Files, Environ, Map, Overrides, Sets, Args.
 type Sources struct {
+	// Context stops reading files when it is cancelled (a FIFO with no
+	// writer, a slow pipe); nil means context.Background().
+	Context context.Context
 	// Files are YAML files (--config), later ones overriding earlier ones.
 	Files []string
-	// ReadFile reads a file; nil means os.ReadFile. Tests inject their own.
+	// ReadFile reads a file; nil reads at most MaxFileBytes, stopping when
+	// Context is cancelled. Tests inject their own.
 	ReadFile func(name string) ([]byte, error)
 	// Environ is the process environment as "NAME=value"; only RLLM_
 	// variables are read.
@@ -62,13 +67,20 @@ func Load(src Sources) (*Loaded, error) {
 	}
 	ld.apply(defaults)
 
+	ctx := src.Context
+	if ctx == nil {
+		ctx = context.Background()
+	}
 	readFile := src.ReadFile
 	if readFile == nil {
-		readFile = os.ReadFile
+		readFile = func(name string) ([]byte, error) { return boundedio.ReadFile(ctx, name, MaxFileBytes) }
 	}
 	for _, name := range src.Files {
 		data, err := readFile(name)
 		if err != nil {
+			if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+				return nil, err // interrupted: not the user's mistake
+			}
 			ld.errs.add("", Origin{Layer: "file", Source: name}, "%s", fileErrorMsg(err))
 			continue
 		}
@@ -153,13 +165,20 @@ func (l *Loaded) origin(key string) Origin {
 // Origin returns where key was set.
 func (l *Loaded) Origin(key string) Origin { return l.origin(key) }
 
+// MaxFileBytes bounds one config file; a config is a few kilobytes, so
+// anything near this is a mistake such as -c /dev/zero.
+const MaxFileBytes = 8 << 20
+
 func fileErrorMsg(err error) string {
 	var pe *fs.PathError
 	name := ""
 	if errors.As(err, &pe) {
 		name = pe.Path
 	}
+	var tl *boundedio.TooLargeError
 	switch {
+	case errors.As(err, &tl):
+		return fmt.Sprintf("config file %s is larger than the limit of %s; --config takes a YAML file of a few kilobytes", tl.Path, boundedio.Size(tl.Limit))
 	case errors.Is(err, fs.ErrNotExist):
 		return fmt.Sprintf("config file %s does not exist; check the --config path", name)
 	case errors.Is(err, syscall.EISDIR):
