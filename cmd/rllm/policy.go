@@ -77,7 +77,8 @@ func openServerPolicy(ctx context.Context, a *App, c *config.Config, textOnly bo
 			BaseBackoff: seconds(r.Retry.BackoffBaseS),
 			MaxBackoff:  seconds(r.Retry.BackoffMaxS),
 		},
-		TextOnly: textOnly,
+		TextOnly:         textOnly,
+		MaxResponseBytes: int64(r.MaxResponseMB) << 20,
 	})
 	if err != nil {
 		return nil, err

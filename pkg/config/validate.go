@@ -119,6 +119,7 @@ func validate(c *Config, origin func(string) Origin) Errors {
 		v.atLeast("rollout.max_tokens", *r.MaxTokens, 1)
 	}
 	v.positive("rollout.request_timeout_s", r.RequestTimeoutS)
+	v.between("rollout.max_response_mb", r.MaxResponseMB, 1, 4096)
 	v.atLeast("rollout.retry.max_attempts", r.Retry.MaxAttempts, 1)
 	v.nonNegative("rollout.retry.backoff_base_s", r.Retry.BackoffBaseS)
 	if r.Retry.BackoffMaxS < r.Retry.BackoffBaseS {

@@ -103,8 +103,8 @@ func NewEngine(factory WorkflowFactory, opts EngineOptions) (*Engine, error) {
 		return nil, errors.New("rollout engine needs a workflow factory")
 	}
 	if opts.N < 0 || opts.NParallel < 0 || opts.RetryLimit < 0 || opts.EpisodeTimeout < 0 {
-		return nil, &OptionError{fmt.Sprintf("rollout.n (%d), workflow.n_parallel_tasks (%d), workflow.retry_limit (%d) and the episode timeout (%v) must not be negative",
-			opts.N, opts.NParallel, opts.RetryLimit, opts.EpisodeTimeout)}
+		return nil, optionErrorf("rollout.n (%d), workflow.n_parallel_tasks (%d), workflow.retry_limit (%d) and the episode timeout (%v) must not be negative",
+			opts.N, opts.NParallel, opts.RetryLimit, opts.EpisodeTimeout)
 	}
 	if opts.N == 0 {
 		opts.N = 1
