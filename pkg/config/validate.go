@@ -106,7 +106,7 @@ func validate(c *Config, origin func(string) Origin) Errors {
 	r := c.Rollout
 	v.oneOf("rollout.engine", r.Engine, Engines)
 	v.between("rollout.n", r.N, 1, MaxN)
-	if d.TrainBatchSize >= 1 && r.N >= 1 && d.TrainBatchSize*r.N*max(c.Filters.RejectionSample.Multiplier, 1) > MaxEpisodesPerStep {
+	if d.TrainBatchSize >= 1 && r.N >= 1 && r.N <= MaxN && d.TrainBatchSize*r.N*max(c.Filters.RejectionSample.Multiplier, 1) > MaxEpisodesPerStep {
 		v.fail("rollout.n", "(%d) x data.train_batch_size (%d) x filters.rejection_sample.multiplier (%d) is more than %d episodes per step; lower one of them",
 			r.N, d.TrainBatchSize, c.Filters.RejectionSample.Multiplier, MaxEpisodesPerStep)
 	}
