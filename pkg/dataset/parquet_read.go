@@ -71,7 +71,12 @@ func newParquetSource(path string, r io.ReaderAt, size int64) (src *parquetSourc
 // malformed files) into an *Error, so no file can crash the program.
 func recoverCorrupt(path string, row int, err *error) {
 	if p := recover(); p != nil {
-		*err = &Error{Path: path, Row: row, Msg: "corrupt parquet file", Err: fmt.Errorf("%v", p)}
+		cause := fmt.Errorf("%v", p)
+		if row >= 0 {
+			*err = rowError(path, row, cause, "corrupt parquet file")
+		} else {
+			*err = fileError(path, cause, "corrupt parquet file")
+		}
 	}
 }
 
