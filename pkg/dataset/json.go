@@ -16,9 +16,9 @@ import (
 // elements are the rows; the object's other fields are skipped. Rows are
 // decoded one at a time with json.Decoder tokens, never the whole file.
 type jsonSource struct {
-	path  string
-	dec   *json.Decoder
-	state jsonState
+	path   string
+	dec    *json.Decoder
+	state  jsonState
 	row    int    // index of the next row
 	field  string // the array field, in object mode
 	budget *boundedio.LimitReader
