@@ -5,6 +5,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"reflect"
 	"testing"
 	"time"
 
@@ -42,7 +43,7 @@ func TestParquetLogicalTypes(t *testing.T) {
 	ts := time.Date(2024, 2, 29, 13, 14, 15, 123e6, time.UTC)
 	rows := []typedRow{{
 		Enum: "RED", UUID: [16]byte{0x12, 0x34, 0x56, 0x78, 0x9a, 0xbc, 0xde, 0xf0, 1, 2, 3, 4, 5, 6, 7, 8},
-		JSON: []byte(`{"a":[1,2.5,"x"]}`), Dec32: 12345, Dec64: -5, DecFix: [8]byte{0, 0, 0, 0, 0, 0, 0, 25},
+		JSON: []byte(`{"a":[1,2.5,"x"]}`), Dec32: 123456789, Dec64: -5, DecFix: [8]byte{0, 0, 0, 0, 0, 0, 0, 25},
 		Date: int32(day.Unix() / 86400), TS: ts, TSNano: ts.UnixNano(), TimeMs: (13*3600 + 14*60 + 15) * 1000,
 		U32: 4000000000, U64: 1 << 63, I8: -7, F32: 0.1, Bytes: []byte{0, 1, 255}, Fixed: [4]byte{'a', 'b', 'c', 'd'},
 		M: map[string]int64{"k": 3}, Legacy: []int32{4, 5},
@@ -61,11 +62,18 @@ func TestParquetLogicalTypes(t *testing.T) {
 	}
 	want := []episode.Task{{
 		"enum": "RED", "uuid": "12345678-9abc-def0-0102-030405060708",
-		"json": map[string]any{"a": []any{int64(1), 2.5, "x"}}, "dec32": 123.45, "dec64": -0.005, "decfix": 2.5,
+		"json": map[string]any{"a": []any{int64(1), 2.5, "x"}}, "dec32": 1234567.89, "dec64": -0.005, "decfix": 2.5,
 		"date": day, "ts": ts, "tsnano": ts, "time_ms": "13:14:15",
 		"u32": int64(4000000000), "u64": uint64(1 << 63), "i8": int64(-7), "f32": 0.1,
 		"bytes": []byte{0, 1, 255}, "fixed": []byte("abcd"),
 		"m": map[string]any{"k": int64(3)}, "legacy": []any{int64(4), int64(5)},
 	}}
+	if len(got) == 1 {
+		for k, w := range want[0] {
+			if !reflect.DeepEqual(got[0][k], w) {
+				t.Errorf("%s: got %#v (%T), want %#v (%T)", k, got[0][k], got[0][k], w, w)
+			}
+		}
+	}
 	assertTasks(t, got, want)
 }
