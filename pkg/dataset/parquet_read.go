@@ -276,6 +276,16 @@ func (n *pqNode) normalizeFields(m map[string]any) (map[string]any, error) {
 }
 
 func (n *pqNode) normalizeList(v any, elem func(any) (any, error)) ([]any, error) {
+	if l, ok := v.([]any); ok { // the usual case: normalize in place
+		for i, e := range l {
+			x, err := elem(e)
+			if err != nil {
+				return nil, err
+			}
+			l[i] = x
+		}
+		return l, nil
+	}
 	rv := reflect.ValueOf(v)
 	if rv.Kind() != reflect.Slice && rv.Kind() != reflect.Array {
 		return nil, errCorrupt
