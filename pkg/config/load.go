@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"reflect"
 	"sort"
 	"strings"
+	"sync"
 	"syscall"
 
 	"github.com/go-viper/mapstructure/v2"
@@ -56,16 +58,20 @@ type Loaded struct {
 // against the schema and validates the result. Every problem is returned
 // at once, as Errors (exit code 2).
 func Load(src Sources) (*Loaded, error) {
+	base, err := loadDefaults()
+	if err != nil {
+		return nil, err
+	}
 	ld := &loader{
 		store:     koanf.New("."),
-		origins:   map[string]Origin{},
+		origins:   maps.Clone(base.origins),
 		notedKeys: map[string]bool{},
 	}
-	defaults, errs := parseYAML(configs.DefaultName, configs.DefaultYAML, "default")
-	if len(errs) > 0 {
-		return nil, fmt.Errorf("embedded defaults are broken: %w", errs)
+	// A hand-written deep copy: koanf's Copy goes through reflection and
+	// was a third of a load.
+	if err := ld.store.Load(treeProvider(deepCopy(defaults.tree).(map[string]any)), nil); err != nil {
+		return nil, fmt.Errorf("embedded defaults are broken: %w", err)
 	}
-	ld.apply(defaults)
 
 	ctx := src.Context
 	if ctx == nil {
@@ -116,6 +122,37 @@ func Load(src Sources) (*Loaded, error) {
 		return nil, errs
 	}
 	return out, nil
+}
+
+// defaults is the embedded defaults, parsed and applied once per process:
+// every load starts from a copy.
+var defaults struct {
+	once    sync.Once
+	store   *koanf.Koanf
+	tree    map[string]any // store's nested map, never handed out
+	origins map[string]Origin
+	err     error
+}
+
+func loadDefaults() (*loader, error) {
+	defaults.once.Do(func() {
+		ld := &loader{store: koanf.New("."), origins: map[string]Origin{}, notedKeys: map[string]bool{}}
+		entries, errs := parseYAML(configs.DefaultName, configs.DefaultYAML, "default")
+		if len(errs) == 0 {
+			ld.apply(entries)
+			errs = ld.errs
+		}
+		if len(errs) > 0 {
+			defaults.err = fmt.Errorf("embedded defaults are broken: %w", errs)
+			return
+		}
+		defaults.store, defaults.origins = ld.store, ld.origins
+		defaults.tree = ld.store.Raw()
+	})
+	if defaults.err != nil {
+		return nil, defaults.err
+	}
+	return &loader{store: defaults.store, origins: defaults.origins}, nil
 }
 
 // FromMap is the library form rLLM's AgentTrainer documents: defaults plus
@@ -400,3 +437,36 @@ func SortedKeys() []string {
 	sort.Strings(k)
 	return k
 }
+
+// deepCopy copies the maps and slices of a configuration tree; scalars
+// are immutable and shared.
+func deepCopy(v any) any {
+	switch x := v.(type) {
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			out[k] = deepCopy(e)
+		}
+		return out
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = deepCopy(e)
+		}
+		return out
+	case []string:
+		return append([]string(nil), x...)
+	case []float64:
+		return append([]float64(nil), x...)
+	case map[string]string:
+		return maps.Clone(x)
+	}
+	return v
+}
+
+// treeProvider hands koanf a nested map it may keep (confmap copies it
+// again through reflection).
+type treeProvider map[string]any
+
+func (p treeProvider) ReadBytes() ([]byte, error)    { return nil, errors.New("treeProvider has no bytes") }
+func (p treeProvider) Read() (map[string]any, error) { return p, nil }
