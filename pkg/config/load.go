@@ -468,5 +468,7 @@ func deepCopy(v any) any {
 // again through reflection).
 type treeProvider map[string]any
 
-func (p treeProvider) ReadBytes() ([]byte, error)    { return nil, errors.New("treeProvider has no bytes") }
+func (p treeProvider) ReadBytes() ([]byte, error) {
+	return nil, errors.New("treeProvider has no bytes")
+}
 func (p treeProvider) Read() (map[string]any, error) { return p, nil }
