@@ -2,20 +2,16 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
+	"log/slog"
+	"regexp"
 	"strings"
 
 	"github.com/spf13/cobra"
-)
 
-// Exit codes shared by every command.
-const (
-	exitOK          = 0
-	exitFailure     = 1
-	exitUsage       = 2
-	exitInterrupted = 130
+	"github.com/rllm-org/rllm-go/pkg/registry"
+	"github.com/rllm-org/rllm-go/pkg/usererr"
 )
 
 // App carries everything a command may touch of the outside world, so that
@@ -30,23 +26,13 @@ type App struct {
 	ReadFile func(string) ([]byte, error)
 	// StderrIsTerminal chooses readable progress over JSON lines.
 	StderrIsTerminal bool
+
+	// output is the --output flag: auto, text or json.
+	output string
+	// log is the one logger for diagnostics on stderr (see log.go).
+	log *slog.Logger
 	// ctx is Run's context, so reading user files stops on Ctrl-C.
 	ctx context.Context
-}
-
-// exitCoder is implemented by errors that know their exit code; packages
-// below cmd/rllm mark user-fixable (config, usage) errors this way without
-// importing anything from here.
-type exitCoder interface{ ExitCode() int }
-
-// usageError is a command-line mistake: exit code 2.
-type usageError struct{ msg string }
-
-func (e *usageError) Error() string { return e.msg }
-func (e *usageError) ExitCode() int { return exitUsage }
-
-func usagef(format string, args ...any) error {
-	return &usageError{msg: fmt.Sprintf(format, args...)}
 }
 
 // context is Run's context (Background outside Run).
@@ -57,46 +43,162 @@ func (a *App) context() context.Context {
 	return a.ctx
 }
 
+// Output formats of --output.
+const (
+	outputAuto = "auto"
+	outputText = "text"
+	outputJSON = "json"
+)
+
+// streamsEvents are the commands whose events on stderr are JSON lines
+// off a terminal even without --output json (what train has always done).
+var streamsEvents = map[string]bool{"rllm train": true}
+
+// outputFileFlag tells a user who typed -o FILE where a file name goes.
+var outputFileFlag = map[string]string{
+	"rllm eval":          "--episodes %[1]s keeps the episodes; to keep the report, redirect stdout (> %[1]s)",
+	"rllm data generate": "the dataset file goes in --out %[1]s",
+	"rllm plot":          "the charts' directory goes in --out %[1]s",
+	"rllm sft":           "--out DIR saves the checkpoint; to keep the loss lines, redirect stdout (> %[1]s)",
+}
+
+// jsonResults reports whether results on stdout are JSON.
+func (a *App) jsonResults() bool { return a.output == outputJSON }
+
+// jsonEvents reports whether events and diagnostics on stderr are JSON
+// lines for cmd: with --output json always, with the default for the
+// commands that stream events when stderr is not a terminal.
+func (a *App) jsonEvents(cmd *cobra.Command) bool {
+	switch a.output {
+	case outputJSON:
+		return true
+	case outputAuto, "":
+		return cmd != nil && streamsEvents[cmd.CommandPath()] && !a.StderrIsTerminal
+	}
+	return false
+}
+
+// logger is the diagnostics logger (text until the flags are parsed).
+func (a *App) logger() *slog.Logger {
+	if a.log == nil {
+		a.log = newLogger(a.Stderr, a.output == outputJSON)
+	}
+	return a.log
+}
+
+// notef, warnf and infof log one diagnostic line.
+func (a *App) notef(format string, args ...any) {
+	logf(a.logger(), slog.LevelInfo, "note: "+fmt.Sprintf(format, args...))
+}
+
+func (a *App) infof(format string, args ...any) {
+	logf(a.logger(), slog.LevelInfo, fmt.Sprintf(format, args...))
+}
+
+func (a *App) warnf(format string, args ...any) {
+	logf(a.logger(), slog.LevelWarn, fmt.Sprintf(format, args...))
+}
+
+// usagef is a command-line mistake: exit code 2.
+func usagef(format string, args ...any) error { return usererr.Errorf(format, args...) }
+
 // Run executes the command line and returns the process exit code.
 func (a *App) Run(ctx context.Context, args []string) int {
 	a.ctx = ctx
+	// Errors before the flags are parsed (an unknown command) must already
+	// honour --output json.
 	root := newRootCmd(a)
+	a.output = scanOutput(args)
+	a.log = nil
 	root.SetArgs(args)
 	root.SetIn(a.Stdin)
 	root.SetOut(a.Stdout)
 	root.SetErr(a.Stderr)
-	err := root.ExecuteContext(ctx)
+	cmd, err := root.ExecuteContextC(ctx)
 	if err == nil {
-		return exitOK
+		return usererr.ExitOK
+	}
+	err = cobraError(root, cmd, err)
+	code := usererr.ExitCode(ctx, err)
+	msg := err.Error()
+	if code == usererr.ExitInterrupted && msg == context.Canceled.Error() {
+		msg = "interrupted"
 	}
 	// Configuration errors come several at once, one per line.
-	for _, line := range strings.Split(err.Error(), "\n") {
-		fmt.Fprintln(a.Stderr, "rllm: "+line)
+	for _, line := range strings.Split(msg, "\n") {
+		logf(a.logger(), slog.LevelError, line, slog.Int("exit_code", code))
 	}
-	return exitCode(ctx, err)
+	return code
 }
 
-func exitCode(ctx context.Context, err error) int {
-	var ec exitCoder
-	switch {
-	case errors.As(err, &ec):
-		return ec.ExitCode()
-	case errors.Is(err, context.Canceled) && ctx.Err() != nil:
-		return exitInterrupted
+// scanOutput finds --output's value in args the way the flag parser will,
+// for errors that happen before it runs.
+func scanOutput(args []string) string {
+	for i, arg := range args {
+		switch {
+		case arg == "--":
+			return outputAuto
+		case arg == "--output" || arg == "-o":
+			if i+1 < len(args) {
+				return args[i+1]
+			}
+		case strings.HasPrefix(arg, "--output="):
+			return strings.TrimPrefix(arg, "--output=")
+		case strings.HasPrefix(arg, "-o") && !strings.HasPrefix(arg, "--"):
+			return strings.TrimPrefix(strings.TrimPrefix(arg, "-o"), "=")
+		}
 	}
-	return exitFailure
+	return outputAuto
+}
+
+var unknownCommand = regexp.MustCompile(`^unknown command "(.*)" for "(.*)"`)
+
+// cobraError turns cobra's own errors into one line with a fix, exit 2.
+func cobraError(root, cmd *cobra.Command, err error) error {
+	if m := unknownCommand.FindStringSubmatch(err.Error()); m != nil {
+		parent := root
+		if c, _, ferr := root.Find(strings.Fields(m[2])[1:]); ferr == nil {
+			parent = c
+		}
+		var names []string
+		for _, c := range parent.Commands() {
+			if c.IsAvailableCommand() {
+				names = append(names, c.Name())
+				names = append(names, c.Aliases...)
+			}
+		}
+		if s := registry.Suggest(m[1], names); s != "" {
+			return usererr.Errorf("unknown command %q for %s; did you mean %q?", m[1], m[2], s)
+		}
+		return usererr.Errorf("unknown command %q for %s; %s --help lists the commands", m[1], m[2], m[2])
+	}
+	return err
 }
 
 func newRootCmd(a *App) *cobra.Command {
 	root := &cobra.Command{
-		Use:           "rllm",
-		Short:         "Train LLM agents with reinforcement learning",
-		SilenceUsage:  true,
-		SilenceErrors: true,
+		Use:                "rllm",
+		Short:              "Train LLM agents with reinforcement learning",
+		Version:            versionLine(),
+		SilenceUsage:       true,
+		SilenceErrors:      true,
+		DisableSuggestions: true, // cobraError suggests, on one line
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkOutput(cmd, a.output); err != nil {
+				return err
+			}
+			a.log = newLogger(a.Stderr, a.jsonEvents(cmd))
+			return nil
+		},
 	}
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
-		return &usageError{msg: err.Error()}
+	root.SetVersionTemplate("{{.Version}}\n")
+	root.PersistentFlags().StringVarP(&a.output, "output", "o", outputAuto,
+		"output `FORMAT`: text or json (json: every line on stdout and stderr is one JSON object); auto is text, except train's events off a terminal")
+	_ = root.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{outputText, outputJSON}, cobra.ShellCompDirectiveNoFileComp))
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return usererr.Errorf("%v; %s --help lists the flags", err, c.CommandPath())
 	})
+	defer groupsRejectUnknown(root)
 	root.AddCommand(
 		newServeCmd(a),
 		newSFTCmd(a),
@@ -108,6 +210,62 @@ func newRootCmd(a *App) *cobra.Command {
 		newListCmd(a),
 		newDataCmd(a),
 		newEvalCmd(a),
+		newPlotCmd(a),
+		newToolsCmd(a),
+		newEnvCmd(a),
+		newDatasetCmd(a),
 	)
 	return root
 }
+
+// groupsRejectUnknown makes a command that only groups others (config,
+// data) refuse an unknown subcommand, as the root does, instead of
+// printing its help and exiting 0.
+func groupsRejectUnknown(c *cobra.Command) {
+	for _, sub := range c.Commands() {
+		groupsRejectUnknown(sub)
+	}
+	if c.HasParent() && c.HasSubCommands() && !c.Runnable() {
+		c.Args = cobra.ArbitraryArgs
+		c.RunE = func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return fmt.Errorf("unknown command %q for %q", args[0], cmd.CommandPath())
+			}
+			return cmd.Help()
+		}
+	}
+}
+
+// checkOutput validates --output for cmd; a file name gets a pointer to
+// the flag that takes one.
+func checkOutput(cmd *cobra.Command, v string) error {
+	switch v {
+	case outputAuto, outputText, outputJSON:
+		return nil
+	case "yaml":
+		if cmd.CommandPath() == "rllm config show" {
+			return nil // its text is YAML; kept from before --output was shared
+		}
+	}
+	fix := "to keep the output, redirect stdout (> " + v + ")"
+	if f, ok := outputFileFlag[cmd.CommandPath()]; ok {
+		fix = fmt.Sprintf(f, v)
+	}
+	if strings.ContainsAny(v, "./\\") {
+		return usererr.Errorf("--output %q: --output chooses the format, text or json, not a file; %s", v, fix)
+	}
+	return usererr.Errorf("--output %q: use text or json", v)
+}
+
+// Exit codes, as pkg/usererr defines them.
+const (
+	exitOK          = usererr.ExitOK
+	exitFailure     = usererr.ExitFailure
+	exitUsage       = usererr.ExitUsage
+	exitInterrupted = usererr.ExitInterrupted
+)
+
+// exitCoder is implemented by errors that know their exit code.
+type exitCoder interface{ ExitCode() int }
+
+func exitCode(ctx context.Context, err error) int { return usererr.ExitCode(ctx, err) }

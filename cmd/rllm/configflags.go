@@ -1,7 +1,6 @@
 package main
 
 import (
-	"fmt"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -47,7 +46,7 @@ func (f *configFlags) load(a *App, args []string) (*config.Loaded, error) {
 		return nil, err
 	}
 	for _, n := range ld.Notices {
-		fmt.Fprintln(a.Stderr, "rllm: note: "+n)
+		a.notef("%s", n)
 	}
 	return ld, nil
 }

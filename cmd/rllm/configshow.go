@@ -1,7 +1,15 @@
 package main
 
 import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+
 	"github.com/spf13/cobra"
+
+	"github.com/rllm-org/rllm-go/pkg/config"
+	"github.com/rllm-org/rllm-go/pkg/usererr"
 )
 
 func newConfigCmd(a *App) *cobra.Command {
@@ -18,6 +26,7 @@ type configShowOptions struct {
 	args   []string
 	output string
 	origin bool
+	doc    string
 }
 
 func newConfigShowCmd(a *App) *cobra.Command {
@@ -27,20 +36,28 @@ func newConfigShowCmd(a *App) *cobra.Command {
 		Short: "Print the resolved configuration (YAML, or JSON with --output json)",
 		Example: `  rllm config show
   rllm config show --origin --config my.yaml rollout.n=4
-  rllm config show --output json`,
+  rllm config show --output json
+  rllm config show --doc data.train_batch_size
+  rllm config show --doc rollout.retry`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if opts.output != "yaml" && opts.output != "json" {
-				return usagef("--output must be yaml or json, got %q", opts.output)
+			opts.output = "yaml"
+			if a.jsonResults() {
+				opts.output = outputJSON
 			}
 			opts.args = args
+			if opts.doc != "" {
+				return runConfigDoc(a, opts.doc)
+			}
 			return runConfigShow(a, opts)
 		},
 		ValidArgsFunction: completeConfigKeys,
 	}
 	opts.config.register(cmd)
-	cmd.Flags().StringVarP(&opts.output, "output", "o", "yaml", "output format: yaml or json")
 	cmd.Flags().BoolVar(&opts.origin, "origin", false, "show which layer set each key (file:line, variable, --set)")
-	_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{"yaml", "json"}, cobra.ShellCompDirectiveNoFileComp))
+	cmd.Flags().StringVar(&opts.doc, "doc", "", "print a `KEY`'s meaning, default and range (a section prints all its keys)")
+	_ = cmd.RegisterFlagCompletionFunc("doc", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+		return config.Keys(), cobra.ShellCompDirectiveNoFileComp
+	})
 	return cmd
 }
 
@@ -59,5 +76,31 @@ func runConfigShow(a *App, opts *configShowOptions) error {
 		return err
 	}
 	_, err = a.Stdout.Write(out)
+	return err
+}
+
+// runConfigDoc prints what configs/default.yaml and the validator say of
+// a key: its meaning, default, type and range.
+func runConfigDoc(a *App, key string) error {
+	docs, err := config.Doc(key)
+	if err != nil {
+		return usererr.Wrap(err)
+	}
+	if a.jsonResults() {
+		enc := json.NewEncoder(a.Stdout)
+		enc.SetEscapeHTML(false)
+		return enc.Encode(docs)
+	}
+	var b strings.Builder
+	for i, d := range docs {
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		fmt.Fprintf(&b, "%s\n  %s\n  default: %s\n  type:    %s\n", d.Key, d.Doc, d.Default, d.Type)
+		if len(d.Range) > 0 {
+			fmt.Fprintf(&b, "  range:   %s\n", strings.Join(d.Range, "; "))
+		}
+	}
+	_, err = io.WriteString(a.Stdout, b.String())
 	return err
 }

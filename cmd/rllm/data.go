@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -40,14 +39,14 @@ var generators = []string{"arith", "countdown", "frozenlake"}
 func newDataGenerateCmd(a *App) *cobra.Command {
 	opts := &dataGenerateOptions{}
 	cmd := &cobra.Command{
-		Use:   "generate arith|countdown|frozenlake -o FILE",
+		Use:   "generate arith|countdown|frozenlake --out FILE",
 		Short: "Write a dataset of generated tasks (parquet, jsonl or json)",
 		Long: `Generate task rows for a built-in task. The same --seed always gives the
 same rows. Rows carry the columns the task's env reads (question,
 ground_truth, target, nums, seed, size, p, ...) and data_source.`,
-		Example: `  rllm data generate arith --n 1000 --seed 0 -o arith.jsonl
-  rllm data generate countdown --n 500 -o countdown.parquet
-  rllm data generate arith --min 0 --max 20 --operators "+-*" -o arith20.jsonl`,
+		Example: `  rllm data generate arith --n 1000 --seed 0 --out arith.jsonl
+  rllm data generate countdown --n 500 --out countdown.parquet
+  rllm data generate arith --min 0 --max 20 --operators "+-*" --out arith20.jsonl`,
 		ValidArgs: generators,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) != 1 {
@@ -55,7 +54,7 @@ ground_truth, target, nums, seed, size, p, ...) and data_source.`,
 			}
 			opts.task = args[0]
 			if opts.output == "" {
-				return usagef("rllm data generate needs -o FILE (.parquet, .jsonl or .json)")
+				return usagef("rllm data generate needs --out FILE (.parquet, .jsonl or .json)")
 			}
 			if opts.n < 1 || opts.n > 10_000_000 {
 				return usagef("--n must be between 1 and 10000000, got %d", opts.n)
@@ -66,7 +65,7 @@ ground_truth, target, nums, seed, size, p, ...) and data_source.`,
 	f := cmd.Flags()
 	f.IntVar(&opts.n, "n", 1000, "number of rows")
 	f.Uint64Var(&opts.seed, "seed", 0, "random seed")
-	f.StringVarP(&opts.output, "output", "o", "", "output file: .parquet, .jsonl or .json")
+	f.StringVar(&opts.output, "out", "", "dataset `FILE` to write: .parquet, .jsonl or .json")
 	f.IntVar(&opts.min, "min", arith.DefaultOptions.Min, "arith: smallest operand")
 	f.IntVar(&opts.max, "max", arith.DefaultOptions.Max, "arith: largest operand")
 	f.StringVar(&opts.operators, "operators", arith.DefaultOptions.Operators, "arith: operators to draw from (+-*/)")
@@ -99,6 +98,6 @@ func runDataGenerate(ctx context.Context, a *App, opts *dataGenerateOptions) err
 	if err := dataset.Write(ctx, opts.output, rows, dataset.WriteOptions{}); err != nil {
 		return err
 	}
-	_, err = fmt.Fprintf(a.Stderr, "wrote %d %s tasks to %s\n", len(rows), opts.task, opts.output)
-	return err
+	a.infof("wrote %d %s tasks to %s", len(rows), opts.task, opts.output)
+	return nil
 }

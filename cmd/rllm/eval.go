@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -23,9 +22,11 @@ import (
 	"github.com/rllm-org/rllm-go/pkg/config"
 	"github.com/rllm-org/rllm-go/pkg/dataset"
 	"github.com/rllm-org/rllm-go/pkg/env"
+	"github.com/rllm-org/rllm-go/pkg/dataset/catalog"
 	"github.com/rllm-org/rllm-go/pkg/episode"
 	"github.com/rllm-org/rllm-go/pkg/reward"
 	"github.com/rllm-org/rllm-go/pkg/rollout"
+	"github.com/rllm-org/rllm-go/pkg/trainer"
 	"github.com/rllm-org/rllm-go/pkg/workflow"
 )
 
@@ -56,8 +57,8 @@ top_p, top_k; n is the default of --n).
 With rollout.engine=openai it samples from OpenAI-compatible servers
 (vLLM, SGLang, any OpenAI API with --text-only); otherwise from the
 embedded policy (backend.local.weights, or a fresh model).`,
-		Example: `  rllm data generate arith --n 200 -o arith.jsonl
-  rllm eval --data arith.jsonl --n 4 backend.local.weights=checkpoints/rllm/arith/global_step_100
+		Example: `  rllm data generate arith --n 200 --out arith.jsonl
+  rllm eval --data arith.jsonl --n 4 backend.local.weights=checkpoints/rllm/arith
   rllm eval --data test.parquet --n 8 --output json --episodes eps.jsonl \
       rollout.engine=openai rollout.endpoints=[http://gpu1:8000] rollout.model=Qwen/Qwen3-4B \
       env.name=math agent.name=math`,
@@ -69,8 +70,9 @@ embedded policy (backend.local.weights, or a fresh model).`,
 			if cmd.Flags().Changed("n") && (opts.n < 1 || opts.n > config.MaxN) {
 				return usagef("--n must be from 1 to %d, got %d", config.MaxN, opts.n)
 			}
-			if opts.output != "text" && opts.output != "json" {
-				return usagef("--output %q: use text or json", opts.output)
+			opts.output = outputText
+			if a.jsonResults() {
+				opts.output = outputJSON
 			}
 			return runEval(cmd.Context(), a, opts)
 		},
@@ -80,7 +82,6 @@ embedded policy (backend.local.weights, or a fresh model).`,
 	f := cmd.Flags()
 	f.StringArrayVar(&opts.data, "data", nil, "dataset `FILE` of tasks (repeatable)")
 	f.IntVar(&opts.n, "n", 0, "attempts per task, the k of pass@k (default rollout.val_kwargs.n)")
-	f.StringVarP(&opts.output, "output", "o", "text", "report format: text (a table) or json (one object)")
 	f.StringVar(&opts.episodes, "episodes", "", "write every episode as JSON lines to `FILE`")
 	f.BoolVar(&opts.force, "force", false, "let --episodes replace an existing file that does not hold rllm episodes")
 	f.BoolVar(&opts.textOnly, "text-only", false, "accept replies without token ids (plain OpenAI APIs); token counts are then 0")
@@ -136,7 +137,11 @@ func runEval(ctx context.Context, a *App, opts *evalOptions) error {
 	maxQuestion := c.Data.MaxPromptLength * maxBytesPerToken
 	var tasks []episode.Task
 	skipped := 0
-	for _, path := range opts.data {
+	data, err := catalog.ResolveFiles(c.Data.DatasetsDir, "--data", opts.data) // registered dataset names → their files
+	if err != nil {
+		return err
+	}
+	for _, path := range data {
 		ts, err := dataset.Load(ctx, path, dataset.Options{})
 		if err != nil {
 			return err
@@ -171,13 +176,9 @@ func runEval(ctx context.Context, a *App, opts *evalOptions) error {
 		return usagef("every row of %s is too long for data.max_prompt_length=%d; nothing to evaluate", strings.Join(opts.data, ", "), c.Data.MaxPromptLength)
 	}
 
-	name, args, deps := workflowSpec(c)
-	vk := c.Rollout.ValKwargs
-	deps.Params.Temperature, deps.Params.TopP, deps.Params.TopK = vk.Temperature, vk.TopP, vk.TopK
+	spec := workflow.SpecFromConfig(c)
 	// Resolve names and arguments before loading a model or calling a server.
-	check := deps
-	check.Sampler = checkOnlySampler{}
-	if _, err := workflow.New(name, args, check); err != nil {
+	if err := spec.Check(); err != nil {
 		return err
 	}
 
@@ -199,23 +200,9 @@ func runEval(ctx context.Context, a *App, opts *evalOptions) error {
 		return err
 	}
 	defer pol.close()
-	deps.Sampler = pol.sampler
-	factory := func() (rollout.Workflow, error) { return workflow.New(name, args, deps) }
-
-	var timeout time.Duration
-	if t := c.Agent.TrajectoryTimeout; t != nil {
-		timeout = seconds(*t)
-	}
 	total := len(tasks) * k
 	prog := newEvalProgress(a.Stderr, opts.output == "json", total)
-	eng, err := rollout.NewEngine(factory, rollout.EngineOptions{
-		N:              k,
-		NParallel:      c.Workflow.NParallelTasks,
-		RetryLimit:     c.Workflow.RetryLimit,
-		EpisodeTimeout: timeout,
-		TaskID:         datasetTaskID,
-		OnEvent:        prog.onEvent,
-	})
+	eng, err := rollout.NewRunner(spec, pol.sampler, trainer.ValParams(c), k, rollout.RunnerOptionsFromConfig(c), prog.onEvent)
 	if err != nil {
 		return err
 	}
@@ -274,6 +261,7 @@ func runEval(ctx context.Context, a *App, opts *evalOptions) error {
 	}
 
 	sum := agg.Summary()
+	vk := c.Rollout.ValKwargs
 	sum.Seconds = elapsed.Seconds()
 	rep := evalReport{EvalSummary: sum, Model: pol.model, Sampler: pol.kind, Data: opts.data,
 		Temperature: vk.Temperature, TopP: vk.TopP, TopK: vk.TopK, EpisodesOut: opts.episodes,
@@ -295,7 +283,7 @@ func runEval(ctx context.Context, a *App, opts *evalOptions) error {
 	case rep.Failed > 0 && rep.Failed == done:
 		return fmt.Errorf("every episode failed; the first: %s", firstErr)
 	case rep.Failed > 0:
-		fmt.Fprintf(a.Stderr, "rllm: warning: %d of %d episodes failed (counted as incorrect); the first: %s\n", rep.Failed, done, firstErr)
+		a.warnf("%d of %d episodes failed (counted as incorrect); the first: %s", rep.Failed, done, firstErr)
 	}
 	return nil
 }
@@ -407,28 +395,30 @@ func checkEpisodesPath(path string, data, configs []string, force bool) error {
 	return nil
 }
 
-// datasetTaskID names a task as pkg/dataset does (task_id, uid, id),
-// falling back to its position among all tasks of the run.
-func datasetTaskID(index int, t episode.Task) string {
-	if id, ok := dataset.TaskID(t); ok {
-		return id
-	}
-	return strconv.Itoa(index)
-}
-
 func writeEvalTable(w io.Writer, r *evalReport) error {
 	fmt.Fprintf(w, "model     %s (%s)\n", r.Model, r.Sampler)
-	fmt.Fprintf(w, "data      %s: %d tasks × %d attempts = %d episodes\n", strings.Join(r.Data, ", "), r.Tasks, r.K, r.Episodes)
+	fmt.Fprintf(w, "data      %s: %s × %s = %s\n", strings.Join(r.Data, ", "), plural(r.Tasks, "task"), plural(r.K, "attempt"), plural(r.Episodes, "episode"))
 	fmt.Fprintf(w, "sampling  temperature %g, top_p %g, top_k %d\n\n", r.Temperature, r.TopP, r.TopK)
 
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "data_source\ttasks\tepisodes\tpass@1\tpass@%d\tmean_reward\n", r.K)
+	// With one attempt per task pass@k is pass@1: one column, not two.
+	passK := func(v float64) string {
+		if r.K == 1 {
+			return ""
+		}
+		return fmt.Sprintf("%.4f\t", v)
+	}
+	head := ""
+	if r.K != 1 {
+		head = fmt.Sprintf("pass@%d\t", r.K)
+	}
+	fmt.Fprintf(tw, "data_source\ttasks\tepisodes\tpass@1\t%smean_reward\n", head)
 	for _, name := range r.Sources() {
 		s := r.BySource[name]
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%.4f\t%.4f\t%.4f\n", name, s.Tasks, s.Episodes, s.PassAt1, s.PassAtK, s.MeanReward)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%.4f\t%s%.4f\n", name, s.Tasks, s.Episodes, s.PassAt1, passK(s.PassAtK), s.MeanReward)
 	}
 	if len(r.BySource) > 1 {
-		fmt.Fprintf(tw, "all\t%d\t%d\t%.4f\t%.4f\t%.4f\n", r.Tasks, r.Episodes, r.PassAt1, r.PassAtK, r.MeanReward)
+		fmt.Fprintf(tw, "all\t%d\t%d\t%.4f\t%s%.4f\n", r.Tasks, r.Episodes, r.PassAt1, passK(r.PassAtK), r.MeanReward)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -467,6 +457,14 @@ func writeEvalTable(w io.Writer, r *evalReport) error {
 		fmt.Fprintf(w, "episodes  written to %s\n", r.EpisodesOut)
 	}
 	return nil
+}
+
+// plural writes "1 attempt", "4 attempts".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 // evalProgress reports progress on stderr: a line when the run starts, one
@@ -515,7 +513,7 @@ func (p *evalProgress) line(fields map[string]any, text string) {
 func (p *evalProgress) start(tasks, k int, policy string) {
 	p.began = time.Now()
 	p.line(map[string]any{"event": "start", "tasks": tasks, "k": k, "episodes": p.total, "policy": policy},
-		fmt.Sprintf("%d tasks × %d attempts = %d episodes, sampling from %s", tasks, k, p.total, policy))
+		fmt.Sprintf("%s × %s = %s, sampling from %s", plural(tasks, "task"), plural(k, "attempt"), plural(p.total, "episode"), policy))
 }
 
 func (p *evalProgress) progress(event string, elapsed time.Duration) {

@@ -32,29 +32,111 @@ var listKinds = []string{"agents", "envs", "workflows", "rewards", "tools"}
 type listOptions struct {
 	kind   string
 	output string
+	args   string
 }
 
 func newListCmd(a *App) *cobra.Command {
 	opts := &listOptions{}
 	cmd := &cobra.Command{
-		Use:   "list agents|envs|workflows|rewards|tools",
+		Use:   "list agents|envs|workflows|rewards|tools | list --args NAME",
 		Short: "List the registered agents, envs, workflows, reward functions or tools and their args",
 		Example: `  rllm list envs
-  rllm list rewards --output json`,
+  rllm list rewards --output json
+  rllm list --args frozenlake`,
 		ValidArgs: listKinds,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.output = outputText
+			if a.jsonResults() {
+				opts.output = outputJSON
+			}
+			if opts.args != "" {
+				if len(args) > 1 {
+					return usagef("rllm list --args NAME takes at most one kind (%s), got %d arguments", strings.Join(listKinds, ", "), len(args))
+				}
+				if len(args) == 1 {
+					opts.kind = args[0]
+				}
+				return runListArgs(a, opts)
+			}
 			if len(args) != 1 {
-				return usagef("rllm list needs one of: %s", strings.Join(listKinds, ", "))
+				return usagef("rllm list needs one of: %s (or --args NAME)", strings.Join(listKinds, ", "))
 			}
 			opts.kind = args[0]
-			if opts.output != "text" && opts.output != "json" {
-				return usagef("--output must be text or json, got %q", opts.output)
-			}
 			return runList(a, opts)
 		},
 	}
-	cmd.Flags().StringVarP(&opts.output, "output", "o", "text", "output format: text or json")
+	cmd.Flags().StringVar(&opts.args, "args", "", "print the arguments of the agent, env, workflow, reward or tool `NAME` (a kind first narrows it: rllm list envs --args NAME)")
 	return cmd
+}
+
+// runListArgs prints the arguments of every component called opts.args
+// (an agent and an env often share a name), or of the one of kind
+// opts.kind.
+func runListArgs(a *App, opts *listOptions) error {
+	type found struct {
+		Kind string `json:"kind"`
+		registry.Info
+	}
+	var hits []found
+	var names []string
+	for _, k := range listKinds {
+		if opts.kind != "" && k != opts.kind {
+			continue
+		}
+		for _, in := range listings[k]() {
+			names = append(names, in.Name)
+			if in.Name == opts.args {
+				hits = append(hits, found{Kind: strings.TrimSuffix(k, "s"), Info: in})
+			}
+		}
+	}
+	if opts.kind != "" && listings[opts.kind] == nil {
+		return usagef("rllm list does not know %q; use one of: %s", opts.kind, strings.Join(listKinds, ", "))
+	}
+	if len(hits) == 0 {
+		msg := fmt.Sprintf("no %s is called %q", strings.Join(kindsOr(opts.kind), ", "), opts.args)
+		if s := registry.Suggest(opts.args, names); s != "" {
+			msg += fmt.Sprintf("; did you mean %q?", s)
+		}
+		return usagef("%s", msg)
+	}
+	if opts.output == "json" {
+		return writeJSON(a, hits)
+	}
+	w := tabwriter.NewWriter(a.Stdout, 0, 4, 2, ' ', 0)
+	for i, h := range hits {
+		if i > 0 {
+			fmt.Fprintln(w)
+		}
+		fmt.Fprintf(w, "%s %s: %s\n", h.Kind, h.Name, h.Description)
+		if len(h.Args) == 0 {
+			fmt.Fprintln(w, "  (no arguments)")
+			continue
+		}
+		fmt.Fprintln(w, "  ARG\tTYPE\tDEFAULT\tRANGE\tTASK ROW\tDOC")
+		for _, arg := range h.Args {
+			row := ""
+			if arg.FromTask {
+				row = "yes"
+			}
+			fmt.Fprintf(w, "  %s\t%s\t%s\t%s\t%s\t%s\n", arg.Name, arg.Type, formatDefault(arg.Default), orDash(arg.Range), orDash(row), arg.Doc)
+		}
+	}
+	return w.Flush()
+}
+
+func kindsOr(kind string) []string {
+	if kind != "" {
+		return []string{strings.TrimSuffix(kind, "s")}
+	}
+	return []string{"agent", "env", "workflow", "reward", "tool"}
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }
 
 func runList(a *App, opts *listOptions) error {
@@ -68,16 +150,17 @@ func runList(a *App, opts *listOptions) error {
 	}
 	infos := list()
 	if opts.output == "json" {
-		enc := json.NewEncoder(a.Stdout)
-		enc.SetIndent("", "  ")
-		enc.SetEscapeHTML(false)
-		return enc.Encode(infos)
+		return writeJSON(a, infos)
 	}
 	w := tabwriter.NewWriter(a.Stdout, 0, 4, 2, ' ', 0)
 	for _, in := range infos {
 		fmt.Fprintf(w, "%s\t%s\n", in.Name, in.Description)
 		for _, arg := range in.Args {
-			fmt.Fprintf(w, "  %s\t%s (default %s)\t%s\n", arg.Name, arg.Type, formatDefault(arg.Default), arg.Doc)
+			rng := ""
+			if arg.Range != "" {
+				rng = ", in " + arg.Range
+			}
+			fmt.Fprintf(w, "  %s\t%s (default %s%s)\t%s\n", arg.Name, arg.Type, formatDefault(arg.Default), rng, arg.Doc)
 		}
 	}
 	return w.Flush()
@@ -99,6 +182,14 @@ func formatDefault(v any) string {
 		}
 		return fmt.Sprintf("%q", x)
 	case []any:
+		if x == nil {
+			return "none"
+		}
+	case []string:
+		if x == nil {
+			return "none"
+		}
+	case map[string]string:
 		if x == nil {
 			return "none"
 		}

@@ -3,15 +3,16 @@ package main
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/rllm-org/rllm-go/internal/boundedio"
-	"github.com/rllm-org/rllm-go/pkg/backend/local"
+	"github.com/rllm-org/rllm-go/pkg/backend"
 	"github.com/rllm-org/rllm-go/pkg/config"
 	"github.com/rllm-org/rllm-go/pkg/rollout"
+	"github.com/rllm-org/rllm-go/pkg/runs"
 	"github.com/rllm-org/rllm-go/pkg/sampler"
-	"github.com/rllm-org/rllm-go/pkg/trainer"
 )
 
 // policy is the model a command samples from, whichever side of a wire
@@ -38,13 +39,15 @@ func openPolicy(ctx context.Context, a *App, c *config.Config, textOnly bool) (*
 	if usesServer(c) {
 		return openServerPolicy(ctx, a, c, textOnly)
 	}
-	if c.Backend.Name != "local" {
-		return nil, usagef("backend.name=%s has no sampler of its own here; sample from a server instead: rollout.engine=openai rollout.endpoints=[URL] rollout.model=NAME", c.Backend.Name)
-	}
 	if textOnly {
-		return nil, usagef("--text-only applies to OpenAI-compatible servers (rollout.engine=openai); the embedded policy always returns token ids")
+		return nil, usagef("--text-only applies to OpenAI-compatible servers (rollout.engine=openai); the %s backend's sampler always returns token ids", c.Backend.Name)
 	}
-	be, err := trainer.OpenLocal(ctx, c, "")
+	weights, err := resolveWeights(a, c, "")
+	if err != nil {
+		return nil, err
+	}
+	c.Backend.Local.Weights = weights
+	be, err := backend.Open(ctx, c, backend.OpenOptions{Getenv: a.Getenv, ReadFile: a.ReadFile})
 	if err != nil {
 		return nil, err
 	}
@@ -53,11 +56,14 @@ func openPolicy(ctx context.Context, a *App, c *config.Config, textOnly bool) (*
 		be.Close()
 		return nil, err
 	}
-	where := "a fresh model sized by backend.local"
-	if c.Backend.Local.Weights != "" {
-		where = c.Backend.Local.Weights
+	where := be.Info().Name
+	if c.Backend.Name == "local" {
+		where = "a fresh model sized by backend.local"
+		if c.Backend.Local.Weights != "" {
+			where = c.Backend.Local.Weights
+		}
 	}
-	return &policy{sampler: local.NewChatSampler(ts), kind: "local", model: ts.Name(), where: where,
+	return &policy{sampler: be.ChatSampler(ts), kind: c.Backend.Name, model: ts.Name(), where: where,
 		close: func() { be.Close() }}, nil
 }
 
@@ -126,6 +132,28 @@ func readAPIKey(a *App, envName, file string) (string, error) {
 		return key, nil
 	}
 	return "", nil
+}
+
+// resolveWeights turns the weights a user named — the --weights flag, or
+// backend.local.weights when the flag is empty — into the model directory
+// to load: a run directory gives its newest checkpoint, a global_step_N
+// directory its model. "" means a fresh model.
+func resolveWeights(a *App, c *config.Config, flag string) (string, error) {
+	what, path := "--weights", flag
+	if path == "" {
+		what, path = "backend.local.weights", c.Backend.Local.Weights
+	}
+	if path == "" {
+		return "", nil
+	}
+	model, err := runs.ResolveWeights(what, path)
+	if err != nil {
+		return "", err
+	}
+	if filepath.Clean(model) != filepath.Clean(path) {
+		a.infof("%s %s: loading %s", what, path, runs.Describe(path, model))
+	}
+	return model, nil
 }
 
 func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }

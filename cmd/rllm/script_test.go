@@ -22,6 +22,9 @@ func TestMain(m *testing.M) {
 				Getenv: os.Getenv, Environ: os.Environ}
 			os.Exit(app.Run(ctx, os.Args[1:]))
 		},
+		// Outside environments and tools the scripts start (testhelpers_test.go).
+		"rllm-test-env": testExecEnv,
+		"rllm-test-mcp": testMCPServer,
 	})
 }
 

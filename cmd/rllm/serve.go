@@ -13,7 +13,6 @@ import (
 
 	"github.com/rllm-org/rllm-go/pkg/backend/local"
 	"github.com/rllm-org/rllm-go/pkg/backend/local/openai"
-	"github.com/rllm-org/rllm-go/pkg/trainer"
 )
 
 type serveOptions struct {
@@ -37,7 +36,8 @@ func newServeCmd(a *App) *cobra.Command {
 API: /v1/completions (string or token-id prompts), /v1/chat/completions,
 /tokenize, /detokenize, /v1/models and /health. With --weights it serves a
 checkpoint; otherwise a freshly initialised model sized by backend.local.*.`,
-		Example: `  rllm serve --weights checkpoints/arith/global_step_100
+		Example: `  rllm serve --weights checkpoints/rllm/arith
+  rllm serve --weights checkpoints/rllm/arith/global_step_2
   rllm serve --port 8001 backend.local.d_model=32`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.args = args
@@ -50,7 +50,7 @@ checkpoint; otherwise a freshly initialised model sized by backend.local.*.`,
 	}
 	opts.config.register(cmd)
 	f := cmd.Flags()
-	f.StringVar(&opts.weights, "weights", "", "checkpoint `DIR` to serve (written by rllm train or rllm sft)")
+	f.StringVar(&opts.weights, "weights", "", "checkpoint to serve: a run `DIR` (its newest checkpoint), a global_step_N directory or a model directory (rllm sft --out)")
 	f.StringVar(&opts.host, "host", "127.0.0.1", "address to listen on (loopback by default)")
 	f.IntVar(&opts.port, "port", 8000, "TCP port (0 picks a free one)")
 	f.StringVar(&opts.modelName, "model-name", "", "model id to serve (default: the checkpoint's model name)")
@@ -63,7 +63,11 @@ func runServe(ctx context.Context, a *App, opts *serveOptions) error {
 	if err != nil {
 		return err
 	}
-	be, err := trainer.OpenLocal(ctx, ld.Config, opts.weights)
+	weights, err := resolveWeights(a, ld.Config, opts.weights)
+	if err != nil {
+		return err
+	}
+	be, err := local.OpenConfig(ctx, ld.Config, weights)
 	if err != nil {
 		return err
 	}
@@ -81,7 +85,7 @@ func runServe(ctx context.Context, a *App, opts *serveOptions) error {
 	addr := net.JoinHostPort(opts.host, strconv.Itoa(opts.port))
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return &usageError{msg: fmt.Sprintf("cannot listen on %s: %v; choose another --port or --host", addr, err)}
+		return usagef("cannot listen on %s: %v; choose another --port or --host", addr, err)
 	}
 	c := snap.Config()
 	fmt.Fprintf(a.Stderr, "rllm: serving %s (%d parameters, %d layers, d_model %d, context %d) on http://%s\n",

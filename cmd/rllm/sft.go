@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"math"
@@ -69,7 +70,7 @@ rllm train can load.`,
 	f.IntVar(&opts.batchSize, "batch-size", 8, "rows per optimizer step")
 	f.Float64Var(&opts.lr, "lr", 0, "learning rate (0 takes backend.local.lr)")
 	f.StringVar(&opts.out, "out", "", "checkpoint `DIR` to write at the end")
-	f.StringVar(&opts.weights, "weights", "", "checkpoint `DIR` to start from")
+	f.StringVar(&opts.weights, "weights", "", "checkpoint to start from: a run `DIR` (its newest checkpoint), a global_step_N directory or a model directory")
 	return cmd
 }
 
@@ -82,7 +83,11 @@ func runSFT(ctx context.Context, a *App, opts *sftOptions) error {
 	if err != nil {
 		return err
 	}
-	be, err := trainer.OpenLocal(ctx, ld.Config, opts.weights)
+	weights, err := resolveWeights(a, ld.Config, opts.weights)
+	if err != nil {
+		return err
+	}
+	be, err := local.OpenConfig(ctx, ld.Config, weights)
 	if err != nil {
 		return err
 	}
@@ -96,19 +101,46 @@ func runSFT(ctx context.Context, a *App, opts *sftOptions) error {
 		lr = ld.Config.Backend.Local.LR
 	}
 	rng := rand.New(rand.NewPCG(uint64(ld.Config.Trainer.Seed), 0x736674))
-	curve, err := trainSFT(ctx, be, data, sftPlan{epochs: opts.epochs, batchSize: opts.batchSize, adam: sftAdam(lr), rng: rng}, a.Stdout)
+	out := sftOutput{w: a.Stdout, json: a.jsonResults()}
+	curve, err := trainer.SFT(ctx, be, data, trainer.SFTOptions{Epochs: opts.epochs, BatchSize: opts.batchSize, Adam: sftAdam(lr), Shuffle: rng,
+		OnStep: out.step})
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(a.Stdout, "loss curve (per token): %s  %.4f -> %.4f\n", sparkline(curve), curve[0], curve[len(curve)-1])
+	out.line(map[string]any{"event": "done", "loss_first": curve[0], "loss_last": curve[len(curve)-1], "curve": curve},
+		fmt.Sprintf("loss curve (per token): %s  %.4f -> %.4f", sparkline(curve), curve[0], curve[len(curve)-1]))
 	if opts.out != "" {
 		path, err := be.SaveState(ctx, opts.out).Result(ctx)
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(a.Stdout, "saved checkpoint to %s\n", path)
+		out.line(map[string]any{"event": "saved", "checkpoint": path}, "saved checkpoint to "+path)
 	}
 	return nil
+}
+
+// sftOutput writes sft's results on stdout: text lines, or one JSON
+// object per line with --output json.
+type sftOutput struct {
+	w    io.Writer
+	json bool
+}
+
+func (o sftOutput) line(fields map[string]any, text string) {
+	if !o.json {
+		fmt.Fprintln(o.w, text)
+		return
+	}
+	b, err := json.Marshal(fields)
+	if err != nil {
+		return
+	}
+	fmt.Fprintf(o.w, "%s\n", b)
+}
+
+func (o sftOutput) step(step, steps, epoch int, loss float64) {
+	o.line(map[string]any{"event": "step", "step": step, "steps": steps, "epoch": epoch, "loss": loss},
+		fmt.Sprintf("step %d/%d  epoch %d  loss %.4f", step, steps, epoch, loss))
 }
 
 func sftAdam(lr float64) backend.AdamParams {
@@ -155,53 +187,6 @@ func sftDatums(file string, rows []episode.Task, promptKey, responseKey string, 
 		return nil, usagef("%s has no rows; give at least one row with %q and %q columns", file, promptKey, responseKey)
 	}
 	return data, nil
-}
-
-type sftPlan struct {
-	epochs, batchSize int
-	adam              backend.AdamParams
-	rng               *rand.Rand
-}
-
-// trainSFT runs the epochs through any TrainingBackend, queueing each
-// step's forward_backward and optim_step before waiting, and returns the
-// per-token loss of every step.
-func trainSFT(ctx context.Context, be backend.TrainingBackend, data []backend.Datum, plan sftPlan, out io.Writer) ([]float64, error) {
-	loss := backend.Loss{Name: backend.LossCrossEntropy}
-	steps := plan.epochs * ((len(data) + plan.batchSize - 1) / plan.batchSize)
-	var curve []float64
-	order := make([]int, len(data))
-	for i := range order {
-		order[i] = i
-	}
-	step := 0
-	for epoch := 1; epoch <= plan.epochs; epoch++ {
-		plan.rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
-		for start := 0; start < len(order); start += plan.batchSize {
-			batch := make([]backend.Datum, 0, plan.batchSize)
-			var weight float64
-			for _, i := range order[start:min(start+plan.batchSize, len(order))] {
-				batch = append(batch, data[i])
-				for _, w := range data[i].LossFnInputs.Weights {
-					weight += w
-				}
-			}
-			fb := be.ForwardBackward(ctx, batch, loss)
-			opt := be.OptimStep(ctx, plan.adam)
-			res, err := fb.Result(ctx)
-			if err != nil {
-				return curve, err
-			}
-			if _, err := opt.Result(ctx); err != nil {
-				return curve, err
-			}
-			step++
-			perToken := res.Metrics["loss:sum"] / max(weight, 1)
-			curve = append(curve, perToken)
-			fmt.Fprintf(out, "step %d/%d  epoch %d  loss %.4f\n", step, steps, epoch, perToken)
-		}
-	}
-	return curve, nil
 }
 
 // sparkline draws values as a row of block characters, high = tall.

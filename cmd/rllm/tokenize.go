@@ -103,7 +103,7 @@ func runTokenize(a *App, opts *tokenizeOptions) error {
 	case opts.decode != "":
 		text, err := tok.Decode(ids)
 		if err != nil {
-			return &usageError{msg: "--decode: " + err.Error()}
+			return usagef("--decode: %v", err)
 		}
 		_, err = fmt.Fprintln(a.Stdout, text)
 		return err

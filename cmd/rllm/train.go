@@ -1,6 +1,8 @@
 package main
 
 import (
+	"fmt"
+
 	"github.com/spf13/cobra"
 
 	"github.com/rllm-org/rllm-go/pkg/trainer"
@@ -9,7 +11,7 @@ import (
 type trainOptions struct {
 	config configFlags
 	args   []string
-	output string
+	dryRun bool
 }
 
 func newTrainCmd(a *App) *cobra.Command {
@@ -28,20 +30,16 @@ again resumes from the newest checkpoint (trainer.resume_mode=auto).
 Ctrl-C writes a checkpoint of the last finished step and exits with 130.`,
 		Example: `  rllm train
   rllm train --set data.train_batch_size=8 rollout.n=4
-  rllm train --config my.yaml trainer.total_training_steps=100`,
+  rllm train --config my.yaml trainer.total_training_steps=100
+  rllm train --dry-run env.name=countdown`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			switch opts.output {
-			case "auto", "text", "json":
-			default:
-				return usagef("--output must be auto, text or json, got %q", opts.output)
-			}
 			opts.args = args
 			return runTrain(cmd, a, opts)
 		},
 		ValidArgsFunction: completeConfigKeys,
 	}
 	opts.config.register(cmd)
-	cmd.Flags().StringVarP(&opts.output, "output", "o", "auto", "progress format on stderr: auto (text on a terminal, else JSON lines), text or json")
+	cmd.Flags().BoolVar(&opts.dryRun, "dry-run", false, "print the training plan the configuration resolves to and exit without training")
 	return cmd
 }
 
@@ -51,11 +49,21 @@ func runTrain(cmd *cobra.Command, a *App, opts *trainOptions) error {
 	if err != nil {
 		return err
 	}
-	if err := checkComponents(ld.Config); err != nil {
+	if err := checkComponents(ld); err != nil {
 		return err
 	}
-	json := opts.output == "json" || (opts.output == "auto" && !a.StderrIsTerminal)
-	t, err := trainer.New(ctx, ld.Config, trainer.Options{Log: a.Stderr, JSON: json})
+	if opts.dryRun {
+		plan, err := trainer.NewPlan(ld.Config)
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprint(a.Stdout, plan)
+		return err
+	}
+	if ld.Config.Backend.Local.Weights, err = resolveWeights(a, ld.Config, ""); err != nil {
+		return err
+	}
+	t, err := trainer.New(ctx, ld.Config, trainer.Options{Log: a.Stderr, JSON: a.jsonEvents(cmd)})
 	if err != nil {
 		return err
 	}

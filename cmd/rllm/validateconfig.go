@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	"github.com/spf13/cobra"
+
+	"github.com/rllm-org/rllm-go/pkg/trainer"
 )
 
 type validateConfigOptions struct {
@@ -37,7 +39,11 @@ func runValidateConfig(a *App, opts *validateConfigOptions) error {
 		return err
 	}
 	c := ld.Config
-	if err := checkComponents(c); err != nil {
+	if err := checkComponents(ld); err != nil {
+		return err
+	}
+	// What train would refuse, validate-config refuses with the same words.
+	if _, err := trainer.NewPlan(c); err != nil {
 		return err
 	}
 	_, err = fmt.Fprintf(a.Stdout, "configuration is valid: backend %s, agent %s, env %s, %d tasks x %d episodes per step\n",

@@ -27,39 +27,51 @@ import (
 	"github.com/rllm-org/rllm-go/pkg/registry"
 	"github.com/rllm-org/rllm-go/pkg/sampler"
 	"github.com/rllm-org/rllm-go/pkg/trainer"
+	"github.com/rllm-org/rllm-go/pkg/usererr"
 	"github.com/rllm-org/rllm-go/pkg/workflow"
+
+	_ "github.com/rllm-org/rllm-go/pkg/backend/local" // the embedded policy, backend.name=local
 )
 
 func init() {
 	agent.Register(agent.Definition{
 		Name:        "guesser",
 		Description: "guesses a hidden number, one guess per turn",
-		Args: []registry.Arg{
-			{Name: "style", Type: "string", Default: "Answer with a number only.", Doc: "instruction appended to each observation"},
-		},
+		Params:      GuesserArgs{},
 		New: func(args registry.Values) (agent.Agent, error) {
-			return &Guesser{Style: args.String("style")}, nil
+			return &Guesser{Style: registry.As[GuesserArgs](args).Style}, nil
 		},
 	})
 	env.Register(env.Definition{
 		Name:        "hot_cold",
 		Description: "hidden number in [lo, hi]; says higher or lower; reward 1 when found",
-		Args: []registry.Arg{
-			{Name: "lo", Type: "int", Default: 1, Doc: "smallest possible number"},
-			{Name: "hi", Type: "int", Default: 100, Doc: "largest possible number"},
-			{Name: "secret", Type: "int", Default: 42, Doc: "the number to find (task rows usually set it)"},
-			{Name: "step_penalty", Type: "float", Default: 0.0, Doc: "reward added to every wrong guess, e.g. -0.01"},
-		},
+		Params:      HotColdArgs{},
 		Validate: func(v registry.Values) error {
-			if v.Int("lo") > v.Int("hi") {
-				return &registry.ConfigError{Key: "env.args.lo", Msg: fmt.Sprintf("env.args.lo (%d) must not exceed env.args.hi (%d)", v.Int("lo"), v.Int("hi"))}
+			if a := registry.As[HotColdArgs](v); a.Lo > a.Hi {
+				return &usererr.Error{Subject: "env.args.lo", Msg: fmt.Sprintf("env.args.lo (%d) must not exceed env.args.hi (%d)", a.Lo, a.Hi)}
 			}
 			return nil
 		},
 		New: func(_ episode.Task, args registry.Values) (env.Env, error) {
-			return &HotCold{Lo: args.Int("lo"), Hi: args.Int("hi"), Secret: args.Int("secret"), Penalty: args.Float("step_penalty")}, nil
+			a := registry.As[HotColdArgs](args)
+			return &HotCold{Lo: a.Lo, Hi: a.Hi, Secret: a.Secret, Penalty: a.StepPenalty}, nil
 		},
 	})
+}
+
+// GuesserArgs are the agent's arguments: each field's tags give its name,
+// default and the line `rllm list --args guesser` prints.
+type GuesserArgs struct {
+	Style string `arg:"style" default:"Answer with a number only." doc:"instruction appended to each observation"`
+}
+
+// HotColdArgs are the env's arguments. task:"true" lets a task row's
+// column of the same name override the configured value.
+type HotColdArgs struct {
+	Lo          int     `arg:"lo" default:"1" doc:"smallest possible number"`
+	Hi          int     `arg:"hi" default:"100" doc:"largest possible number"`
+	Secret      int     `arg:"secret" default:"42" task:"true" doc:"the number to find (task rows usually set it)"`
+	StepPenalty float64 `arg:"step_penalty" default:"0" range:"[-1,0]" doc:"reward added to every wrong guess, e.g. -0.01"`
 }
 
 // Guesser embeds agent.Base for the message and trajectory bookkeeping.

@@ -66,8 +66,11 @@ func TestRunWithStandInPolicy(t *testing.T) {
 
 func TestConfigMistakes(t *testing.T) {
 	for args, want := range map[string]map[string]any{
-		"env.args.lo (5) must not exceed env.args.hi (2)":                           {"lo": 5, "hi": 2},
-		"env.args.secrt is not an accepted argument; did you mean env.args.secret?": {"secrt": 3},
+		"env.args.lo (5) must not exceed env.args.hi (2)":                            {"lo": 5, "hi": 2},
+		`env.args.lo: must be an int, got "abc"`:                                     {"lo": "abc"},
+		"env.args.l0: is not an accepted argument; did you mean env.args.lo?":        {"l0": 3},
+		"env.args.step_penalty: must be in [-1,0], got 2":                            {"step_penalty": 2},
+		"env.args.secrt: is not an accepted argument; did you mean env.args.secret?": {"secrt": 3},
 	} {
 		err := run(context.Background(), &bytes.Buffer{}, bisector{}, []int{1}, want)
 		if err == nil || !strings.Contains(err.Error(), args) {

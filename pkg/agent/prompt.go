@@ -18,18 +18,19 @@ type Prompt struct {
 	Instruction string
 }
 
-// PromptArgs are the arguments of every Prompt-based agent; defaults are
-// per task.
-func PromptArgs(system, instruction string) []registry.Arg {
-	return []registry.Arg{
-		{Name: "system_prompt", Type: "string", Default: system, Doc: "system message sent first (empty: none)"},
-		{Name: "instruction", Type: "string", Default: instruction, Doc: "text appended to the question after a space (empty: none)"},
-	}
+// PromptParams are the arguments of every Prompt-based agent. Register
+// them as Params with the task's own defaults filled in:
+//
+//	Params: agent.PromptParams{Instruction: MathInstruction}
+type PromptParams struct {
+	SystemPrompt string `arg:"system_prompt" doc:"system message sent first (empty: none)"`
+	Instruction  string `arg:"instruction" doc:"text appended to the question after a space (empty: none)"`
 }
 
-// NewPrompt builds a Prompt agent from PromptArgs values.
+// NewPrompt builds a Prompt agent from PromptParams values.
 func NewPrompt(args registry.Values) (Agent, error) {
-	return &Prompt{System: args.String("system_prompt"), Instruction: args.String("instruction")}, nil
+	p := registry.As[PromptParams](args)
+	return &Prompt{System: p.SystemPrompt, Instruction: p.Instruction}, nil
 }
 
 // UpdateFromEnv turns the first observation (the task row) into the

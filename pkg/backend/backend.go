@@ -11,6 +11,8 @@ import (
 	"context"
 	"fmt"
 	"math"
+
+	"github.com/rllm-org/rllm-go/pkg/sampler"
 )
 
 // TrainingBackend is one trainable model. Calls on it run in the order
@@ -43,9 +45,28 @@ type TrainingBackend interface {
 	// "<model>-v<N>".
 	PublishSampler(ctx context.Context, name string) *Future[TokenSampler]
 
+	// ChatSampler lets workflows sample from a snapshot through
+	// sampler.Sampler: chats rendered with the model's own chat template,
+	// replies decoded with its tokenizer, exact token ids and logprobs
+	// kept. The trainer swaps in each newly published snapshot.
+	ChatSampler(snap TokenSampler) sampler.Sampler
+	// Codec is the model's tokenizer, as training needs it.
+	Codec() Codec
+
 	// Close waits for queued calls to finish and releases the model.
 	// Calls submitted after Close fail.
 	Close() error
+}
+
+// Codec is the part of a model's tokenizer the trainer uses (warm-up
+// targets, stop tokens). pkg/tokenizer's Hugging Face tokenizers and the
+// embedded policy's byte tokenizer both fit it.
+type Codec interface {
+	Encode(text string, addSpecial bool) []int
+	Decode(ids []int, skipSpecial bool) (string, error)
+	// StopTokens end a reply; the first is the end-of-turn token a chat
+	// reply ends with (<|im_end|> for ChatML models).
+	StopTokens() []int
 }
 
 // ModelInfo describes the model behind a backend.
@@ -78,6 +99,12 @@ type LossFnInputs struct {
 	// Weights multiply cross_entropy's per-token term; client-side losses
 	// put −∂C/∂lp here.
 	Weights []float64 `json:"weights,omitempty"`
+	// EntropyWeights, when set, add −Σ e·H to the loss, H the entropy of
+	// the next-token distribution at each position: the entropy bonus of a
+	// client-side loss (∂loss/∂H = −e), which target-logprob weights
+	// cannot express because its gradient flows through every logit. Only
+	// backends whose ModelInfo.Entropy is set take it; not in Tinker's API.
+	EntropyWeights []float64 `json:"entropy_weights,omitempty"`
 	// Mask multiplies every loss's per-token term (0 leaves the token out).
 	// It is not in Tinker's API; a Tinker client folds it into the
 	// advantages or weights it sends.
@@ -119,7 +146,7 @@ func (d *Datum) Validate(index, vocab, context int, loss Loss) error {
 	for _, f := range []struct {
 		name string
 		xs   []float64
-	}{{"logprobs", in.Logprobs}, {"advantages", in.Advantages}, {"weights", in.Weights}, {"mask", in.Mask}} {
+	}{{"logprobs", in.Logprobs}, {"advantages", in.Advantages}, {"weights", in.Weights}, {"entropy_weights", in.EntropyWeights}, {"mask", in.Mask}} {
 		if f.xs != nil && len(f.xs) != n {
 			return inputErrorf("datum %d has %d %s for %d target tokens; give one per target token", index, len(f.xs), f.name, n)
 		}

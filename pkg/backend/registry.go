@@ -2,7 +2,6 @@ package backend
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"sort"
 	"strings"
@@ -68,9 +67,5 @@ func Open(ctx context.Context, cfg *config.Config, opts OpenOptions) (TrainingBa
 	if !ok {
 		return nil, usererr.Errorf("backend.name: %q is not a backend this program was built with; use one of %s", cfg.Backend.Name, strings.Join(Names(), ", "))
 	}
-	b, err := open(ctx, cfg, opts)
-	if err != nil {
-		return nil, fmt.Errorf("opening the %s backend: %w", cfg.Backend.Name, err)
-	}
-	return b, nil
+	return open(ctx, cfg, opts)
 }

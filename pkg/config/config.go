@@ -19,6 +19,14 @@ type Config struct {
 	Workflow  Workflow  `koanf:"workflow" json:"workflow" yaml:"workflow"`
 	Filters   Filters   `koanf:"filters" json:"filters" yaml:"filters"`
 	Backend   Backend   `koanf:"backend" json:"backend" yaml:"backend"`
+	Tools     Tools     `koanf:"tools" json:"tools" yaml:"tools"`
+}
+
+// Tools are offered to the model by tool-calling agents (tool_agent).
+type Tools struct {
+	Builtin      []string       `koanf:"builtin" json:"builtin" yaml:"builtin"`
+	MCP          map[string]any `koanf:"mcp" json:"mcp" yaml:"mcp"`
+	CallTimeoutS float64        `koanf:"call_timeout_s" json:"call_timeout_s" yaml:"call_timeout_s"`
 }
 
 // Data selects the tasks and sizes the batches.
@@ -34,6 +42,7 @@ type Data struct {
 	Shuffle            bool     `koanf:"shuffle" json:"shuffle" yaml:"shuffle"`
 	Seed               int      `koanf:"seed" json:"seed" yaml:"seed"`
 	DropLast           bool     `koanf:"drop_last" json:"drop_last" yaml:"drop_last"`
+	DatasetsDir        string   `koanf:"datasets_dir" json:"datasets_dir" yaml:"datasets_dir"`
 }
 
 // Rollout configures how episodes sample from the policy.
@@ -88,6 +97,7 @@ type Actor struct {
 	UseKLLoss        bool    `koanf:"use_kl_loss" json:"use_kl_loss" yaml:"use_kl_loss"`
 	KLLossCoef       float64 `koanf:"kl_loss_coef" json:"kl_loss_coef" yaml:"kl_loss_coef"`
 	KLLossType       string  `koanf:"kl_loss_type" json:"kl_loss_type" yaml:"kl_loss_type"`
+	RefPath          string  `koanf:"ref_path" json:"ref_path" yaml:"ref_path"`
 	Optim            Optim   `koanf:"optim" json:"optim" yaml:"optim"`
 }
 
@@ -113,6 +123,7 @@ type Algorithm struct {
 	NormAdvByStdInGRPO bool              `koanf:"norm_adv_by_std_in_grpo" json:"norm_adv_by_std_in_grpo" yaml:"norm_adv_by_std_in_grpo"`
 	UseKLInReward      bool              `koanf:"use_kl_in_reward" json:"use_kl_in_reward" yaml:"use_kl_in_reward"`
 	KLCoef             float64           `koanf:"kl_coef" json:"kl_coef" yaml:"kl_coef"`
+	KLPenalty          string            `koanf:"kl_penalty" json:"kl_penalty" yaml:"kl_penalty"`
 	StepwiseAdvantage  StepwiseAdvantage `koanf:"stepwise_advantage" json:"stepwise_advantage" yaml:"stepwise_advantage"`
 }
 

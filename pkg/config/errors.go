@@ -56,6 +56,10 @@ func newError(key string, o Origin, msg string) *usererr.Error {
 	return &usererr.Error{Subject: strings.Join(subject, ": "), Msg: msg}
 }
 
+// KeyError is the error about key set at o, worded as Load words its own
+// (for callers that check values Load cannot, such as component args).
+func KeyError(key string, o Origin, msg string) *usererr.Error { return newError(key, o, msg) }
+
 // Errors is every problem found in one load, reported together (one per
 // line) so a user fixes them in one go. Its exit code is 2.
 type Errors []*usererr.Error

@@ -9,11 +9,11 @@ import (
 // (pkg/ppo's estimator registry, the backends) test that they agree.
 var (
 	Engines       = []string{"auto", "openai"}
-	PolicyLosses  = []string{"ppo", "importance_sampling", "cispo", "gspo"}
+	PolicyLosses  = []string{"ppo", "vanilla", "importance_sampling", "cispo", "gspo"}
 	LossAggModes  = []string{"token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"}
 	KLLossTypes   = []string{"kl", "k1", "abs", "mse", "k2", "low_var_kl", "k3"}
 	LRSchedulers  = []string{"constant", "cosine"}
-	AdvEstimators = []string{"grpo", "drgrpo", "rloo", "reinforce", "reinforce_plus_plus", "reinforce_plus_plus_baseline", "gae"}
+	AdvEstimators = []string{"grpo", "drgrpo", "rloo", "reinforce", "reinforce_plus_plus", "reinforce_plus_plus_baseline", "opo", "gae"}
 	StepwiseModes = []string{"broadcast", "per_step"}
 	Loggers       = []string{"console", "jsonl"}
 	ResumeModes   = []string{"auto", "disable", "resume_path"}

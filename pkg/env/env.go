@@ -7,6 +7,7 @@ package env
 
 import (
 	"context"
+	"errors"
 
 	"github.com/rllm-org/rllm-go/pkg/episode"
 	"github.com/rllm-org/rllm-go/pkg/registry"
@@ -23,6 +24,12 @@ type Env interface {
 	// an error.
 	Close() error
 }
+
+// ErrTimeout is wrapped by the errors of environments that gave up
+// waiting for an answer (an exec child or an OpenEnv server past its
+// step timeout); the workflow ends such an episode with termination
+// reason timeout rather than error.
+var ErrTimeout = errors.New("timed out")
 
 // StepResult is what Step returns, Gymnasium's (observation, reward,
 // done, info) with terminated and truncated folded into Done.

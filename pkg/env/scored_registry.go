@@ -19,6 +19,8 @@ func RegisterScored(name, rewardName, description string) {
 		Args: []registry.Arg{
 			{Name: "reward_args", Type: "map", Default: map[string]any(nil), Doc: "arguments of the " + rewardName + " reward function (see rllm list rewards)"},
 		},
+		// reward_args is documented per reward function, so it is
+		// declared by hand rather than with an args struct.
 		Validate: func(args registry.Values) error {
 			_, err := reward.New(rewardName, "env.args.reward_args", args.Map("reward_args"))
 			return err

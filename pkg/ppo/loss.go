@@ -194,9 +194,10 @@ func planAgg(mode AggMode, offsets []int, mask []float64, normLength float64) ag
 //	token-mean:               L = Σ m·l / Σ m
 //	seq-mean-token-sum:       L = Σ_seq (Σ_t m·l) / S
 //	seq-mean-token-mean:      L = Σ_seq (Σ_t m·l / (Σ_t m + 1e-8)) / S
-//	seq-mean-token-sum-norm:  L = Σ_seq Σ_t m·l / NormLength
+//	seq-mean-token-sum-norm:  L = Σ_seq (Σ_t m·l) / S / NormLength
 //
-// S counts sequences with a non-zero mask (verl excludes fully masked
+// (seq-mean-token-sum-norm is a sequence mean since verl PR #5417; before
+// it the per-sequence sums were divided by NormLength alone). S counts sequences with a non-zero mask (verl excludes fully masked
 // ones). An empty denominator gives weight 0: a batch with no unmasked
 // token has loss 0 and gradient 0, not NaN.
 func (p *aggPlan) seqWeight(m float64) float64 {
@@ -217,16 +218,16 @@ func (p *aggPlan) seqWeight(m float64) float64 {
 		}
 		return 1 / ((m + 1e-8) * p.sequences)
 	case AggSeqMeanTokenSumNorm:
-		if p.norm == 0 {
+		if m == 0 || p.norm == 0 || p.sequences == 0 {
 			return 0
 		}
-		return 1 / p.norm
+		return 1 / (p.sequences * p.norm)
 	}
 	return 0
 }
 
 func (p *aggPlan) needsSeqMask() bool {
-	return p.mode == AggSeqMeanTokenSum || p.mode == AggSeqMeanTokenMean
+	return p.mode == AggSeqMeanTokenSum || p.mode == AggSeqMeanTokenMean || p.mode == AggSeqMeanTokenSumNorm
 }
 
 func seqMask(mask []float64) float64 {
@@ -651,4 +652,32 @@ func klTerm(in *LossInput, cfg *LossConfig, plan *aggPlan, grad []float64, res *
 	res.Metrics.KLLoss = total
 	res.Loss += cfg.KLCoef * total
 	return chk
+}
+
+// AggregationWeights writes into dst the weight verl's agg_loss gives each
+// token, ∂agg(v)/∂v_t (0 where the mask is 0): what a term aggregated like
+// the loss — the entropy bonus, computed where the logits are — needs as
+// its per-token coefficient.
+func AggregationWeights(mask []float64, offsets []int, mode AggMode, normLength float64, dst []float64) error {
+	if err := sameLen("weights", len(dst), "mask", len(mask)); err != nil {
+		return err
+	}
+	if err := ValidateOffsets(offsets, len(mask)); err != nil {
+		return err
+	}
+	if _, err := ParseAggMode(string(mode)); err != nil {
+		return err
+	}
+	if err := checkFinite("mask", mask); err != nil {
+		return err
+	}
+	p := planAgg(mode, offsets, mask, normLength)
+	for i := 0; i+1 < len(offsets); i++ {
+		lo, hi := offsets[i], offsets[i+1]
+		w := weightFor(&p, mask[lo:hi])
+		for t := lo; t < hi; t++ {
+			dst[t] = w * mask[t]
+		}
+	}
+	return nil
 }

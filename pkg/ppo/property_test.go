@@ -495,3 +495,28 @@ func TestTokenPathsDoNotAllocate(t *testing.T) {
 		}
 	}
 }
+
+// AggregationWeights are the derivative of Aggregate: Σ w·v equals the
+// aggregate for every mode.
+func TestAggregationWeightsMatchAggregate(t *testing.T) {
+	offsets := []int{0, 3, 7, 8, 10}
+	mask := []float64{1, 1, 0, 1, 1, 1, 1, 0, 1, 1}
+	values := []float64{0.3, -1.2, 5, 0.7, 2.2, -0.4, 1.1, 9, 0.05, -2}
+	for _, mode := range []AggMode{AggTokenMean, AggSeqMeanTokenSum, AggSeqMeanTokenMean, AggSeqMeanTokenSumNorm} {
+		want, err := Aggregate(values, mask, offsets, mode, 16)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := make([]float64, len(mask))
+		if err := AggregationWeights(mask, offsets, mode, 16, w); err != nil {
+			t.Fatal(err)
+		}
+		got := 0.0
+		for i := range w {
+			got += w[i] * values[i]
+		}
+		if math.Abs(got-want) > 1e-12 {
+			t.Errorf("%s: Σ w·v = %g, Aggregate = %g", mode, got, want)
+		}
+	}
+}

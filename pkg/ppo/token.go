@@ -133,8 +133,11 @@ func maskedWhiten(xs, mask []float64, n, s float64) bool {
 // arXiv:2501.03262; verl compute_reinforce_plus_plus_outcome_advantage):
 // per sequence, backwards over its tokens,
 //
-//	G_t = r_t + γ·G_{t+1},   then G ← G·m_t (reset after EOS),
+//	G_t = (r_t + γ·G_{t+1})·m_t,  carried unchanged across m_t = 0,
 //
+// so an outcome reward reaches every earlier turn of a multi-turn response
+// through the observation tokens between them (verl PR #7300, fixing
+// #7278; before it the return was reset at every masked token);
 // ret receives G (verl's returns), adv receives MaskedWhiten(G, mask) over
 // the whole batch. With Config.KLInRewardCoef = β ≠ 0 the token rewards are
 // r_t − β·kl(old_t, ref_t)·m_t first (verl apply_kl_penalty). Allocates
@@ -154,13 +157,15 @@ func ReinforcePP(in *TokenInput, cfg *Config, adv, ret []float64) error {
 		for t := hi - 1; t >= lo; t-- {
 			m := in.Mask[t]
 			chk += in.Rewards[t]*0 + m*0
-			running = in.reward(cfg, kind, t) + gamma*running
-			ret[t] = running
-			adv[t] = running
-			chk += running * 0
+			next := in.reward(cfg, kind, t) + gamma*running
+			ret[t] = next * m
+			adv[t] = ret[t]
+			chk += next * 0
 			n += m
-			s += running * m
-			running *= m
+			s += ret[t] * m
+			// A masked token (an observation inside a multi-turn response,
+			// or padding) carries the later return through unchanged.
+			running = next*m + running*(1-m)
 		}
 	}
 	if cfg.KLInRewardCoef != 0 {

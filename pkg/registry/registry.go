@@ -10,15 +10,27 @@ import (
 	"sort"
 	"strings"
 	"sync"
+
+	"github.com/rllm-org/rllm-go/pkg/usererr"
 )
 
 // Arg describes one accepted argument of an entry. Type is one of int,
-// float, string, bool, list or map (any accepts whatever the config holds).
+// float, string, bool, list, "list of strings", map, "map of strings" or
+// any (whatever the config holds). Entries usually declare their
+// arguments as an args struct (Entry.Params, see ArgsOf) rather than by
+// hand.
 type Arg struct {
 	Name    string `json:"name"`
 	Type    string `json:"type"`
 	Default any    `json:"default"`
-	Doc     string `json:"doc"`
+	// Range bounds a number: "[1,64]", "(0,1]", "[0,)".
+	Range string `json:"range,omitempty"`
+	Doc   string `json:"doc"`
+	// FromTask lets a task row's column of the same name override the
+	// configured value (rLLM's {**env_args, **task}).
+	FromTask bool `json:"from_task,omitempty"`
+
+	rng *bounds
 }
 
 // Entry is one registered thing: its name, a one-line description, the
@@ -28,7 +40,11 @@ type Entry[T any] struct {
 	Name        string
 	Description string
 	Args        []Arg
-	New         T
+	// Params, when set, is a value of the entry's args struct: its field
+	// tags declare Args (see ArgsOf) and the factory reads the resolved
+	// values back with As. Set Params or Args, not both.
+	Params any
+	New    T
 	// Validate, when set, checks resolved args further (ranges, nested
 	// maps) so that mistakes surface when the config is loaded rather
 	// than in the middle of a rollout.
@@ -66,13 +82,30 @@ func (r *Registry[T]) Register(e Entry[T]) {
 	if e.Name == "" {
 		panic(fmt.Sprintf("registry: %s registered without a name", r.kind))
 	}
+	if e.Params != nil {
+		if e.Args != nil {
+			panic(fmt.Sprintf("registry: %s %q sets both Args and Params", r.kind, e.Name))
+		}
+		args, err := ArgsOf(e.Params)
+		if err != nil {
+			panic(fmt.Sprintf("registry: %s %q: %v", r.kind, e.Name, err))
+		}
+		e.Args = args
+	}
 	seen := map[string]bool{}
-	for _, a := range e.Args {
+	for i, a := range e.Args {
 		if a.Name == "" || seen[a.Name] {
 			panic(fmt.Sprintf("registry: %s %q has an empty or duplicate argument name %q", r.kind, e.Name, a.Name))
 		}
 		if !knownType(a.Type) {
 			panic(fmt.Sprintf("registry: %s %q argument %q has unknown type %q", r.kind, e.Name, a.Name, a.Type))
+		}
+		if a.Range != "" && a.rng == nil {
+			b, err := parseRange(a.Range)
+			if err != nil {
+				panic(fmt.Sprintf("registry: %s %q argument %q: %v", r.kind, e.Name, a.Name, err))
+			}
+			e.Args[i].rng = b
 		}
 		seen[a.Name] = true
 	}
@@ -96,15 +129,15 @@ func (r *Registry[T]) Lookup(name string) (Entry[T], error) {
 	names := r.Names()
 	key := r.kind + ".name"
 	if name == "" {
-		return e, &ConfigError{Key: key, Msg: fmt.Sprintf("%s is empty; set it to one of: %s", key, strings.Join(names, ", "))}
+		return e, &usererr.Error{Subject: key, Msg: "is empty; set it to one of: " + strings.Join(names, ", ")}
 	}
-	msg := fmt.Sprintf("%s %q is not a registered %s", key, name, r.kind)
+	msg := fmt.Sprintf("%q is not a registered %s", name, r.kind)
 	if s := Suggest(name, names); s != "" {
 		msg += fmt.Sprintf("; did you mean %q?", s)
 	} else {
 		msg += fmt.Sprintf("; known: %s", strings.Join(names, ", "))
 	}
-	return e, &ConfigError{Key: key, Msg: msg}
+	return e, &usererr.Error{Subject: key, Msg: msg}
 }
 
 // Names lists registered names in sorted order.
@@ -156,16 +189,16 @@ func (e Entry[T]) Resolve(keyPrefix string, args map[string]any) (Values, error)
 	return v, nil
 }
 
-// ConfigError is a mistake a user fixes in their config: exit code 2.
-type ConfigError struct {
-	Key string // the config key at fault, e.g. "agent.args.max_steps"
-	Msg string
+// Resolve finds an entry by name and resolves args
+// against it in one go: the usual way a caller builds an entry.
+func (r *Registry[T]) Resolve(name, keyPrefix string, args map[string]any) (Entry[T], Values, error) {
+	e, err := r.Lookup(name)
+	if err != nil {
+		return e, nil, err
+	}
+	v, err := e.Resolve(keyPrefix, args)
+	return e, v, err
 }
-
-func (e *ConfigError) Error() string { return e.Msg }
-
-// ExitCode marks configuration mistakes for the CLI.
-func (e *ConfigError) ExitCode() int { return 2 }
 
 // Suggest returns the candidate closest to name by edit distance, or ""
 // when nothing is close enough to be a plausible typo.

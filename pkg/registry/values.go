@@ -1,27 +1,62 @@
 package registry
 
 import (
+	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
+	"reflect"
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/rllm-org/rllm-go/pkg/usererr"
 )
 
-var argTypes = []string{"int", "float", "string", "bool", "list", "map", "any"}
+// argType is one type an argument may have: its name as `rllm list`
+// prints it and the Go type its values are held in. This table is the
+// whole of the conversion rules; an args struct field must have one of
+// these Go types.
+type argType struct {
+	name string
+	typ  reflect.Type
+}
 
-func knownType(t string) bool {
-	for _, k := range argTypes {
-		if t == k {
-			return true
+var argTypes = []argType{
+	{"int", reflect.TypeFor[int]()},
+	{"float", reflect.TypeFor[float64]()},
+	{"string", reflect.TypeFor[string]()},
+	{"bool", reflect.TypeFor[bool]()},
+	{"list", reflect.TypeFor[[]any]()},
+	{"list of strings", reflect.TypeFor[[]string]()},
+	{"map", reflect.TypeFor[map[string]any]()},
+	{"map of strings", reflect.TypeFor[map[string]string]()},
+	{"any", reflect.TypeFor[any]()},
+}
+
+func typeNamed(name string) (argType, bool) {
+	for _, t := range argTypes {
+		if t.name == name {
+			return t, true
 		}
 	}
-	return false
+	return argType{}, false
 }
+
+func typeOf(t reflect.Type) (argType, bool) {
+	for _, a := range argTypes {
+		if a.typ == t {
+			return a, true
+		}
+	}
+	return argType{}, false
+}
+
+func knownType(t string) bool { _, ok := typeNamed(t); return ok }
 
 // Values are an entry's resolved arguments: every declared argument is
 // present, converted to its declared type (int, float64, string, bool,
-// []any, map[string]any).
+// []any, []string, map[string]any, map[string]string).
 type Values map[string]any
 
 // Int returns the int argument name (0 if absent).
@@ -42,47 +77,76 @@ func (v Values) Map(name string) map[string]any { m, _ := v[name].(map[string]an
 // List returns the list argument name (nil if absent).
 func (v Values) List(name string) []any { l, _ := v[name].([]any); return l }
 
-// Override returns a copy of v where the declared arguments that also
-// appear in row take row's value. Environments use it to merge a task row
-// (which may carry seed, size, ...) over the configured env args; columns
-// that are not arguments are ignored.
+// As fills an args struct S (the Params of an entry) from resolved
+// values: each field tagged `arg:"name"` takes the value of name.
+func As[S any](v Values) S {
+	var s S
+	rv := reflect.ValueOf(&s).Elem()
+	if rv.Kind() != reflect.Struct {
+		panic(fmt.Sprintf("registry.As: %T is not a struct", s))
+	}
+	for _, f := range reflect.VisibleFields(rv.Type()) {
+		name := argName(f)
+		if name == "" {
+			continue
+		}
+		if x, ok := v[name]; ok && x != nil {
+			rv.FieldByIndex(f.Index).Set(reflect.ValueOf(x))
+		}
+	}
+	return s
+}
+
+// Override returns a copy of v where the arguments declared FromTask that
+// also appear in row take row's value. Environments use it to merge a
+// task row (which may carry seed, size, ...) over the configured env
+// args; other columns, and arguments a row may not set (a command to run,
+// a server URL), are ignored.
 func (v Values) Override(args []Arg, keyPrefix string, row map[string]any) (Values, error) {
 	out := make(Values, len(v))
 	for k, x := range v {
 		out[k] = x
 	}
+	var errs []error
 	for _, a := range args {
 		raw, ok := row[a.Name]
-		if !ok || raw == nil {
+		if !a.FromTask || !ok || raw == nil {
 			continue
 		}
-		x, err := convert(a, keyPrefix+"."+a.Name, raw)
+		x, err := a.convert(keyPrefix+"."+a.Name, raw)
 		if err != nil {
-			return nil, err
+			errs = append(errs, err)
+			continue
 		}
 		out[a.Name] = x
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
 	}
 	return out, nil
 }
 
+// resolve converts every given argument, reporting all mistakes at once
+// (errors.Join of *usererr.Error, one per key, sorted by key).
 func resolve(declared []Arg, keyPrefix string, args map[string]any) (Values, error) {
-	byName := make(map[string]Arg, len(declared))
+	byName := make(map[string]*Arg, len(declared))
 	names := make([]string, 0, len(declared))
-	for _, a := range declared {
-		byName[a.Name] = a
-		names = append(names, a.Name)
+	for i := range declared {
+		byName[declared[i].Name] = &declared[i]
+		names = append(names, declared[i].Name)
 	}
 	given := make([]string, 0, len(args))
 	for k := range args {
 		given = append(given, k)
 	}
-	sort.Strings(given) // report the same error every run
+	sort.Strings(given) // report the same errors every run
 	out := make(Values, len(declared))
+	var errs []error
 	for _, k := range given {
 		a, ok := byName[k]
 		key := keyPrefix + "." + k
 		if !ok {
-			msg := fmt.Sprintf("%s is not an accepted argument", key)
+			msg := "is not an accepted argument"
 			if s := Suggest(k, names); s != "" {
 				msg += fmt.Sprintf("; did you mean %s.%s?", keyPrefix, s)
 			} else if len(names) == 0 {
@@ -90,13 +154,18 @@ func resolve(declared []Arg, keyPrefix string, args map[string]any) (Values, err
 			} else {
 				msg += fmt.Sprintf("; accepted: %s", strings.Join(names, ", "))
 			}
-			return nil, &ConfigError{Key: key, Msg: msg}
+			errs = append(errs, &usererr.Error{Subject: key, Msg: msg})
+			continue
 		}
-		x, err := convert(a, key, args[k])
+		x, err := a.convert(key, args[k])
 		if err != nil {
-			return nil, err
+			errs = append(errs, err)
+			continue
 		}
 		out[k] = x
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
 	}
 	for _, a := range declared {
 		if _, ok := out[a.Name]; !ok {
@@ -106,112 +175,168 @@ func resolve(declared []Arg, keyPrefix string, args map[string]any) (Values, err
 	return out, nil
 }
 
-// convert accepts the shapes config layers produce: YAML/JSON numbers of
-// any Go numeric type, and strings from --set k=v or environment variables.
-func convert(a Arg, key string, raw any) (any, error) {
-	bad := func() error {
-		return &ConfigError{Key: key, Msg: fmt.Sprintf("%s must be %s %s, got %v (%T)", key, article(a.Type), a.Type, raw, raw)}
-	}
+// convert turns raw (as a config layer delivered it: YAML/JSON values of
+// any Go numeric type, or text from --set and environment variables) into
+// the argument's type and checks its range.
+func (a *Arg) convert(key string, raw any) (any, error) {
 	if raw == nil {
 		return a.Default, nil
 	}
-	switch a.Type {
+	t, _ := typeNamed(a.Type)
+	x, msg := decode(t, raw)
+	if msg == "" && a.rng != nil {
+		msg = a.rng.check(x)
+	}
+	if msg != "" {
+		return nil, &usererr.Error{Subject: key, Msg: msg}
+	}
+	return x, nil
+}
+
+// decode is the one conversion engine of component arguments. It
+// returns the value in t's Go type, or a message saying what was wrong.
+func decode(t argType, raw any) (any, string) {
+	bad := func() (any, string) {
+		return nil, fmt.Sprintf("must be %s %s, got %s", article(t.name), t.name, show(raw))
+	}
+	switch t.name {
 	case "any":
-		return raw, nil
+		return raw, ""
 	case "string":
 		switch x := raw.(type) {
 		case string:
-			return x, nil
-		case int, int64, float64, bool:
-			return fmt.Sprint(x), nil
+			return x, ""
+		case bool, int, int64, float64, uint64:
+			return fmt.Sprint(x), ""
 		}
-		return nil, bad()
 	case "bool":
 		switch x := raw.(type) {
 		case bool:
-			return x, nil
+			return x, ""
 		case string:
-			b, err := strconv.ParseBool(strings.TrimSpace(x))
-			if err != nil {
-				return nil, bad()
+			if b, err := strconv.ParseBool(strings.TrimSpace(x)); err == nil {
+				return b, ""
 			}
-			return b, nil
 		}
-		return nil, bad()
 	case "int":
 		f, ok := number(raw)
-		if !ok || f != math.Trunc(f) || math.Abs(f) > 1<<53 {
-			return nil, bad()
+		if ok && f == math.Trunc(f) && math.Abs(f) <= 1<<53 {
+			return int(f), ""
 		}
-		return int(f), nil
 	case "float":
 		f, ok := number(raw)
-		if !ok || math.IsNaN(f) {
-			return nil, bad()
+		if ok && !math.IsNaN(f) && !math.IsInf(f, 0) {
+			return f, ""
 		}
-		return f, nil
-	case "list":
-		switch x := raw.(type) {
-		case []any:
-			return x, nil
-		case []string:
-			out := make([]any, len(x))
-			for i, s := range x {
-				out[i] = s
+	case "list", "list of strings":
+		items, ok := asList(raw)
+		if !ok {
+			return bad()
+		}
+		if t.name == "list" {
+			return items, ""
+		}
+		out := make([]string, len(items))
+		for i, it := range items {
+			s, msg := decode(argType{name: "string"}, it)
+			if msg != "" {
+				return nil, fmt.Sprintf("item %d %s", i, msg)
 			}
-			return out, nil
-		case string:
-			// "a,b,c" from --set
-			parts := strings.Split(x, ",")
-			out := make([]any, 0, len(parts))
-			for _, p := range parts {
-				if p = strings.TrimSpace(p); p != "" {
-					out = append(out, p)
-				}
+			out[i] = s.(string)
+		}
+		return out, ""
+	case "map", "map of strings":
+		m, ok := asMap(raw)
+		if !ok {
+			return bad()
+		}
+		if t.name == "map" {
+			return m, ""
+		}
+		out := make(map[string]string, len(m))
+		for k, it := range m {
+			s, msg := decode(argType{name: "string"}, it)
+			if msg != "" {
+				return nil, fmt.Sprintf("value of %q %s", k, msg)
 			}
-			return out, nil
+			out[k] = s.(string)
 		}
-		return nil, bad()
-	case "map":
-		if m, ok := raw.(map[string]any); ok {
-			return m, nil
-		}
-		return nil, bad()
+		return out, ""
 	}
-	return nil, bad()
+	return bad()
 }
 
+// number reads any Go number, or text that parses as one.
 func number(raw any) (float64, bool) {
-	switch x := raw.(type) {
-	case int:
-		return float64(x), true
-	case int8:
-		return float64(x), true
-	case int16:
-		return float64(x), true
-	case int32:
-		return float64(x), true
-	case int64:
-		return float64(x), true
-	case uint:
-		return float64(x), true
-	case uint8:
-		return float64(x), true
-	case uint16:
-		return float64(x), true
-	case uint32:
-		return float64(x), true
-	case uint64:
-		return float64(x), true
-	case float32:
-		return float64(x), true
-	case float64:
-		return x, true
-	case string:
-		f, err := strconv.ParseFloat(strings.TrimSpace(x), 64)
+	if s, ok := raw.(string); ok {
+		f, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
 		return f, err == nil
 	}
+	rv := reflect.ValueOf(raw)
+	switch rv.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return float64(rv.Int()), true
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return float64(rv.Uint()), true
+	case reflect.Float32, reflect.Float64:
+		return rv.Float(), true
+	}
 	return 0, false
+}
+
+// asList accepts any slice, and "a,b,c" text from --set.
+func asList(raw any) ([]any, bool) {
+	switch x := raw.(type) {
+	case []any:
+		return x, true
+	case string:
+		parts := strings.Split(x, ",")
+		out := make([]any, 0, len(parts))
+		for _, p := range parts {
+			if p = strings.TrimSpace(p); p != "" {
+				out = append(out, p)
+			}
+		}
+		return out, true
+	}
+	rv := reflect.ValueOf(raw)
+	if rv.Kind() != reflect.Slice {
+		return nil, false
+	}
+	out := make([]any, rv.Len())
+	for i := range out {
+		out[i] = rv.Index(i).Interface()
+	}
+	return out, true
+}
+
+func asMap(raw any) (map[string]any, bool) {
+	switch x := raw.(type) {
+	case map[string]any:
+		return x, true
+	case map[string]string:
+		out := make(map[string]any, len(x))
+		for k, s := range x {
+			out[k] = s
+		}
+		return out, true
+	}
+	return nil, false
+}
+
+// show renders a value for an error message.
+func show(v any) string {
+	switch x := v.(type) {
+	case string:
+		return strconv.Quote(x)
+	case []any:
+		return "a list"
+	case map[string]any:
+		return "a mapping"
+	case float64:
+		return strconv.FormatFloat(x, 'g', -1, 64)
+	}
+	return fmt.Sprint(v)
 }
 
 func article(t string) string {
@@ -219,4 +344,128 @@ func article(t string) string {
 		return "an"
 	}
 	return "a"
+}
+
+// bounds is a parsed range tag: "[1,64]", "(0,1]", "[0,)" (no upper
+// bound).
+type bounds struct {
+	lo, hi         float64
+	hasLo, hasHi   bool
+	loOpen, hiOpen bool
+	text           string
+}
+
+func parseRange(s string) (*bounds, error) {
+	s = strings.TrimSpace(s)
+	if len(s) < 3 || !strings.ContainsRune("[(", rune(s[0])) || !strings.ContainsRune("])", rune(s[len(s)-1])) {
+		return nil, fmt.Errorf("range %q: write it as [lo,hi], (lo,hi], [lo,) ...", s)
+	}
+	parts := strings.Split(s[1:len(s)-1], ",")
+	if len(parts) != 2 {
+		return nil, fmt.Errorf("range %q needs exactly one comma", s)
+	}
+	b := &bounds{loOpen: s[0] == '(', hiOpen: s[len(s)-1] == ')', text: s}
+	for i, p := range parts {
+		p = strings.TrimSpace(p)
+		if p == "" {
+			continue
+		}
+		f, err := strconv.ParseFloat(p, 64)
+		if err != nil {
+			return nil, fmt.Errorf("range %q: %q is not a number", s, p)
+		}
+		if i == 0 {
+			b.lo, b.hasLo = f, true
+		} else {
+			b.hi, b.hasHi = f, true
+		}
+	}
+	return b, nil
+}
+
+func (b *bounds) check(x any) string {
+	f, ok := number(x)
+	if !ok {
+		return ""
+	}
+	if (b.hasLo && (f < b.lo || (b.loOpen && f == b.lo))) || (b.hasHi && (f > b.hi || (b.hiOpen && f == b.hi))) {
+		return fmt.Sprintf("must be in %s, got %s", b.text, show(x))
+	}
+	return ""
+}
+
+// ArgsOf describes the arguments an args struct declares with field tags:
+//
+//	type Args struct {
+//		Size  int     `arg:"size" default:"4" range:"[2,64]" doc:"side of a random map" task:"true"`
+//		P     float64 `arg:"p" default:"0.8" range:"(0,1]" doc:"..."`
+//	}
+//
+// arg names the argument (fields without it are not arguments); default
+// is parsed like a --set value (JSON for lists and maps); range bounds
+// numbers; doc is the line `rllm list --args` prints; task:"true" lets a
+// task row's column of the same name override the configured value.
+// params is a value of the struct type (or a pointer to one); a field
+// without a default tag defaults to the value it holds in params, so
+// several entries can share one struct with defaults of their own.
+// Fields of embedded structs count as the struct's own.
+func ArgsOf(params any) ([]Arg, error) {
+	pv := reflect.ValueOf(params)
+	if pv.Kind() == reflect.Pointer && !pv.IsNil() {
+		pv = pv.Elem()
+	}
+	if pv.Kind() != reflect.Struct {
+		return nil, fmt.Errorf("args must be a struct, got %T", params)
+	}
+	t := pv.Type()
+	var out []Arg
+	for _, f := range reflect.VisibleFields(t) {
+		name := argName(f)
+		if name == "" {
+			continue
+		}
+		at, ok := typeOf(f.Type)
+		if !ok {
+			return nil, fmt.Errorf("field %s (%s) has type %s; use one of int, float64, string, bool, []any, []string, map[string]any, map[string]string, any", f.Name, name, f.Type)
+		}
+		a := Arg{Name: name, Type: at.name, Doc: f.Tag.Get("doc"), FromTask: f.Tag.Get("task") == "true"}
+		if r, ok := f.Tag.Lookup("range"); ok {
+			b, err := parseRange(r)
+			if err != nil {
+				return nil, fmt.Errorf("field %s: %v", f.Name, err)
+			}
+			if at.name != "int" && at.name != "float" {
+				return nil, fmt.Errorf("field %s: a range needs an int or float field", f.Name)
+			}
+			a.Range, a.rng = b.text, b
+		}
+		if d, ok := f.Tag.Lookup("default"); ok {
+			var raw any = d
+			if td := strings.TrimSpace(d); at.name != "string" && (strings.HasPrefix(td, "[") || strings.HasPrefix(td, "{")) {
+				if err := json.Unmarshal([]byte(d), &raw); err != nil {
+					return nil, fmt.Errorf("field %s: default %q: %v", f.Name, d, err)
+				}
+			}
+			x, msg := decode(at, raw)
+			if msg == "" && a.rng != nil {
+				msg = a.rng.check(x)
+			}
+			if msg != "" {
+				return nil, fmt.Errorf("field %s: default %q %s", f.Name, d, msg)
+			}
+			a.Default = x
+		} else {
+			a.Default = pv.FieldByIndex(f.Index).Interface()
+		}
+		out = append(out, a)
+	}
+	return out, nil
+}
+
+func argName(f reflect.StructField) string {
+	name, _, _ := strings.Cut(f.Tag.Get("arg"), ",")
+	if name == "-" || !f.IsExported() || f.Anonymous {
+		return ""
+	}
+	return name
 }

@@ -215,7 +215,7 @@ func TestRegistered(t *testing.T) {
 		}
 	}
 	if _, err := New("countdown", "env.args.reward_args", map[string]any{"format": 0.2}); err == nil ||
-		!strings.Contains(err.Error(), "env.args.reward_args.format is not an accepted argument; did you mean env.args.reward_args.format_score?") {
+		!strings.Contains(err.Error(), "env.args.reward_args.format: is not an accepted argument; did you mean env.args.reward_args.format_score?") {
 		t.Errorf("err %v", err)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/rllm-org/rllm-go/pkg/episode"
+	"github.com/rllm-org/rllm-go/pkg/sampler"
 	"github.com/rllm-org/rllm-go/pkg/workflow"
 )
 
@@ -300,7 +301,7 @@ func (e *Engine) runEpisode(ctx context.Context, ti, r int, task episode.Task, i
 	var ep *episode.Episode
 	attempt := 1
 	for ; ; attempt++ {
-		ep = e.once(ctx, task, id)
+		ep = e.once(sampler.WithStream(ctx, id+"#"+strconv.Itoa(attempt)), task, id)
 		if ep == nil {
 			return nil
 		}

@@ -14,6 +14,9 @@ import (
 	"github.com/rllm-org/rllm-go/pkg/tasks/countdown"
 	"github.com/rllm-org/rllm-go/pkg/tasks/frozenlake"
 	_ "github.com/rllm-org/rllm-go/pkg/tasks/qa"
+	// Environments in other processes.
+	_ "github.com/rllm-org/rllm-go/pkg/env/exec"
+	_ "github.com/rllm-org/rllm-go/pkg/env/openenv"
 )
 
 // Generator makes n task rows of a built-in task from a seed, with the

@@ -83,7 +83,7 @@ func TestEnvArgErrors(t *testing.T) {
 		Sampler: samplertest.Texts(), Agent: workflow.Component{Name: "arith"},
 		Env: workflow.Component{Name: "arith", Args: map[string]any{"reward_args": map[string]any{"format_scor": 0.5}}},
 	})
-	if err == nil || !strings.Contains(err.Error(), "env.args.reward_args.format_scor is not an accepted argument; did you mean env.args.reward_args.format_score?") {
+	if err == nil || !strings.Contains(err.Error(), "env.args.reward_args.format_scor: is not an accepted argument; did you mean env.args.reward_args.format_score?") {
 		t.Fatalf("err %v", err)
 	}
 }

@@ -1,6 +1,10 @@
 // Package tool defines tools an agent can offer the model (OpenAI function
-// tools) and the registry they are selected from by name. Arguments
-// arrive as the JSON string the model wrote: untrusted, possibly invalid.
+// tools): built-in ones selected by name from the registry here, and the
+// tools of MCP servers (stdio or streamable HTTP, through the official MCP
+// Go SDK). A Set gathers the configured tools under their own names and
+// calls them with a timeout. Arguments arrive as the JSON string the model
+// wrote: untrusted, possibly invalid; a bad call is an error result the
+// model sees, never a crash.
 package tool
 
 import (
@@ -13,12 +17,25 @@ import (
 	"github.com/rllm-org/rllm-go/pkg/sampler"
 )
 
-// Tool is one callable tool. Call returns the text given back to the
-// model; an error is a failure of the tool itself, while a bad call
-// (invalid arguments) is reported as text so the model can correct it.
+// Result is what a call gives back to the model. IsError marks a call
+// that failed in a way the model may correct (bad arguments, a tool's own
+// error): MCP's isError.
+type Result struct {
+	Text    string `json:"text"`
+	IsError bool   `json:"is_error,omitempty"`
+}
+
+// Errorf is an error result.
+func Errorf(format string, args ...any) Result {
+	return Result{Text: fmt.Sprintf(format, args...), IsError: true}
+}
+
+// Tool is one callable tool. Call returns the result given back to the
+// model; an error is a failure of the tool itself (a lost connection, a
+// crashed server), which ends the episode.
 type Tool interface {
 	Spec() sampler.Tool
-	Call(ctx context.Context, arguments string) (string, error)
+	Call(ctx context.Context, arguments string) (Result, error)
 }
 
 // Factory builds a tool from its resolved arguments.
@@ -40,11 +57,7 @@ func List() []registry.Info { return tools.List() }
 
 // New builds tool name; keyPrefix is the config path of args.
 func New(name, keyPrefix string, args map[string]any) (Tool, error) {
-	d, err := Lookup(name)
-	if err != nil {
-		return nil, err
-	}
-	v, err := d.Resolve(keyPrefix, args)
+	d, v, err := tools.Resolve(name, keyPrefix, args)
 	if err != nil {
 		return nil, err
 	}
@@ -54,34 +67,35 @@ func New(name, keyPrefix string, args map[string]any) (Tool, error) {
 func init() {
 	Register(Definition{
 		Name:        "calculator",
-		Description: "evaluates an arithmetic expression (+ - * / and parentheses) exactly",
+		Description: "evaluates an arithmetic expression (+ - * / and parentheses) exactly, with big rationals",
 		New:         func(registry.Values) (Tool, error) { return Calculator{}, nil },
 	})
 }
 
-// Calculator evaluates {"expression": "..."} with exact rationals.
+// Calculator evaluates {"expression": "..."} with exact rationals: no
+// rounding and no overflow, however large the numbers.
 type Calculator struct{}
 
 // Spec describes the calculator to the model.
 func (Calculator) Spec() sampler.Tool {
 	return sampler.Tool{Type: "function", Function: sampler.ToolFunction{
 		Name:        "calculator",
-		Description: "Evaluate an arithmetic expression with + - * / and parentheses.",
-		Parameters:  json.RawMessage(`{"type": "object", "properties": {"expression": {"type": "string"}}, "required": ["expression"]}`),
+		Description: "Evaluate an arithmetic expression with + - * / and parentheses, exactly.",
+		Parameters:  json.RawMessage(`{"type": "object", "properties": {"expression": {"type": "string", "description": "e.g. (12345678901234567890 + 1) / 3"}}, "required": ["expression"]}`),
 	}}
 }
 
-// Call evaluates the expression; mistakes come back as text.
-func (Calculator) Call(_ context.Context, arguments string) (string, error) {
+// Call evaluates the expression; mistakes are error results.
+func (Calculator) Call(_ context.Context, arguments string) (Result, error) {
 	var in struct {
 		Expression string `json:"expression"`
 	}
 	if err := json.Unmarshal([]byte(arguments), &in); err != nil {
-		return fmt.Sprintf("error: arguments must be a JSON object with an expression string: %v", err), nil
+		return Errorf("error: arguments must be a JSON object with an expression string: %v", err), nil
 	}
 	r, err := expr.Eval(in.Expression)
 	if err != nil {
-		return "error: " + err.Error(), nil
+		return Errorf("error: %v", err), nil
 	}
-	return r.Value.RatString(), nil
+	return Result{Text: r.Value.RatString()}, nil
 }

@@ -12,7 +12,9 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/rllm-org/rllm-go/internal/atomicfile"
 	"github.com/rllm-org/rllm-go/pkg/dataset"
+	"github.com/rllm-org/rllm-go/pkg/usererr"
 )
 
 // Checkpoints follow verl's layout: default_local_dir/global_step_N/ with
@@ -20,71 +22,91 @@ import (
 // state beside it, and latest_checkpointed_iteration.txt naming the
 // newest N.
 const (
-	latestFile     = "latest_checkpointed_iteration.txt"
-	stateFile      = "trainer_state.json"
-	modelDir       = "model"
-	stepDirPrefix  = "global_step_"
-	checkpointPerm = 0o755
+	latestFile    = "latest_checkpointed_iteration.txt"
+	stateFile     = "trainer_state.json"
+	modelDir      = "model"
+	stepDirPrefix = "global_step_"
 )
 
 // trainerState is what resuming needs besides the model.
 type trainerState struct {
 	GlobalStep int                 `json:"global_step"`
 	Dataloader dataset.LoaderState `json:"dataloader"`
+	// ModelPath is where the backend saved the model when it is not the
+	// model/ directory beside this file (a remote backend's tinker://
+	// path).
+	ModelPath string `json:"model_path,omitempty"`
 }
 
-// checkpoint writes global_step_N for the last completed step, through a
-// temporary directory renamed into place so that a crash never leaves a
-// half checkpoint under the real name, then prunes old ones.
+// checkpoint writes global_step_N for the last completed step through a
+// temporary directory renamed into place (so a crash never leaves a half
+// checkpoint under the real name), points latest_checkpointed_iteration.txt
+// at it and prunes old ones.
 func (t *Trainer) checkpoint(ctx context.Context) (string, error) {
-	dir := filepath.Join(t.dir, fmt.Sprintf("%s%d", stepDirPrefix, t.step))
+	dir := stepDir(t.plan.Dir, t.step)
 	if t.savedStep == t.step {
 		return dir, nil // nothing trained since
 	}
-	tmp := dir + ".tmp"
-	if err := os.RemoveAll(tmp); err != nil {
-		return "", err
-	}
-	if _, err := t.be.SaveState(ctx, filepath.Join(tmp, modelDir)).Result(ctx); err != nil {
-		return "", fmt.Errorf("saving the model to %s: %w", tmp, err)
-	}
-	st, err := json.MarshalIndent(trainerState{GlobalStep: t.step, Dataloader: t.loader.State()}, "", "  ")
+	d, err := atomicfile.CreateDir(dir)
 	if err != nil {
 		return "", err
 	}
-	if err := os.WriteFile(filepath.Join(tmp, stateFile), append(st, '\n'), 0o644); err != nil {
+	defer d.Abort()
+	local := filepath.Join(d.TempPath(), modelDir)
+	saved, err := t.be.SaveState(ctx, local).Result(ctx)
+	if err != nil {
+		return "", fmt.Errorf("saving the model for step %d: %w", t.step, err)
+	}
+	st := trainerState{GlobalStep: t.step, Dataloader: t.loader.State()}
+	if saved != local {
+		st.ModelPath = saved
+	}
+	b, err := json.MarshalIndent(st, "", "  ")
+	if err != nil {
 		return "", err
 	}
-	if err := os.RemoveAll(dir); err != nil {
+	if err := os.WriteFile(filepath.Join(d.TempPath(), stateFile), append(b, '\n'), atomicfile.FileMode); err != nil {
 		return "", err
 	}
-	if err := os.Rename(tmp, dir); err != nil {
+	if err := d.Commit(); err != nil {
 		return "", err
 	}
-	if err := writeAtomic(filepath.Join(t.dir, latestFile), []byte(strconv.Itoa(t.step)+"\n")); err != nil {
+	if err := atomicfile.WriteFile(filepath.Join(t.plan.Dir, latestFile), []byte(strconv.Itoa(t.step)+"\n")); err != nil {
 		return "", err
 	}
 	t.savedStep = t.step
 	return dir, t.prune()
 }
 
-func writeAtomic(path string, data []byte) error {
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, data, 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
+func stepDir(root string, step int) string {
+	return filepath.Join(root, fmt.Sprintf("%s%d", stepDirPrefix, step))
 }
 
 // prune keeps the newest trainer.max_ckpt_to_keep checkpoints.
 func (t *Trainer) prune() error {
-	keep := t.cfg.Trainer.MaxCkptToKeep
+	keep := t.plan.Cadence.MaxCkptToKeep
 	if keep == nil {
 		return nil
 	}
-	entries, err := os.ReadDir(t.dir)
+	steps, err := checkpointSteps(t.plan.Dir)
 	if err != nil {
 		return err
+	}
+	for len(steps) > *keep {
+		if err := os.RemoveAll(stepDir(t.plan.Dir, steps[0])); err != nil {
+			return err
+		}
+		steps = steps[1:]
+	}
+	return nil
+}
+
+// checkpointSteps lists the steps of the checkpoints under dir, oldest
+// first.
+func checkpointSteps(dir string) ([]int, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
 	}
 	var steps []int
 	for _, e := range entries {
@@ -93,13 +115,7 @@ func (t *Trainer) prune() error {
 		}
 	}
 	sort.Ints(steps)
-	for len(steps) > *keep {
-		if err := os.RemoveAll(filepath.Join(t.dir, fmt.Sprintf("%s%d", stepDirPrefix, steps[0]))); err != nil {
-			return err
-		}
-		steps = steps[1:]
-	}
-	return nil
+	return steps, nil
 }
 
 func stepOfDir(name string) (int, bool) {
@@ -114,16 +130,21 @@ func stepOfDir(name string) (int, bool) {
 // resume restores the model, the optimizer, the step and the dataloader
 // from a checkpoint, as trainer.resume_mode says: auto takes the newest
 // in default_local_dir if there is one, resume_path the one named by
-// trainer.resume_from_path, disable none.
+// trainer.resume_from_path, disable none. Temporary files a killed run
+// left behind are removed first.
 func (t *Trainer) resume(ctx context.Context) (bool, error) {
+	if _, err := atomicfile.CleanTemp(t.plan.Dir); err != nil {
+		return false, err
+	}
 	var dir string
-	switch t.cfg.Trainer.ResumeMode {
+	switch t.plan.Cadence.ResumeMode {
 	case "disable":
 		return false, nil
 	case "resume_path":
-		dir = *t.cfg.Trainer.ResumeFromPath
+		dir = t.plan.Cadence.ResumeFrom
 	default:
-		b, err := os.ReadFile(filepath.Join(t.dir, latestFile))
+		latest := filepath.Join(t.plan.Dir, latestFile)
+		b, err := os.ReadFile(latest)
 		if errors.Is(err, fs.ErrNotExist) {
 			return false, nil
 		}
@@ -132,22 +153,26 @@ func (t *Trainer) resume(ctx context.Context) (bool, error) {
 		}
 		n, err := strconv.Atoi(strings.TrimSpace(string(b)))
 		if err != nil || n < 0 {
-			return false, configErrorf("%s holds %q, not a step number; remove it or set trainer.resume_mode=disable", filepath.Join(t.dir, latestFile), strings.TrimSpace(string(b)))
+			return false, usererr.Errorf("%s holds %q, not a step number; remove it or set trainer.resume_mode=disable", latest, strings.TrimSpace(string(b)))
 		}
-		dir = filepath.Join(t.dir, fmt.Sprintf("%s%d", stepDirPrefix, n))
+		dir = stepDir(t.plan.Dir, n)
 	}
 	b, err := os.ReadFile(filepath.Join(dir, stateFile))
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return false, configErrorf("%s is not a training checkpoint (no %s); point trainer.resume_from_path at a global_step_N directory or set trainer.resume_mode=disable", dir, stateFile)
+			return false, usererr.Errorf("%s is not a training checkpoint (no %s); point trainer.resume_from_path at a global_step_N directory or set trainer.resume_mode=disable", dir, stateFile)
 		}
 		return false, err
 	}
 	var st trainerState
 	if err := json.Unmarshal(b, &st); err != nil {
-		return false, configErrorf("%s: %v; the checkpoint is damaged, resume from another one or set trainer.resume_mode=disable", filepath.Join(dir, stateFile), err)
+		return false, usererr.Errorf("%s: %v; the checkpoint is damaged, resume from another one or set trainer.resume_mode=disable", filepath.Join(dir, stateFile), err)
 	}
-	if _, err := t.be.LoadState(ctx, filepath.Join(dir, modelDir), true).Result(ctx); err != nil {
+	model := filepath.Join(dir, modelDir)
+	if st.ModelPath != "" {
+		model = st.ModelPath
+	}
+	if _, err := t.be.LoadState(ctx, model, true).Result(ctx); err != nil {
 		return false, fmt.Errorf("resuming from %s: %w", dir, err)
 	}
 	if err := t.loader.Restore(st.Dataloader); err != nil {

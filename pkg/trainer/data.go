@@ -6,8 +6,10 @@ import (
 
 	"github.com/rllm-org/rllm-go/pkg/config"
 	"github.com/rllm-org/rllm-go/pkg/dataset"
+	"github.com/rllm-org/rllm-go/pkg/dataset/catalog"
 	"github.com/rllm-org/rllm-go/pkg/episode"
 	"github.com/rllm-org/rllm-go/pkg/tasks"
+	"github.com/rllm-org/rllm-go/pkg/usererr"
 )
 
 // loadTasks returns the training and validation tasks: the caller's, the
@@ -38,6 +40,10 @@ func taskSet(ctx context.Context, c *config.Config, given []episode.Task, files 
 		copy(cp, given)
 		return cp, dataset.AssignIDs(key, cp)
 	case len(files) > 0:
+		files, err := catalog.ResolveFiles(c.Data.DatasetsDir, key, files) // registered dataset names → their files
+		if err != nil {
+			return nil, err
+		}
 		var all []episode.Task
 		for _, f := range files {
 			rows, err := dataset.ReadAll(ctx, f, dataset.Options{})
@@ -47,13 +53,13 @@ func taskSet(ctx context.Context, c *config.Config, given []episode.Task, files 
 			all = append(all, rows...)
 		}
 		if len(all) == 0 {
-			return nil, configErrorf("%s: %s hold no tasks", key, strings.Join(files, ", "))
+			return nil, usererr.Errorf("%s: %s hold no tasks", key, strings.Join(files, ", "))
 		}
 		return all, dataset.AssignIDs(strings.Join(files, ", "), all)
 	}
 	gen, ok := tasks.GeneratorFor(c.Env.Name)
 	if !ok || c.Workflow.UseWorkflow {
-		return nil, configErrorf("%s is empty and env %q cannot generate its own tasks (built-in generators: %s); list task files in %s",
+		return nil, usererr.Errorf("%s is empty and env %q cannot generate its own tasks (built-in generators: %s); list task files in %s",
 			key, c.Env.Name, strings.Join(tasks.GeneratorNames(), ", "), key)
 	}
 	rows, err := gen(n, seed)

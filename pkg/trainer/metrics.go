@@ -7,11 +7,10 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 
-	"github.com/rllm-org/rllm-go/pkg/config"
+	"github.com/rllm-org/rllm-go/internal/atomicfile"
 )
 
 // metricsSink appends one JSON object per step to
@@ -27,19 +26,20 @@ type metricsSink struct {
 // MetricsFile is the name of the metrics log in trainer.default_local_dir.
 const MetricsFile = "metrics.jsonl"
 
-func openMetrics(c *config.Config, dir string, opts Options, appendToOld bool) (*metricsSink, error) {
-	s := &metricsSink{console: slices.Contains(c.Trainer.Logger, "console"), opts: opts}
-	if !slices.Contains(c.Trainer.Logger, "jsonl") {
+func openMetrics(p *Plan, opts Options, appendToOld bool) (*metricsSink, error) {
+	s := &metricsSink{console: p.Cadence.Console, opts: opts}
+	if !p.Cadence.JSONL {
 		return s, nil
 	}
-	if err := os.MkdirAll(dir, checkpointPerm); err != nil {
+	dir := p.Dir
+	if err := os.MkdirAll(dir, atomicfile.DirMode); err != nil {
 		return nil, err
 	}
 	flags := os.O_CREATE | os.O_WRONLY | os.O_TRUNC
 	if appendToOld {
 		flags = os.O_CREATE | os.O_WRONLY | os.O_APPEND
 	}
-	f, err := os.OpenFile(filepath.Join(dir, MetricsFile), flags, 0o644)
+	f, err := os.OpenFile(filepath.Join(dir, MetricsFile), flags, atomicfile.FileMode)
 	if err != nil {
 		return nil, err
 	}
@@ -84,7 +84,7 @@ func (s *metricsSink) Close() error {
 
 // printStep writes the readable one-line summary of a step.
 func (t *Trainer) printStep(m map[string]float64) {
-	if t.opts.JSON || !slices.Contains(t.cfg.Trainer.Logger, "console") {
+	if t.opts.JSON || !t.plan.Cadence.Console {
 		return
 	}
 	var b strings.Builder

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/rllm-org/rllm-go/pkg/backend"
@@ -17,6 +18,7 @@ import (
 	"github.com/rllm-org/rllm-go/pkg/config"
 	"github.com/rllm-org/rllm-go/pkg/episode"
 	"github.com/rllm-org/rllm-go/pkg/rollout"
+	"github.com/rllm-org/rllm-go/pkg/sampler"
 	_ "github.com/rllm-org/rllm-go/pkg/tasks"
 )
 
@@ -153,7 +155,7 @@ func TestInterruptCheckpoints(t *testing.T) {
 	defer tr.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	tr.opts.Log = &cancelAfter{lines: 2, cancel: cancel} // the second step line cancels
-	tr.cfg.Trainer.Logger = []string{"console", "jsonl"}
+	tr.plan.Cadence.Console = true
 	res, err := tr.Train(ctx)
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("err = %v, want context.Canceled", err)
@@ -195,16 +197,16 @@ func TestUpdateFollowsAdvantages(t *testing.T) {
 	defer tr.Close()
 	tok := local.Tokenizer{}
 	prompt := tok.ChatTemplate([]episode.Message{{Role: "user", Content: "1+1="}}, true)
-	var mb []trainSeq
+	var mb []*Sample
 	for i, reply := range []string{"2", "3", "2", "5"} {
 		ids := append(tok.Encode(reply, false), local.TokenImEnd)
-		s := trainSeq{Sequence: rollout.Sequence{
+		s := &Sample{Sequence: rollout.Sequence{
 			EpisodeID: fmt.Sprintf("t:%d", i), PromptIDs: prompt, ResponseIDs: ids,
 			LossMask: []int8{1, 1},
 		}}
-		s.adv = -1
+		s.Advantage = -1
 		if reply == "2" {
-			s.adv = 1
+			s.Advantage = 1
 		}
 		mb = append(mb, s)
 	}
@@ -221,7 +223,7 @@ func TestUpdateFollowsAdvantages(t *testing.T) {
 		for i, s := range mb {
 			lp := out.LossFnOutputs[i].Logprobs
 			for j := range s.ResponseIDs {
-				total += s.adv * lp[len(s.PromptIDs)-1+j]
+				total += s.Advantage * lp[len(s.PromptIDs)-1+j]
 			}
 		}
 		return total
@@ -240,14 +242,16 @@ func TestUpdateFollowsAdvantages(t *testing.T) {
 		mb[i].Logprobs = []float64{lp[len(prompt)-1], lp[len(prompt)]}
 	}
 	before := score()
-	res, _, err := tr.updateMiniBatch(ctx, mb)
+	up := tr.plan.Update
+	up.Epochs = 1
+	st, err := update(ctx, tr.be, &up, [][]*Sample{mb}, tr.plan.Adam(0, 10))
 	if err != nil {
 		t.Fatal(err)
 	}
 	after := score()
 	// On-policy PPO: ratio 1, no clipping, loss −mean(A) over 8 tokens = 0.
-	if math.Abs(res.Loss) > 1e-6 || res.Metrics.ClipFrac != 0 {
-		t.Errorf("on-policy loss %g clipfrac %g, want 0 and 0", res.Loss, res.Metrics.ClipFrac)
+	if math.Abs(st.PGLoss) > 1e-6 || st.ClipFrac != 0 || st.Updates != 1 || st.TrainedTokens != 8 {
+		t.Errorf("on-policy update %+v, want loss 0, clipfrac 0, 1 update of 8 tokens", st)
 	}
 	if after <= before {
 		t.Errorf("Σ A·logprob went from %.4f to %.4f; the update did not follow the advantages", before, after)
@@ -276,9 +280,12 @@ func TestLearningRateSchedule(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			tr := &Trainer{cfg: c, totalSteps: 10}
+			p, err := NewPlan(c)
+			if err != nil {
+				t.Fatal(err)
+			}
 			for s, want := range tt.want {
-				if got := tr.lr(s); math.Abs(got-want) > 1e-12 {
+				if got := p.Update.LR.At(s, 10); math.Abs(got-want) > 1e-12 {
 					t.Errorf("lr(%d) = %g, want %g", s, got, want)
 				}
 			}
@@ -287,11 +294,16 @@ func TestLearningRateSchedule(t *testing.T) {
 }
 
 func TestMiniBatchesKeepGroupsTogether(t *testing.T) {
-	var seqs []trainSeq
-	for _, id := range []string{"a:0", "a:1", "b:0", "b:1", "c:0", "c:1", "d:0"} {
-		seqs = append(seqs, trainSeq{Sequence: rollout.Sequence{EpisodeID: id}})
+	var groups []Group
+	for _, n := range []int{2, 2, 2, 1} {
+		var g Group
+		for range n {
+			g.Samples = append(g.Samples, Sample{Sequence: rollout.Sequence{ResponseIDs: []int{1}, LossMask: []int8{1}}})
+		}
+		groups = append(groups, g)
 	}
-	got := miniBatches(seqs, 2)
+	groups[2].Samples = append(groups[2].Samples, Sample{Masked: true, Sequence: rollout.Sequence{ResponseIDs: []int{1}, LossMask: []int8{1}}})
+	got := miniBatches(groups, 2)
 	var shape []int
 	for _, mb := range got {
 		shape = append(shape, len(mb))
@@ -302,8 +314,15 @@ func TestMiniBatchesKeepGroupsTogether(t *testing.T) {
 }
 
 func TestUnsupportedSettingsAreConfigErrors(t *testing.T) {
-	for _, set := range []string{"backend.name=tinker", "actor.use_kl_loss=true", "actor.entropy_coeff=0.01"} {
-		c := smallConfig(t, set)
+	for _, sets := range [][]string{
+		{"backend.name=tinker"},
+		{"actor.ref_path=somewhere"},
+		{"rollout.accumulate_reasoning=true"},
+		{"filters.rejection_sample.multiplier=2"},
+		{"rollout.engine=openai", "rollout.endpoints=[http://127.0.0.1:1]", "rollout.model=m"},
+	} {
+		set := strings.Join(sets, " ")
+		c := smallConfig(t, sets...)
 		_, err := New(context.Background(), c, Options{})
 		var ec interface{ ExitCode() int }
 		if !errors.As(err, &ec) || ec.ExitCode() != 2 {
@@ -354,5 +373,159 @@ func TestNoValidationSetIsAllowed(t *testing.T) {
 	res, err := tr.Train(context.Background())
 	if err != nil || res.Steps != 1 || res.Val != nil {
 		t.Fatalf("res %+v err %v", res, err)
+	}
+}
+
+// The KL terms and the entropy bonus act: each run logs its metric, the
+// reference policy is saved once in the run directory, and the entropy
+// bonus pushes entropy up against a run without it.
+func TestKLAndEntropyTermsAct(t *testing.T) {
+	run := func(sets ...string) []map[string]any {
+		c := smallConfig(t, append([]string{"trainer.total_training_steps=3", "trainer.seed=5"}, sets...)...)
+		tr, err := New(context.Background(), c, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tr.Close()
+		if _, err := tr.Train(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		return readMetrics(t, c.Trainer.DefaultLocalDir)
+	}
+	kl := run("actor.use_kl_loss=true", "actor.kl_loss_coef=0.5", "algorithm.use_kl_in_reward=true", "algorithm.kl_coef=0.1")
+	for _, key := range []string{"actor/kl_loss", "actor/reward_kl_penalty", "actor/entropy"} {
+		if _, ok := kl[len(kl)-1][key]; !ok {
+			t.Errorf("metrics lack %s: %v", key, kl[len(kl)-1])
+		}
+	}
+	// The first update starts from the reference itself: KL 0.
+	if v := kl[0]["actor/kl_loss"].(float64); math.Abs(v) > 1e-9 {
+		t.Errorf("first step's KL to the starting policy = %g, want 0", v)
+	}
+}
+
+// The entropy bonus gradient points up the entropy: one update with a
+// large entropy coefficient and zero advantages raises the mean entropy
+// of the trained positions.
+func TestEntropyBonusRaisesEntropy(t *testing.T) {
+	ctx := context.Background()
+	c := smallConfig(t, "actor.optim.lr=0.001", "actor.entropy_coeff=1")
+	tr, err := New(ctx, c, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	tok := local.Tokenizer{}
+	prompt := tok.ChatTemplate([]episode.Message{{Role: "user", Content: "2+2="}}, true)
+	var mb []*Sample
+	for _, reply := range []string{"4", "5"} {
+		ids := append(tok.Encode(reply, false), local.TokenImEnd)
+		mb = append(mb, &Sample{Sequence: rollout.Sequence{PromptIDs: prompt, ResponseIDs: ids, LossMask: []int8{1, 1}, Logprobs: []float64{-1, -1}}})
+	}
+	entropy := func() float64 {
+		datums := []backend.Datum{datumOf(&mb[0].Sequence), datumOf(&mb[1].Sequence)}
+		out, err := tr.be.Forward(ctx, datums, backend.Loss{Name: backend.LossCrossEntropy}).Result(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sum := 0.0
+		for i := range datums {
+			for j := range 2 {
+				sum += out.LossFnOutputs[i].Entropies[len(prompt)-1+j]
+			}
+		}
+		return sum / 4
+	}
+	// Sharpen the fresh (near-uniform) model first, so entropy has room
+	// to rise.
+	sft := []backend.Datum{datumOf(&mb[0].Sequence)}
+	sft[0].LossFnInputs.Weights = make([]float64, len(sft[0].LossFnInputs.TargetTokens))
+	for j := range 2 {
+		sft[0].LossFnInputs.Weights[len(prompt)-1+j] = 1
+	}
+	if _, err := SFT(ctx, tr.be, sft, SFTOptions{Epochs: 30, BatchSize: 1, Adam: backend.DefaultAdamParams(0.01)}); err != nil {
+		t.Fatal(err)
+	}
+	before := entropy()
+	up := tr.plan.Update
+	up.Epochs = 1
+	st, err := update(ctx, tr.be, &up, [][]*Sample{mb}, tr.plan.Adam(0, 10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	after := entropy()
+	if !st.HasEntropy || math.Abs(st.Entropy-before) > 1e-6 {
+		t.Errorf("logged entropy %g (has %t), want the pre-update %g", st.Entropy, st.HasEntropy, before)
+	}
+	if after <= before {
+		t.Errorf("entropy went from %.4f to %.4f under a bonus of 1", before, after)
+	}
+}
+
+// A fixed trainer.seed reproduces a run on the local backend: the same
+// metrics, step by step, whatever the goroutines did.
+func TestSameSeedSameRun(t *testing.T) {
+	run := func(parallel string) []map[string]any {
+		c := smallConfig(t, "trainer.total_training_steps=3", "trainer.seed=11", "workflow.n_parallel_tasks="+parallel)
+		tr, err := New(context.Background(), c, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tr.Close()
+		if _, err := tr.Train(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		ms := readMetrics(t, c.Trainer.DefaultLocalDir)
+		for _, m := range ms {
+			for k := range m {
+				if strings.HasPrefix(k, "timing_s/") {
+					delete(m, k)
+				}
+			}
+		}
+		return ms
+	}
+	a, b := run("8"), run("3")
+	if fmt.Sprint(a) != fmt.Sprint(b) {
+		t.Errorf("two runs with trainer.seed=11 differ:\n%v\n%v", a, b)
+	}
+	// rollout.seed keeps the samples of a group different.
+	if acc := a[len(a)-1]["batch/solve_partial"].(float64) + a[len(a)-1]["batch/solve_none"].(float64) + a[len(a)-1]["batch/solve_all"].(float64); acc == 0 {
+		t.Fatal("no solve statistics")
+	}
+}
+
+type seedRecorder struct {
+	mu    sync.Mutex
+	seeds map[int64]int
+}
+
+func (r *seedRecorder) Sample(_ context.Context, req sampler.Request) (sampler.Response, error) {
+	r.mu.Lock()
+	r.seeds[*req.Params.Seed]++
+	r.mu.Unlock()
+	return sampler.Response{Text: "1", FinishReason: "stop"}, nil
+}
+
+// rollout.seed=1 seeds every request, and the n samples of a task each
+// get their own seed (a shared seed would make them identical and every
+// GRPO advantage zero).
+func TestRolloutSeedKeepsGroupsDiverse(t *testing.T) {
+	c := smallConfig(t, "rollout.seed=1", "rollout.n=4")
+	p, err := NewPlan(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &seedRecorder{seeds: map[int64]int{}}
+	eng, err := rollout.NewRunner(p.Workflow, rec, p.Train.Params, 4, p.Runner, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	task := episode.Task{"question": "1+1=", "ground_truth": "2", "task_id": "t"}
+	if _, err := eng.Run(context.Background(), []episode.Task{task, task}); err != nil {
+		t.Fatal(err)
+	}
+	if len(rec.seeds) != 8 {
+		t.Errorf("8 episodes sampled with %d distinct seeds: %v", len(rec.seeds), rec.seeds)
 	}
 }

@@ -13,13 +13,13 @@ import (
 // mean reward.
 func (t *Trainer) validate(ctx context.Context) (map[string]float64, error) {
 	start := t.now()
-	n := t.cfg.Rollout.ValKwargs.N
-	eng, err := rollout.NewEngine(t.newWorkflow(ValParams(t.cfg)), t.engineOptions(n))
+	n := t.plan.Val.N
+	eng, err := rollout.NewRunner(t.plan.Workflow, t.chat, t.plan.Val.Params, n, t.runnerFor(phaseVal), nil)
 	if err != nil {
 		return nil, err
 	}
 	var eps []*episode.Episode
-	size := t.cfg.Data.ValBatchSize
+	size := t.plan.ValBatchSize
 	if size <= 0 {
 		size = len(t.val)
 	}

@@ -7,12 +7,9 @@ import (
 	"sync"
 
 	"github.com/rllm-org/rllm-go/pkg/backend"
-	"github.com/rllm-org/rllm-go/pkg/backend/local"
 	"github.com/rllm-org/rllm-go/pkg/dataset"
 	"github.com/rllm-org/rllm-go/pkg/reward"
 	"github.com/rllm-org/rllm-go/pkg/rollout"
-	"github.com/rllm-org/rllm-go/pkg/sampler"
-	"github.com/rllm-org/rllm-go/pkg/workflow"
 )
 
 // warmup fits a freshly initialised embedded policy to the answer format
@@ -21,7 +18,9 @@ import (
 // drawn task: the model learns what an answer looks like and when to
 // stop, but nothing about which answer is right, so RL still has the
 // whole task to learn. Real RL starts from a pretrained model that already
-// knows the format; this stands in for it.
+// knows the format; this stands in for it. The prompts come from the same
+// rollout runner as training (with a teacher in place of the policy) and
+// the fit is the one SFT loop.
 func (t *Trainer) warmup(ctx context.Context) error {
 	var answers []string
 	for _, task := range t.train {
@@ -36,86 +35,102 @@ func (t *Trainer) warmup(ctx context.Context) error {
 		t.logf("warm-up skipped: the training tasks have no ground truth to learn the answer format from")
 		return nil
 	}
-	teacher := &teacherSampler{answers: answers, rng: rand.New(rand.NewPCG(uint64(t.cfg.Trainer.Seed), 0x7761726d))}
-	name, args, deps := WorkflowSpec(t.cfg)
-	deps.NewAgent, deps.NewEnv, deps.Sampler = t.opts.NewAgent, t.opts.NewEnv, teacher
-	eng, err := rollout.NewEngine(func() (rollout.Workflow, error) { return workflow.New(name, args, deps) }, t.engineOptions(t.cfg.Rollout.N))
-	if err != nil {
-		return err
-	}
-	loader, err := dataset.NewLoader(t.train, dataset.LoaderOptions{
-		BatchSize: t.cfg.Data.TrainBatchSize, Shuffle: true, Seed: uint64(t.cfg.Data.Seed) + 2,
-	})
-	if err != nil {
-		return err
-	}
-	steps := t.cfg.Backend.Local.WarmupSteps
+	steps := t.plan.Warmup.Steps
 	t.logf("warm-up: %d steps fitting the answer format (shuffled ground truths) before RL", steps)
-	ce := backend.Loss{Name: backend.LossCrossEntropy}
+	teacher := &teacher{answers: answers, codec: t.be.Codec(), rng: rand.New(rand.NewPCG(uint64(t.plan.Seed), 0x7761726d))}
+	eng, err := rollout.NewRunner(t.plan.Workflow, t.be.ChatSampler(teacher), t.plan.Train.Params, t.plan.Train.N, t.runnerFor(phaseWarmup), nil)
+	if err != nil {
+		return err
+	}
+	loader, err := dataset.NewLoader(t.train, dataset.LoaderOptions{BatchSize: t.plan.BatchSize, Shuffle: true, Seed: t.plan.DataSeed + 2})
+	if err != nil {
+		return err
+	}
+	var data []backend.Datum
+	perStep := 0
 	for s := 0; s < steps; s++ {
 		eps, err := eng.Run(ctx, loader.Next().Tasks)
 		if err != nil {
 			return err
 		}
-		seqs, _, err := rollout.Assemble(eps, t.assembleOptions())
+		seqs, _, err := rollout.Assemble(eps, t.plan.Assemble)
 		if err != nil {
 			return err
 		}
-		var datums []backend.Datum
+		n := 0
 		for i := range seqs {
-			sq := &seqs[i]
-			if len(sq.ResponseIDs) == 0 {
-				continue
+			if d, ok := weightedDatum(&seqs[i]); ok {
+				data = append(data, d)
+				n++
 			}
-			d := datumOf(sq)
-			w := make([]float64, len(d.LossFnInputs.TargetTokens))
-			for j, mk := range sq.LossMask {
-				w[len(sq.PromptIDs)-1+j] = float64(mk)
+		}
+		perStep = max(perStep, n)
+	}
+	if len(data) == 0 {
+		return fmt.Errorf("warm-up: the workflow produced no model turns")
+	}
+	adam := t.plan.Update.Adam
+	adam.LearningRate = t.plan.Warmup.LR
+	_, err = SFT(ctx, t.be, data, SFTOptions{Epochs: 1, BatchSize: perStep, Adam: adam,
+		OnStep: func(step, steps, _ int, loss float64) {
+			if step == 1 || step == steps || step%10 == 0 {
+				t.logf("warm-up %d/%d: loss %.3f per token", step, steps, loss)
 			}
-			d.LossFnInputs.Weights = w
-			datums = append(datums, d)
-		}
-		if len(datums) == 0 {
-			return fmt.Errorf("warm-up: the workflow produced no model turns")
-		}
-		fb := t.be.ForwardBackward(ctx, datums, ce)
-		opt := t.be.OptimStep(ctx, t.adam(t.cfg.Backend.Local.WarmupLR))
-		out, err := fb.Result(ctx)
-		if err != nil {
-			return err
-		}
-		if _, err := opt.Result(ctx); err != nil {
-			return err
-		}
-		if s == 0 || s == steps-1 || (s+1)%10 == 0 {
-			t.logf("warm-up %d/%d: loss %.3f per token", s+1, steps, out.Metrics["loss:sum"]/max(out.Metrics["tokens:sum"], 1))
-		}
+		}})
+	if err != nil {
+		return err
 	}
 	// RL starts with a fresh optimizer, as it would from a pretrained model.
-	_, err = t.be.ResetOptimizer(ctx).Result(ctx)
+	if r, ok := t.be.(interface {
+		ResetOptimizer(context.Context) *backend.Future[struct{}]
+	}); ok {
+		_, err = r.ResetOptimizer(ctx).Result(ctx)
+	}
 	return err
 }
 
-// teacherSampler answers every request with a random ground truth, as the
-// embedded policy would write it: the text, then <|im_end|>.
-type teacherSampler struct {
-	answers []string
-	mu      sync.Mutex
-	rng     *rand.Rand
+// weightedDatum is a cross_entropy datum with weight 1 on the sequence's
+// model tokens; ok is false when it has none.
+func weightedDatum(s *rollout.Sequence) (backend.Datum, bool) {
+	if len(s.ResponseIDs) == 0 {
+		return backend.Datum{}, false
+	}
+	d := datumOf(s)
+	w := make([]float64, len(d.LossFnInputs.TargetTokens))
+	for j, mk := range s.LossMask {
+		w[len(s.PromptIDs)-1+j] = float64(mk)
+	}
+	d.LossFnInputs.Weights = w
+	return d, true
 }
 
-func (s *teacherSampler) Sample(_ context.Context, req sampler.Request) (sampler.Response, error) {
-	tok := local.Tokenizer{}
-	prompt := req.PromptIDs
-	if len(req.Messages) > 0 {
-		prompt = tok.ChatTemplate(req.Messages, true)
+// teacher is a token sampler that answers every prompt with a random
+// ground truth, as the model would write it: the text, then the
+// end-of-turn token.
+type teacher struct {
+	answers []string
+	codec   backend.Codec
+	mu      sync.Mutex
+	rng     *rand.Rand // for requests without a seed
+}
+
+func (s *teacher) Name() string { return "warm-up teacher" }
+func (s *teacher) Version() int { return 0 }
+
+func (s *teacher) Sample(_ context.Context, req backend.SampleRequest) (backend.SampleResult, error) {
+	res := backend.SampleResult{}
+	rng := s.rng
+	if req.Params.Seed != nil {
+		// A seeded request picks the same answer whatever the order in
+		// which concurrent episodes ask, so the warm-up is reproducible.
+		rng = rand.New(rand.NewPCG(uint64(*req.Params.Seed), 0x7465616368))
 	}
-	s.mu.Lock()
-	text := s.answers[s.rng.IntN(len(s.answers))]
-	s.mu.Unlock()
-	ids := append(tok.Encode(text, false), local.TokenImEnd)
-	return sampler.Response{
-		Text: text, PromptIDs: prompt, CompletionIDs: ids,
-		Logprobs: make([]float64, len(ids)), FinishReason: "stop",
-	}, nil
+	for range max(req.NumSamples, 1) {
+		s.mu.Lock()
+		text := s.answers[rng.IntN(len(s.answers))]
+		s.mu.Unlock()
+		ids := append(s.codec.Encode(text, false), s.codec.StopTokens()[0])
+		res.Sequences = append(res.Sequences, backend.SampledSequence{Tokens: ids, Logprobs: make([]float64, len(ids)), StopReason: backend.StopReasonStop})
+	}
+	return res, nil
 }

@@ -10,46 +10,49 @@ import (
 	"github.com/rllm-org/rllm-go/pkg/episode"
 	"github.com/rllm-org/rllm-go/pkg/registry"
 	"github.com/rllm-org/rllm-go/pkg/sampler"
+	"github.com/rllm-org/rllm-go/pkg/tool"
 )
 
-// shapingArgs are accepted by both built-in workflows (rLLM's
-// workflow_args).
-var shapingArgs = []registry.Arg{
-	{Name: "agent_cls", Type: "string", Default: "", Doc: "registered agent (rLLM's workflow_args spelling); empty: agent.name"},
-	{Name: "agent_args", Type: "map", Default: map[string]any(nil), Doc: "arguments of agent_cls; used with agent_cls"},
-	{Name: "env_cls", Type: "string", Default: "", Doc: "registered env; empty: env.name"},
-	{Name: "env_args", Type: "map", Default: map[string]any(nil), Doc: "arguments of env_cls; used with env_cls"},
-	{Name: "gamma", Type: "float", Default: 1.0, Doc: "discount of the Monte Carlo return stored in each step"},
-	{Name: "reward_bonus_coeff", Type: "float", Default: 0.0, Doc: "step-reward shaping: r_i += c·(r_i − r_{i−1})"},
+// SingleTurnParams are the arguments of single_turn, and of multi_turn
+// with MultiTurnParams (rLLM's workflow_args).
+type SingleTurnParams struct {
+	AgentCls         string         `arg:"agent_cls" doc:"registered agent (rLLM's workflow_args spelling); empty: agent.name"`
+	AgentArgs        map[string]any `arg:"agent_args" doc:"arguments of agent_cls; used with agent_cls"`
+	EnvCls           string         `arg:"env_cls" doc:"registered env; empty: env.name"`
+	EnvArgs          map[string]any `arg:"env_args" doc:"arguments of env_cls; used with env_cls"`
+	Gamma            float64        `arg:"gamma" default:"1" range:"[0,1]" doc:"discount of the Monte Carlo return stored in each step"`
+	RewardBonusCoeff float64        `arg:"reward_bonus_coeff" default:"0" doc:"step-reward shaping: r_i += c·(r_i − r_{i−1})"`
+}
+
+// MultiTurnParams are the arguments of multi_turn.
+type MultiTurnParams struct {
+	MaxSteps int `arg:"max_steps" default:"0" range:"[0,)" doc:"turn budget; 0 takes agent.max_steps (default 20)"`
+	SingleTurnParams
 }
 
 func init() {
 	Register(Definition{
 		Name:        "single_turn",
 		Description: "one model call: the agent answers the env's first observation and the env scores it",
-		Args:        shapingArgs,
+		Params:      SingleTurnParams{},
 		New: func(args registry.Values, deps Deps) (Workflow, error) {
-			return newAgentEnv(args, deps, 1)
+			return newAgentEnv(registry.As[SingleTurnParams](args), deps, 1)
 		},
 	})
 	Register(Definition{
 		Name:        "multi_turn",
 		Description: "agent ⇄ env turns until the env is done or max_steps (agent.max_steps) is reached",
-		Args: append([]registry.Arg{
-			{Name: "max_steps", Type: "int", Default: 0, Doc: "turn budget; 0 takes agent.max_steps (default 20)"},
-		}, shapingArgs...),
+		Params:      MultiTurnParams{},
 		New: func(args registry.Values, deps Deps) (Workflow, error) {
-			steps := args.Int("max_steps")
+			p := registry.As[MultiTurnParams](args)
+			steps := p.MaxSteps
 			if steps == 0 {
 				steps = deps.MaxSteps
 			}
-			if steps == 0 {
+			if steps <= 0 {
 				steps = DefaultMaxSteps
 			}
-			if steps < 0 {
-				return nil, &registry.ConfigError{Key: "workflow.args.max_steps", Msg: fmt.Sprintf("workflow.args.max_steps must be positive, got %d", steps)}
-			}
-			return newAgentEnv(args, deps, steps)
+			return newAgentEnv(p.SingleTurnParams, deps, steps)
 		},
 	})
 }
@@ -63,22 +66,26 @@ type AgentEnv struct {
 	newAgent func() (agent.Agent, error)
 	newEnv   func(episode.Task) (env.Env, error)
 	name     string
+	// toolbox runs tool calls; maxToolRounds bounds the model calls that
+	// only call tools (agent.max_steps).
+	toolbox       *tool.Set
+	maxToolRounds int
 }
 
-func newAgentEnv(args registry.Values, deps Deps, maxSteps int) (*AgentEnv, error) {
+func newAgentEnv(args SingleTurnParams, deps Deps, maxSteps int) (*AgentEnv, error) {
 	if deps.Sampler == nil {
 		return nil, errors.New("workflow: Deps.Sampler is nil")
 	}
 	// rLLM's workflow mode names agent and env inside workflow_args.
-	if n := args.String("agent_cls"); n != "" {
-		deps.Agent = Component{Name: n, Args: args.Map("agent_args")}
+	if n := args.AgentCls; n != "" {
+		deps.Agent = Component{Name: n, Args: args.AgentArgs}
 	}
-	if n := args.String("env_cls"); n != "" {
-		deps.Env = Component{Name: n, Args: args.Map("env_args")}
+	if n := args.EnvCls; n != "" {
+		deps.Env = Component{Name: n, Args: args.EnvArgs}
 	}
 	w := &AgentEnv{
 		deps: deps, maxSteps: maxSteps,
-		gamma: args.Float("gamma"), bonus: args.Float("reward_bonus_coeff"),
+		gamma: args.Gamma, bonus: args.RewardBonusCoeff,
 		newAgent: deps.NewAgent, newEnv: deps.NewEnv, name: deps.Agent.Name,
 	}
 	if w.newAgent == nil {
@@ -102,7 +109,47 @@ func newAgentEnv(args registry.Values, deps Deps, maxSteps int) (*AgentEnv, erro
 	if w.name == "" {
 		w.name = "agent"
 	}
+	if deps.Toolbox == nil && !deps.ToolConfig.Empty() {
+		set, err := tool.Shared(context.Background(), deps.ToolConfig)
+		if err != nil {
+			return nil, err
+		}
+		deps.Toolbox = set
+	}
+	if deps.Toolbox != nil {
+		w.toolbox = deps.Toolbox
+		w.deps.Tools = append(append([]sampler.Tool(nil), deps.Tools...), deps.Toolbox.Specs()...)
+		w.maxToolRounds = deps.MaxSteps
+		if w.maxToolRounds <= 0 {
+			w.maxToolRounds = DefaultMaxSteps
+		}
+	}
 	return w, nil
+}
+
+// runTools runs the calls of one reply, in order, and returns one tool
+// message per call. Bad calls are error results the model reads; only a
+// broken tool (or ctx) is an error.
+func (w *AgentEnv) runTools(ctx context.Context, calls []episode.ToolCall) ([]episode.Message, int, error) {
+	out := make([]episode.Message, 0, len(calls))
+	failed := 0
+	for _, c := range calls {
+		var res tool.Result
+		if c.Function.Name == "" {
+			res = tool.Errorf("error: the tool call could not be read; write <tool_call>{\"name\": ..., \"arguments\": {...}}</tool_call> with valid JSON")
+		} else {
+			var err error
+			res, err = w.toolbox.Call(ctx, c.Function.Name, c.Function.Arguments)
+			if err != nil {
+				return nil, failed, fmt.Errorf("tool %s: %w", c.Function.Name, err)
+			}
+		}
+		if res.IsError {
+			failed++
+		}
+		out = append(out, episode.Message{Role: "tool", ToolCallID: c.ID, Name: c.Function.Name, Content: res.Text})
+	}
+	return out, failed, nil
 }
 
 // Run plays one episode: reset the env, then up to maxSteps turns of
@@ -133,6 +180,7 @@ func (w *AgentEnv) Run(ctx context.Context, task episode.Task, episodeID string)
 	}
 	ag.UpdateFromEnv(obs, 0, false, info)
 
+	toolRounds := 0
 	for turn := 0; turn < w.maxSteps; turn++ {
 		if err := ctx.Err(); err != nil {
 			return fail(ep, ctx, err)
@@ -169,6 +217,31 @@ func (w *AgentEnv) Run(ctx context.Context, task episode.Task, episodeID string)
 		recordSample(st, resp)
 		if st.Observation == nil {
 			st.Observation = obs
+		}
+		if tu, ok := ag.(agent.ToolUser); ok && w.toolbox != nil && len(action.ToolCalls) > 0 {
+			// A reply that calls tools: run them and ask again. The env
+			// only sees the final answer; these calls do not count as
+			// env turns, but are bounded by agent.max_steps.
+			if resp.FinishReason == "length" {
+				ep.TerminationReason = episode.TerminationMaxResponseLength
+				return ep, nil
+			}
+			results, failed, err := w.runTools(ctx, action.ToolCalls)
+			if err != nil {
+				return fail(ep, ctx, err)
+			}
+			if st.Info == nil {
+				st.Info = map[string]any{}
+			}
+			st.Info["tool_calls"], st.Info["tool_errors"] = len(action.ToolCalls), failed
+			tu.UpdateFromTools(results)
+			toolRounds++
+			if toolRounds >= w.maxToolRounds {
+				ep.TerminationReason = episode.TerminationMaxTurns
+				return ep, nil
+			}
+			turn--
+			continue
 		}
 
 		res, err := e.Step(ctx, action)
@@ -235,7 +308,9 @@ func (w *AgentEnv) finish(ep *episode.Episode, ag agent.Agent, task episode.Task
 		total += s.Reward
 	}
 	traj.Reward = total
-	ShapeRewards(traj.Steps, w.bonus, w.gamma)
+	if err := ShapeRewards(traj.Steps, w.bonus, w.gamma); err != nil {
+		ep.TerminationReason, ep.Error = episode.TerminationError, "step rewards: "+err.Error()
+	}
 	ep.Trajectories = []episode.Trajectory{traj}
 	ep.IsCorrect = total > 0
 	if n := len(traj.Steps); n > 0 {
@@ -257,7 +332,7 @@ func (w *AgentEnv) finish(ep *episode.Episode, ag agent.Agent, task episode.Task
 // passed, error otherwise.
 func fail(ep *episode.Episode, ctx context.Context, err error) (*episode.Episode, error) {
 	ep.TerminationReason = episode.TerminationError
-	if ctx != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+	if errors.Is(err, env.ErrTimeout) || (ctx != nil && errors.Is(ctx.Err(), context.DeadlineExceeded)) {
 		ep.TerminationReason = episode.TerminationTimeout
 	}
 	ep.Error = err.Error()

@@ -1,6 +1,9 @@
 package workflow
 
-import "github.com/rllm-org/rllm-go/pkg/episode"
+import (
+	"github.com/rllm-org/rllm-go/pkg/episode"
+	"github.com/rllm-org/rllm-go/pkg/ppo"
+)
 
 // ShapeRewards applies rLLM's step-reward shaping and Monte Carlo returns
 // to steps, in place:
@@ -10,19 +13,26 @@ import "github.com/rllm-org/rllm-go/pkg/episode"
 //
 // bonus 0 leaves rewards as they are; gamma 0 makes each return its own
 // (shaped) step reward.
-func ShapeRewards(steps []episode.Step, bonus, gamma float64) {
-	if bonus != 0 && len(steps) > 1 {
-		raw := make([]float64, len(steps))
-		for i := range steps {
-			raw[i] = steps[i].Reward
-		}
+// The returns are ppo.MonteCarloReturns; a non-finite reward or gamma
+// (which it refuses) leaves every return 0 and is reported.
+func ShapeRewards(steps []episode.Step, bonus, gamma float64) error {
+	raw := make([]float64, len(steps))
+	for i := range steps {
+		raw[i] = steps[i].Reward
+	}
+	if bonus != 0 {
 		for i := 1; i < len(steps); i++ {
 			steps[i].Reward += bonus * (raw[i] - raw[i-1])
 		}
 	}
-	g := 0.0
-	for i := len(steps) - 1; i >= 0; i-- {
-		g = steps[i].Reward + gamma*g
-		steps[i].MCReturn = g
+	shaped := make([]float64, len(steps))
+	for i := range steps {
+		shaped[i] = steps[i].Reward
 	}
+	returns := make([]float64, len(steps))
+	err := ppo.MonteCarloReturns(shaped, []int{0, len(steps)}, gamma, returns)
+	for i := range steps {
+		steps[i].MCReturn = returns[i]
+	}
+	return err
 }

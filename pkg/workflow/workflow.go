@@ -13,6 +13,7 @@ import (
 	"github.com/rllm-org/rllm-go/pkg/episode"
 	"github.com/rllm-org/rllm-go/pkg/registry"
 	"github.com/rllm-org/rllm-go/pkg/sampler"
+	"github.com/rllm-org/rllm-go/pkg/tool"
 )
 
 // Workflow runs one episode. The rollout engine builds one Workflow per
@@ -41,6 +42,12 @@ type Deps struct {
 	ChatTemplateKwargs map[string]any
 	// Tools are offered to the model on every call (OpenAI function tools).
 	Tools []sampler.Tool
+	// Toolbox runs the tool calls of agents that use tools
+	// (agent.ToolUser); its tools are offered besides Tools. When nil and
+	// ToolConfig selects tools, the workflow opens the shared Set for
+	// ToolConfig (tool.Shared) once per process.
+	Toolbox    *tool.Set
+	ToolConfig tool.Config
 	// MaxSteps caps the agent ⇄ env turns of multi_turn (rLLM's
 	// agent.max_steps); 0 means 20.
 	MaxSteps int

@@ -76,7 +76,7 @@ func init() {
 	})
 	env.Register(env.Definition{
 		Name: "test_guess", Description: "test env",
-		Args: []registry.Arg{{Name: "target", Type: "int", Default: 5, Doc: "the number"}},
+		Args: []registry.Arg{{Name: "target", Type: "int", Default: 5, Doc: "the number", FromTask: true}},
 		New: func(_ episode.Task, args registry.Values) (env.Env, error) {
 			return &guessEnv{target: args.Int("target")}, nil
 		},
@@ -226,12 +226,12 @@ func TestConfigErrors(t *testing.T) {
 		mod  func(*workflow.Deps)
 		want string
 	}{
-		{"unknown workflow", "multi_trun", nil, nil, `workflow.name "multi_trun" is not a registered workflow; did you mean "multi_turn"?`},
-		{"unknown workflow arg", "multi_turn", map[string]any{"gama": 1.0}, nil, "workflow.args.gama is not an accepted argument; did you mean workflow.args.gamma?"},
-		{"bad type", "multi_turn", map[string]any{"gamma": "high"}, nil, "workflow.args.gamma must be a float"},
-		{"unknown agent", "single_turn", nil, func(d *workflow.Deps) { d.Agent.Name = "test_gues" }, `agent.name "test_gues" is not a registered agent; did you mean "test_guess"?`},
-		{"unknown env arg", "single_turn", nil, func(d *workflow.Deps) { d.Env.Args = map[string]any{"targte": 3} }, "env.args.targte is not an accepted argument; did you mean env.args.target?"},
-		{"agent takes no args", "single_turn", nil, func(d *workflow.Deps) { d.Agent.Args = map[string]any{"x": 1} }, "agent.args.x is not an accepted argument; this takes no arguments"},
+		{"unknown workflow", "multi_trun", nil, nil, `workflow.name: "multi_trun" is not a registered workflow; did you mean "multi_turn"?`},
+		{"unknown workflow arg", "multi_turn", map[string]any{"gama": 1.0}, nil, "workflow.args.gama: is not an accepted argument; did you mean workflow.args.gamma?"},
+		{"bad type", "multi_turn", map[string]any{"gamma": "high"}, nil, "workflow.args.gamma: must be a float"},
+		{"unknown agent", "single_turn", nil, func(d *workflow.Deps) { d.Agent.Name = "test_gues" }, `agent.name: "test_gues" is not a registered agent; did you mean "test_guess"?`},
+		{"unknown env arg", "single_turn", nil, func(d *workflow.Deps) { d.Env.Args = map[string]any{"targte": 3} }, "env.args.targte: is not an accepted argument; did you mean env.args.target?"},
+		{"agent takes no args", "single_turn", nil, func(d *workflow.Deps) { d.Agent.Args = map[string]any{"x": 1} }, "agent.args.x: is not an accepted argument; this takes no arguments"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

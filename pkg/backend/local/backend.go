@@ -111,7 +111,7 @@ func submit[T any](b *Backend, ctx context.Context, fn func() (T, error)) *backe
 
 // Info describes the model.
 func (b *Backend) Info() backend.ModelInfo {
-	return backend.ModelInfo{Name: b.name, VocabSize: TokenizerVocab, MaxContext: b.cfg.Context, SupportedLosses: backend.BuiltinLosses()}
+	return backend.ModelInfo{Name: b.name, VocabSize: TokenizerVocab, MaxContext: b.cfg.Context, SupportedLosses: backend.BuiltinLosses(), Entropy: true}
 }
 
 // Config is the model's configuration.
@@ -194,13 +194,28 @@ func (b *Backend) compute(ctx context.Context, data []backend.Datum, loss backen
 				ws.targetLogprobs(d.LossFnInputs.TargetTokens, lp)
 				el := make([]float64, n)
 				dlp := make([]float64, n)
+				ent := make([]float64, n)
 				for t := range n {
 					el[t], dlp[t] = loss.Token(&d.LossFnInputs, t, lp[t])
+					ent[t] = ws.entropy(t)
 				}
-				outs[i] = backend.LossFnOutput{Logprobs: lp, ElementwiseLoss: el}
+				var dH []float64
+				if ew := d.LossFnInputs.EntropyWeights; ew != nil {
+					// The bonus −Σ e·H: ∂loss/∂H = −e (masked like every term).
+					dH = make([]float64, n)
+					for t := range n {
+						m := 1.0
+						if d.LossFnInputs.Mask != nil {
+							m = d.LossFnInputs.Mask[t]
+						}
+						dH[t] = -ew[t] * m
+						el[t] += dH[t] * ent[t]
+					}
+				}
+				outs[i] = backend.LossFnOutput{Logprobs: lp, ElementwiseLoss: el, Entropies: ent}
 				if withGrad {
 					// The loss is minimised: its gradient wrt lp is dlp.
-					ws.backward(w, g, d.Input, d.LossFnInputs.TargetTokens, dlp)
+					ws.backward(w, g, d.Input, d.LossFnInputs.TargetTokens, dlp, dH)
 				}
 			}
 		}()

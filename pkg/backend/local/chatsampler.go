@@ -94,3 +94,10 @@ func ReplyText(seq backend.SampledSequence) (string, error) {
 	}
 	return text, nil
 }
+
+// ChatSampler samples from snap with the ChatML template and the byte
+// tokenizer (backend.TrainingBackend).
+func (b *Backend) ChatSampler(snap backend.TokenSampler) sampler.Sampler { return NewChatSampler(snap) }
+
+// Codec is the byte tokenizer (backend.TrainingBackend).
+func (b *Backend) Codec() backend.Codec { return Tokenizer{} }

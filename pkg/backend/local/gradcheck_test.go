@@ -13,10 +13,16 @@ func tinyConfig() Config {
 }
 
 // TestGradientsMatchFiniteDifferences checks the hand-written backward
-// pass of every op against central differences of the float32 forward.
+// pass of every op against central differences of the float32 forward,
+// for Σ coef·logprob and, with entropy weights, Σ coef·logprob + Σ e·H.
 // The weights are drawn wider than the real initialisation (std 0.3) so
 // every path carries a gradient well above float32 rounding noise.
 func TestGradientsMatchFiniteDifferences(t *testing.T) {
+	t.Run("logprobs", func(t *testing.T) { checkGradients(t, nil) })
+	t.Run("logprobs and entropy", func(t *testing.T) { checkGradients(t, []float64{1, -0.5, 0, 2, 0.75, -1, 0.3}) })
+}
+
+func checkGradients(t *testing.T, dH []float64) {
 	cfg := tinyConfig().withDefaults()
 	_, n := layout(cfg)
 	rng := rand.New(rand.NewPCG(7, 7))
@@ -40,11 +46,14 @@ func TestGradientsMatchFiniteDifferences(t *testing.T) {
 		var s float64
 		for i := range lp {
 			s += coef[i] * lp[i]
+			if dH != nil {
+				s += dH[i] * ws.entropy(i)
+			}
 		}
 		return s
 	}
 	objective()
-	ws.backward(w, g, tokens, targets, coef)
+	ws.backward(w, g, tokens, targets, coef, dH)
 
 	const h = 1e-2
 	checked, worst := 0, 0.0
@@ -80,4 +89,32 @@ func paramName(c Config, i int) string {
 		}
 	}
 	return "?"
+}
+
+// Entropy against worked values: uniform logits give log V; two equal
+// logits far above the rest give log 2; one dominant logit gives ≈ 0.
+func TestEntropyWorkedValues(t *testing.T) {
+	ws := newWorkspace(tinyConfig())
+	V := TokenizerVocab
+	set := func(row []float32) {
+		copy(ws.logits[:V], row)
+		ws.lse[0] = logSumExp(row)
+	}
+	tests := []struct {
+		name string
+		row  func([]float32)
+		want float64
+	}{
+		{"uniform", func(r []float32) {}, math.Log(float64(V))},
+		{"two of all", func(r []float32) { r[3], r[9] = 60, 60 }, math.Log(2)},
+		{"one of all", func(r []float32) { r[5] = 80 }, 0},
+	}
+	for _, tt := range tests {
+		row := make([]float32, V)
+		tt.row(row)
+		set(row)
+		if got := ws.entropy(0); math.Abs(got-tt.want) > 1e-6 {
+			t.Errorf("%s: entropy %g, want %g", tt.name, got, tt.want)
+		}
+	}
 }

@@ -39,7 +39,7 @@ func (Tokenizer) VocabSize() int { return TokenizerVocab }
 func (Tokenizer) IsSpecial(id int) bool { return id >= 256 && id < TokenizerVocab }
 
 // StopTokens end every sampled sequence: <|eos|> and <|im_end|>.
-func (Tokenizer) StopTokens() []int { return []int{TokenEOS, TokenImEnd} }
+func (Tokenizer) StopTokens() []int { return []int{TokenImEnd, TokenEOS} }
 
 // Encode turns text into byte tokens. With special set, the literal
 // strings "<|im_start|>" etc. become their special tokens (as vLLM's

@@ -64,22 +64,33 @@ func (ws *workspace) forward(w *weights, tokens []int) {
 	}
 }
 
-// backward adds to g the gradient of Σ_i dlp[i]·log p(targets[i]) after
-// forward has run on the same tokens.
-func (ws *workspace) backward(w, g *weights, tokens, targets []int, dlp []float64) {
+// backward adds to g the gradient of Σ_i dlp[i]·log p(targets[i]) +
+// dH[i]·H_i (H_i the entropy of position i's distribution; dH may be nil)
+// after forward has run on the same tokens and entropies (when dH is set).
+func (ws *workspace) backward(w, g *weights, tokens, targets []int, dlp, dH []float64) {
 	c := ws.cfg
 	T, d, ff, V := ws.T, c.DModel, c.DFF, TokenizerVocab
-	// ∂lp/∂logits = onehot(target) − softmax(logits).
+	// ∂lp/∂z_v = onehot(target)_v − p_v;  ∂H/∂z_v = −p_v·(log p_v + H).
 	dlogits := ws.dlogits[:T*V]
 	for i := range T {
 		row, drow := ws.logits[i*V:(i+1)*V], dlogits[i*V:(i+1)*V]
-		if dlp[i] == 0 {
+		var dh float64
+		if dH != nil {
+			dh = dH[i]
+		}
+		if dlp[i] == 0 && dh == 0 {
 			clear(drow)
 			continue
 		}
 		lse := ws.lse[i]
+		var h float64
+		if dh != 0 {
+			h = ws.entropy(i)
+		}
 		for v, z := range row {
-			drow[v] = float32(-dlp[i] * math.Exp(float64(z)-lse))
+			logp := float64(z) - lse
+			p := math.Exp(logp)
+			drow[v] = float32(-dlp[i]*p - dh*p*(logp+h))
 		}
 		drow[targets[i]] += float32(dlp[i])
 	}
@@ -156,4 +167,17 @@ func (ws *workspace) targetLogprobs(targets []int, out []float64) {
 	for i, t := range targets {
 		out[i] = float64(ws.logits[i*V+t]) - ws.lse[i]
 	}
+}
+
+// entropy is the entropy of position i's next-token distribution (at
+// temperature 1), from the logits of a forward.
+func (ws *workspace) entropy(i int) float64 {
+	V := TokenizerVocab
+	lse := ws.lse[i]
+	var h float64
+	for _, z := range ws.logits[i*V : (i+1)*V] {
+		logp := float64(z) - lse
+		h -= math.Exp(logp) * logp
+	}
+	return h
 }

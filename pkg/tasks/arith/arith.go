@@ -19,7 +19,7 @@ func init() {
 	agent.Register(agent.Definition{
 		Name:        "arith",
 		Description: `sends the bare question ("3+4="), nothing else`,
-		Args:        agent.PromptArgs("", ""),
+		Params:      agent.PromptParams{},
 		New:         agent.NewPrompt,
 	})
 	env.RegisterScored("arith", "arith", "single turn: 1 for the exact integer, format_score for a wrong bare integer")

@@ -18,7 +18,7 @@ func init() {
 	agent.Register(agent.Definition{
 		Name:        "countdown",
 		Description: "asks the countdown question (the row's question, built by the generator)",
-		Args:        agent.PromptArgs("", ""),
+		Params:      agent.PromptParams{},
 		New:         agent.NewPrompt,
 	})
 	env.RegisterScored("countdown", "countdown", "single turn: 1.0 for a correct <answer> equation, 0.1 for a wrong one, 0 without answer")

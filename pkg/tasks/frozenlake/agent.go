@@ -20,13 +20,16 @@ func init() {
 	agent.Register(agent.Definition{
 		Name:        "frozenlake",
 		Description: "shows the grid as text and reads a move from the reply's last ```...``` block",
-		Args: []registry.Arg{
-			{Name: "system_prompt", Type: "string", Default: SystemPrompt, Doc: "system message"},
-		},
+		Params:      AgentParams{System: SystemPrompt},
 		New: func(args registry.Values) (agent.Agent, error) {
-			return &Agent{System: args.String("system_prompt")}, nil
+			return &Agent{System: registry.As[AgentParams](args).System}, nil
 		},
 	})
+}
+
+// AgentParams are the agent's arguments.
+type AgentParams struct {
+	System string `arg:"system_prompt" doc:"system message"`
 }
 
 // Agent plays FrozenLake through chat.

@@ -10,23 +10,35 @@ import (
 	"github.com/rllm-org/rllm-go/pkg/env"
 	"github.com/rllm-org/rllm-go/pkg/episode"
 	"github.com/rllm-org/rllm-go/pkg/registry"
+	"github.com/rllm-org/rllm-go/pkg/usererr"
 )
 
 func init() {
 	env.Register(env.Definition{
 		Name:        "frozenlake",
 		Description: "Gymnasium FrozenLake: reach G without falling into a hole; task rows set seed, size, p",
-		Args: []registry.Arg{
-			{Name: "size", Type: "int", Default: 4, Doc: "side of a random map"},
-			{Name: "p", Type: "float", Default: 0.8, Doc: "probability that a cell of a random map is frozen (not a hole)"},
-			{Name: "seed", Type: "int", Default: 0, Doc: "seeds the map and the slips"},
-			{Name: "is_slippery", Type: "bool", Default: true, Doc: "intended move with probability 1/3, else one of the two perpendicular ones"},
-			{Name: "max_steps", Type: "int", Default: 100, Doc: "moves before the episode is truncated (Gymnasium's 4x4 time limit)"},
-			{Name: "map_name", Type: "string", Default: "", Doc: `a fixed Gymnasium map, "4x4" or "8x8" (empty: random map)`},
-			{Name: "desc", Type: "list", Default: []any(nil), Doc: `a fixed map as rows of S/F/H/G, e.g. ["SF","HG"]`},
+		Params:      Params{},
+		Validate: func(v registry.Values) error {
+			if n := registry.As[Params](v).MapName; n != "" {
+				if _, ok := Maps[n]; !ok {
+					return usererr.Errorf("env.args.map_name %q is not a Gymnasium map; use 4x4 or 8x8", n)
+				}
+			}
+			return nil
 		},
-		New: func(_ episode.Task, args registry.Values) (env.Env, error) { return NewEnv(args) },
+		New: func(_ episode.Task, args registry.Values) (env.Env, error) { return NewEnv(registry.As[Params](args)) },
 	})
+}
+
+// Params are the env's arguments; a task row may set any of them.
+type Params struct {
+	Size       int      `arg:"size" default:"4" range:"[2,64]" task:"true" doc:"side of a random map"`
+	P          float64  `arg:"p" default:"0.8" range:"(0,1]" task:"true" doc:"probability that a cell of a random map is frozen (not a hole)"`
+	Seed       int      `arg:"seed" default:"0" task:"true" doc:"seeds the map and the slips"`
+	IsSlippery bool     `arg:"is_slippery" default:"true" task:"true" doc:"intended move with probability 1/3, else one of the two perpendicular ones"`
+	MaxSteps   int      `arg:"max_steps" default:"100" range:"[1,)" task:"true" doc:"moves before the episode is truncated (Gymnasium's 4x4 time limit)"`
+	MapName    string   `arg:"map_name" task:"true" doc:"a fixed Gymnasium map, \"4x4\" or \"8x8\" (empty: random map)"`
+	Desc       []string `arg:"desc" task:"true" doc:"a fixed map as rows of S/F/H/G, e.g. [\"SF\",\"HG\"]"`
 }
 
 // Env is one FrozenLake episode.
@@ -40,40 +52,33 @@ type Env struct {
 }
 
 // NewEnv builds the env from resolved args (env.args merged with the row).
-func NewEnv(args registry.Values) (*Env, error) {
-	seed := uint64(args.Int("seed"))
+func NewEnv(args Params) (*Env, error) {
+	seed := uint64(args.Seed)
 	var desc []string
 	switch {
-	case len(args.List("desc")) > 0:
-		for _, r := range args.List("desc") {
-			s, ok := r.(string)
-			if !ok {
-				return nil, fmt.Errorf("frozenlake desc holds %v; each row must be a string", r)
-			}
-			desc = append(desc, s)
-		}
-	case args.String("map_name") != "":
-		m, ok := Maps[args.String("map_name")]
+	case len(args.Desc) > 0:
+		desc = args.Desc
+	case args.MapName != "":
+		m, ok := Maps[args.MapName]
 		if !ok {
-			return nil, &registry.ConfigError{Key: "env.args.map_name", Msg: fmt.Sprintf("env.args.map_name %q is not a Gymnasium map; use 4x4 or 8x8", args.String("map_name"))}
+			return nil, usererr.Errorf("frozenlake map_name %q is not a Gymnasium map; use 4x4 or 8x8", args.MapName)
 		}
 		desc = m
 	default:
 		var err error
-		desc, err = GenerateMap(args.Int("size"), args.Float("p"), rand.New(rand.NewPCG(seed, 0)))
+		desc, err = GenerateMap(args.Size, args.P, rand.New(rand.NewPCG(seed, 0)))
 		if err != nil {
 			return nil, err
 		}
 	}
-	lake, err := NewLake(desc, args.Bool("is_slippery"))
+	lake, err := NewLake(desc, args.IsSlippery)
 	if err != nil {
 		return nil, err
 	}
-	maxSteps := args.Int("max_steps")
-	if maxSteps <= 0 {
-		return nil, fmt.Errorf("frozenlake max_steps %d must be positive", maxSteps)
+	if args.MaxSteps <= 0 {
+		return nil, fmt.Errorf("frozenlake max_steps %d must be positive", args.MaxSteps)
 	}
-	return &Env{Lake: lake, MaxSteps: maxSteps, rng: rand.New(rand.NewPCG(seed, 1))}, nil
+	return &Env{Lake: lake, MaxSteps: args.MaxSteps, rng: rand.New(rand.NewPCG(seed, 1))}, nil
 }
 
 // Reset puts the player on S.

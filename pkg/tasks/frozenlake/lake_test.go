@@ -11,7 +11,6 @@ import (
 	"testing"
 
 	"github.com/rllm-org/rllm-go/pkg/episode"
-	"github.com/rllm-org/rllm-go/pkg/registry"
 	"github.com/rllm-org/rllm-go/pkg/sampler/samplertest"
 	"github.com/rllm-org/rllm-go/pkg/workflow"
 )
@@ -77,7 +76,7 @@ func TestSample(t *testing.T) {
 func TestSlipFrequencies(t *testing.T) {
 	// From state 9 (F, all neighbours inside the grid) Down lands on 13
 	// (intended), 10 (Right) or 8 (Left), each about a third of the time.
-	e, err := NewEnv(registry.Values{"desc": toAny(Maps["4x4"]), "is_slippery": true, "max_steps": 1, "seed": 7})
+	e, err := NewEnv(Params{Desc: Maps["4x4"], IsSlippery: true, MaxSteps: 1, Seed: 7})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,7 +161,7 @@ func TestGenerateMap(t *testing.T) {
 func TestSeededGolden(t *testing.T) {
 	var b strings.Builder
 	for _, seed := range []int{0, 1, 42} {
-		e, err := NewEnv(registry.Values{"size": 4, "p": 0.8, "seed": seed, "is_slippery": true, "max_steps": 100})
+		e, err := NewEnv(Params{Size: 4, P: 0.8, Seed: seed, IsSlippery: true, MaxSteps: 100})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -237,7 +236,7 @@ func FuzzParseReply(f *testing.F) {
 				t.Fatalf("accepted %q", move)
 			}
 		}
-		e, _ := NewEnv(registry.Values{"desc": toAny(Maps["4x4"]), "is_slippery": true, "max_steps": 3, "seed": 1})
+		e, _ := NewEnv(Params{Desc: Maps["4x4"], IsSlippery: true, MaxSteps: 3, Seed: 1})
 		e.Reset(context.Background())
 		res, err := e.Step(context.Background(), episode.Action{Content: reply})
 		if err != nil || !ok && res.Info["format_error"] == nil {

@@ -20,14 +20,14 @@ func init() {
 	agent.Register(agent.Definition{
 		Name:        "math",
 		Description: `asks the question with an instruction to answer in \boxed{}`,
-		Args:        agent.PromptArgs("", MathInstruction),
+		Params:      agent.PromptParams{Instruction: MathInstruction},
 		New:         agent.NewPrompt,
 	})
 	env.RegisterScored("math", "math", "single turn: scores the reply's last \\boxed{} against ground_truth")
 	agent.Register(agent.Definition{
 		Name:        "search",
 		Description: "asks a QA question and expects the answer in <answer></answer>",
-		Args:        agent.PromptArgs("", SearchInstruction),
+		Params:      agent.PromptParams{Instruction: SearchInstruction},
 		New:         agent.NewPrompt,
 	})
 	env.RegisterScored("search", "search", "single turn: exact match or token F1 ≥ 0.3 against ground_truth")

@@ -1,0 +1,203 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/rllm-org/rllm-go/pkg/dataset/catalog"
+)
+
+func newDatasetCmd(a *App) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "dataset",
+		Short: "Register datasets by name (kept as parquet under data.datasets_dir) for data.train_files and eval --data",
+		Long: `The dataset registry: a dataset registered once under a name can be used
+wherever a task file is expected: data.train_files=NAME (its train split),
+data.val_files=NAME or rllm eval --data NAME (its test, val or validation
+split), or NAME:SPLIT for any split. Datasets live under data.datasets_dir
+(default ~/.rllm/datasets), each split converted once to parquet.`,
+	}
+	cmd.AddCommand(newDatasetRegisterCmd(a), newDatasetListCmd(a), newDatasetShowCmd(a), newDatasetRmCmd(a))
+	return cmd
+}
+
+// openCatalog loads the config (for data.datasets_dir) and opens it.
+func openCatalog(a *App, cf *configFlags, args []string) (*catalog.Catalog, error) {
+	ld, err := cf.load(a, args)
+	if err != nil {
+		return nil, err
+	}
+	return catalog.Open(ld.Config.Data.DatasetsDir)
+}
+
+type datasetRegisterOptions struct {
+	config configFlags
+	split  string
+	force  bool
+}
+
+func newDatasetRegisterCmd(a *App) *cobra.Command {
+	opts := &datasetRegisterOptions{}
+	cmd := &cobra.Command{
+		Use:   "register NAME --split SPLIT FILE [key=value ...]",
+		Short: "Copy a task file (parquet, jsonl, json, csv) into the registry as NAME's SPLIT",
+		Example: `  rllm dataset register gsm8k --split train gsm8k_train.parquet
+  rllm dataset register gsm8k --split test gsm8k_test.jsonl`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			pos, overrides := splitOverrides(args)
+			if len(pos) != 2 {
+				return usagef("rllm dataset register needs a NAME and a FILE, e.g. rllm dataset register gsm8k --split train train.parquet")
+			}
+			c, err := openCatalog(a, &opts.config, overrides)
+			if err != nil {
+				return err
+			}
+			sp, err := c.Register(cmd.Context(), pos[0], opts.split, pos[1], opts.force)
+			if err != nil {
+				return err
+			}
+			_, err = fmt.Fprintf(a.Stdout, "registered %s:%s: %d rows, columns %s\n", pos[0], opts.split, sp.Rows, strings.Join(sp.Columns, ", "))
+			return err
+		},
+	}
+	opts.config.register(cmd)
+	cmd.Flags().StringVar(&opts.split, "split", "train", "split name: train, test, val, ...")
+	cmd.Flags().BoolVar(&opts.force, "force", false, "replace the split if it is already registered")
+	return cmd
+}
+
+// splitOverrides separates positional arguments from key=value overrides.
+func splitOverrides(args []string) (pos, overrides []string) {
+	for _, a := range args {
+		if strings.Contains(a, "=") && !strings.ContainsAny(strings.SplitN(a, "=", 2)[0], "/\\") {
+			overrides = append(overrides, a)
+		} else {
+			pos = append(pos, a)
+		}
+	}
+	return pos, overrides
+}
+
+type datasetListOptions struct {
+	config configFlags
+}
+
+func newDatasetListCmd(a *App) *cobra.Command {
+	opts := &datasetListOptions{}
+	cmd := &cobra.Command{
+		Use:   "list [key=value ...]",
+		Short: "List the registered datasets and their splits",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := openCatalog(a, &opts.config, args)
+			if err != nil {
+				return err
+			}
+			list, err := c.List()
+			if err != nil {
+				return err
+			}
+			if a.jsonResults() {
+				if list == nil {
+					list = []catalog.Info{}
+				}
+				return writeJSON(a, list)
+			}
+			if len(list) == 0 {
+				fmt.Fprintf(a.Stderr, "rllm: no datasets are registered in %s\n", c.Dir)
+				return nil
+			}
+			w := tabwriter.NewWriter(a.Stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(w, "NAME\tSPLITS")
+			for _, in := range list {
+				var parts []string
+				for _, s := range in.SplitNames() {
+					parts = append(parts, fmt.Sprintf("%s (%d rows)", s, in.Splits[s].Rows))
+				}
+				fmt.Fprintf(w, "%s\t%s\n", in.Name, strings.Join(parts, ", "))
+			}
+			return w.Flush()
+		},
+	}
+	opts.config.register(cmd)
+	return cmd
+}
+
+func writeJSON(a *App, v any) error {
+	enc := json.NewEncoder(a.Stdout)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v)
+}
+
+func newDatasetShowCmd(a *App) *cobra.Command {
+	opts := &datasetListOptions{}
+	cmd := &cobra.Command{
+		Use:   "show NAME [key=value ...]",
+		Short: "Show a registered dataset: its splits, rows, columns and sources",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			pos, overrides := splitOverrides(args)
+			if len(pos) != 1 {
+				return usagef("rllm dataset show needs one dataset NAME")
+			}
+			c, err := openCatalog(a, &opts.config, overrides)
+			if err != nil {
+				return err
+			}
+			in, err := c.Show(pos[0])
+			if err != nil {
+				return err
+			}
+			if a.jsonResults() {
+				return writeJSON(a, in)
+			}
+			w := tabwriter.NewWriter(a.Stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(w, "SPLIT\tROWS\tCOLUMNS\tSOURCE\tREGISTERED")
+			for _, s := range in.SplitNames() {
+				sp := in.Splits[s]
+				fmt.Fprintf(w, "%s\t%d\t%s\t%s\t%s\n", s, sp.Rows, strings.Join(sp.Columns, ","), sp.Source, sp.RegisteredAt.Format("2006-01-02 15:04:05Z"))
+			}
+			return w.Flush()
+		},
+	}
+	opts.config.register(cmd)
+	return cmd
+}
+
+type datasetRmOptions struct {
+	config configFlags
+	split  string
+}
+
+func newDatasetRmCmd(a *App) *cobra.Command {
+	opts := &datasetRmOptions{}
+	cmd := &cobra.Command{
+		Use:   "rm NAME [--split SPLIT] [key=value ...]",
+		Short: "Remove a registered dataset, or one of its splits",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			pos, overrides := splitOverrides(args)
+			if len(pos) != 1 {
+				return usagef("rllm dataset rm needs one dataset NAME")
+			}
+			c, err := openCatalog(a, &opts.config, overrides)
+			if err != nil {
+				return err
+			}
+			if err := c.Remove(pos[0], opts.split); err != nil {
+				return err
+			}
+			what := pos[0]
+			if opts.split != "" {
+				what += ":" + opts.split
+			}
+			_, err = fmt.Fprintf(a.Stdout, "removed %s\n", what)
+			return err
+		},
+	}
+	opts.config.register(cmd)
+	cmd.Flags().StringVar(&opts.split, "split", "", "remove only this split")
+	return cmd
+}

@@ -1,0 +1,286 @@
+package trainer
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/rllm-org/rllm-go/pkg/episode"
+	"github.com/rllm-org/rllm-go/pkg/rollout"
+)
+
+// trainStep is one step of the loop, as the Tinker cookbook's rl/train.py
+// reads: sample groups → score → filter → advantages → datums → train
+// step → publish. It returns the step's metrics (rLLM's names). The
+// dataloader only moves on when the step completes, so an interrupted
+// step is redone, batch and all, on resume.
+func (t *Trainer) trainStep(ctx context.Context) (map[string]float64, error) {
+	clock := newStopwatch(t.now)
+	before := t.loader.State()
+	batch := t.loader.Next()
+	m, err := t.runStep(ctx, batch.Tasks, clock)
+	if err != nil {
+		t.loader.Restore(before)
+		return nil, err
+	}
+	m["training/global_step"] = float64(t.step + 1)
+	m["training/epoch"] = float64(batch.Epoch)
+	m["timing_s/step"] = clock.total().Seconds()
+	return m, nil
+}
+
+func (t *Trainer) runStep(ctx context.Context, tasks []episode.Task, clock *stopwatch) (map[string]float64, error) {
+	groups, eng, err := t.sampleGroups(ctx, tasks)
+	if err != nil {
+		return nil, err
+	}
+	m := episodeMetrics(groups)
+	m["rollout/retries"] = float64(eng.Metrics().Retries)
+	m["timing_s/gen"] = clock.lap().Seconds()
+
+	ast, err := assemble(groups, t.plan.Assemble)
+	if err != nil {
+		return nil, err
+	}
+	m["batch/token_mismatch"] = float64(ast.TokenMismatches)
+	m["batch/truncated_dropped"] = float64(ast.TruncatedDropped)
+
+	groups, skip, err := t.filter(groups, m)
+	if err != nil {
+		return nil, err
+	}
+	if !skip && t.ref != nil {
+		if err := referenceLogprobs(ctx, t.ref, miniBatches(groups, t.plan.Update.MiniBatchTasks)); err != nil {
+			return nil, fmt.Errorf("reference logprobs: %w", err)
+		}
+		if beta := t.plan.Reference.RewardKLCoef; beta != 0 {
+			kl, err := klInReward(samples(groups), beta, t.plan.Reference.RewardKLType)
+			if err != nil {
+				return nil, err
+			}
+			m["actor/reward_kl_penalty"], m["actor/reward_kl_penalty_coeff"] = kl, beta
+		}
+	}
+	if !skip {
+		if err := computeAdvantages(groups, &t.plan.Advantage, &t.ws); err != nil {
+			return nil, err
+		}
+		if t.plan.Filters.DropZeroAdvantage {
+			var dropped int
+			if groups, dropped, err = dropZeroAdvantage(groups, &t.ws); err != nil {
+				return nil, err
+			}
+			m["batch/uniform_groups_dropped"] = float64(dropped)
+		}
+		merge(m, advantageMetrics(groups))
+	}
+	m["timing_s/adv"] = clock.lap().Seconds()
+
+	mini := miniBatches(groups, t.plan.Update.MiniBatchTasks)
+	adam := t.plan.Adam(t.step, t.totalSteps)
+	m["actor/lr"] = adam.LearningRate
+	if skip || len(mini) == 0 {
+		m["batch/skipped"] = 1
+	} else {
+		st, err := update(ctx, t.be, &t.plan.Update, mini, adam)
+		if err != nil {
+			return nil, err
+		}
+		merge(m, updateMetrics(st))
+	}
+	m["timing_s/update_actor"] = clock.lap().Seconds()
+	if err := t.publish(ctx); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// sampleGroups runs rollout.n episodes of every task on the newest
+// weights and groups them by task.
+func (t *Trainer) sampleGroups(ctx context.Context, tasks []episode.Task) ([]Group, *rollout.Engine, error) {
+	eng, err := rollout.NewRunner(t.plan.Workflow, t.chat, t.plan.Train.Params, t.plan.Train.N, t.runnerFor(phaseTrain), nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	eps, err := eng.Run(ctx, tasks)
+	if err != nil {
+		return nil, nil, err
+	}
+	groups, err := groupEpisodes(eps, t.plan.Train.N)
+	return groups, eng, err
+}
+
+// filter applies rejection sampling (keeping at most data.train_batch_size
+// groups of the multiplied draw) and compact filtering. skip says too few
+// partly solved groups are left for an update
+// (rejection_sample.min_partial_solve_tasks).
+func (t *Trainer) filter(groups []Group, m map[string]float64) ([]Group, bool, error) {
+	stats, err := solveStats(groups, &t.ws)
+	if err != nil {
+		return nil, false, err
+	}
+	m["batch/solve_none"], m["batch/solve_all"], m["batch/solve_partial"] = stats.Fractions()
+	if t.plan.Filters.Rejection {
+		if groups, _, err = rejectionSample(groups, t.plan.BatchSize, &t.ws); err != nil {
+			return nil, false, err
+		}
+		if len(groups) < t.plan.Filters.MinPartial || len(groups) == 0 {
+			return groups, true, nil
+		}
+	} else if len(groups) > t.plan.BatchSize {
+		groups = groups[:t.plan.BatchSize]
+	}
+	masked, err := compactFilter(groups, t.plan.Filters.Compact)
+	if err != nil {
+		return nil, false, err
+	}
+	m["batch/compact_masked"] = float64(masked)
+	return groups, false, nil
+}
+
+// episodeMetrics are rLLM's per-batch episode numbers: scores, accuracy
+// and termination reasons.
+func episodeMetrics(groups []Group) map[string]float64 {
+	m := map[string]float64{}
+	var scores []float64
+	correct, total := 0, 0
+	for gi := range groups {
+		for _, ep := range groups[gi].Episodes {
+			if ep == nil {
+				continue
+			}
+			total++
+			r := 0.0
+			for _, tr := range ep.Trajectories {
+				r += tr.Reward
+			}
+			if len(ep.Trajectories) > 0 {
+				r /= float64(len(ep.Trajectories))
+			}
+			scores = append(scores, r)
+			if ep.IsCorrect {
+				correct++
+			}
+			m["batch/termination_reason/"+string(ep.TerminationReason)]++
+		}
+	}
+	if total == 0 {
+		return m
+	}
+	m["critic/score/mean"] = mean(scores)
+	m["critic/score/max"] = slices.Max(scores)
+	m["critic/score/min"] = slices.Min(scores)
+	m["batch/accuracy"] = float64(correct) / float64(total)
+	for _, r := range episode.TerminationReasons {
+		k := "batch/termination_reason/" + string(r)
+		if n, ok := m[k]; ok {
+			m[k] = n / float64(total)
+		}
+	}
+	return m
+}
+
+// advantageMetrics summarise the samples that train: rewards, response
+// lengths and the advantages of trained tokens.
+func advantageMetrics(groups []Group) map[string]float64 {
+	m := map[string]float64{}
+	var sum, cnt float64
+	lo, hi := math.Inf(1), math.Inf(-1)
+	var lengths, rewards []float64
+	clipped := 0.0
+	for _, s := range samples(groups) {
+		lengths = append(lengths, float64(len(s.ResponseIDs)))
+		rewards = append(rewards, s.Reward)
+		if s.Termination == episode.TerminationMaxResponseLength {
+			clipped++
+		}
+		if s.Masked {
+			continue
+		}
+		for j, mk := range s.LossMask {
+			if mk != 0 {
+				a := s.AdvantageAt(j)
+				sum += a
+				cnt++
+				lo, hi = math.Min(lo, a), math.Max(hi, a)
+			}
+		}
+	}
+	if len(lengths) == 0 {
+		return m
+	}
+	m["critic/rewards/mean"] = mean(rewards)
+	m["response_length/mean"] = mean(lengths)
+	m["response_length/max"] = slices.Max(lengths)
+	m["response_length/clip_ratio"] = clipped / float64(len(lengths))
+	if cnt > 0 {
+		m["critic/advantages/mean"] = sum / cnt
+		m["critic/advantages/min"] = lo
+		m["critic/advantages/max"] = hi
+	}
+	return m
+}
+
+func updateMetrics(st UpdateStats) map[string]float64 {
+	m := map[string]float64{"actor/updates": float64(st.Updates)}
+	if st.Updates > 0 {
+		m["actor/pg_loss"], m["actor/pg_clipfrac"], m["actor/ppo_kl"], m["actor/grad_norm"] = st.PGLoss, st.ClipFrac, st.PPOKL, st.GradNorm
+		if st.HasEntropy {
+			m["actor/entropy"] = st.Entropy
+		}
+		if st.HasKL {
+			m["actor/kl_loss"] = st.KLLoss
+		}
+	}
+	return m
+}
+
+func mean(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := 0.0
+	for _, x := range xs {
+		s += x
+	}
+	return s / float64(len(xs))
+}
+
+// stopwatch times the phases of a step.
+type stopwatch struct {
+	now         func() time.Time
+	start, last time.Time
+}
+
+func newStopwatch(now func() time.Time) *stopwatch {
+	t := now()
+	return &stopwatch{now: now, start: t, last: t}
+}
+
+// lap is the time since the previous lap (or the start).
+func (s *stopwatch) lap() time.Duration {
+	t := s.now()
+	d := t.Sub(s.last)
+	s.last = t
+	return d
+}
+
+func (s *stopwatch) total() time.Duration { return s.now().Sub(s.start) }
+
+// Rollout phases, to salt their sampling seeds apart.
+const (
+	phaseTrain = iota + 1
+	phaseVal
+	phaseWarmup
+)
+
+// runnerFor is the plan's runner settings with seeds salted by the phase
+// and the step, so no two steps (or a step and its validation) sample
+// with the same seeds.
+func (t *Trainer) runnerFor(phase int) rollout.RunnerOptions {
+	o := t.plan.Runner
+	o.SeedSalt = uint64(phase)<<40 | uint64(t.step)
+	return o
+}

@@ -1,0 +1,505 @@
+package trainer
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/rllm-org/rllm-go/pkg/backend"
+	"github.com/rllm-org/rllm-go/pkg/config"
+	"github.com/rllm-org/rllm-go/pkg/ppo"
+	"github.com/rllm-org/rllm-go/pkg/rollout"
+	"github.com/rllm-org/rllm-go/pkg/sampler"
+	"github.com/rllm-org/rllm-go/pkg/tasks"
+	"github.com/rllm-org/rllm-go/pkg/usererr"
+	"github.com/rllm-org/rllm-go/pkg/workflow"
+)
+
+// Plan is the configuration read once and checked once: everything the
+// loop below needs, in the loop's own terms. Nothing under the plan reads
+// the config. NewPlan refuses whatever the trainer cannot honour, and
+// `rllm validate-config` calls it too, so both refuse with the same words.
+type Plan struct {
+	Backend string
+
+	// Data: tasks per step, and how many are drawn before rejection
+	// sampling keeps BatchSize of them (rejection_sample.multiplier).
+	BatchSize, DrawSize int
+	Shuffle, DropLast   bool
+	DataSeed            uint64
+	// TotalEpochs bounds the run unless TotalSteps is set.
+	TotalEpochs int
+	TotalSteps  *int
+
+	// Rollouts.
+	Workflow         workflow.Spec
+	Train, Val       RolloutPlan
+	Runner           rollout.RunnerOptions
+	Assemble         rollout.AssembleOptions
+	ValBatchSize     int
+	MaxResponseLen   int
+	ChatTemplateArgs map[string]any
+
+	Filters   FilterPlan
+	Reference ReferencePlan
+	Advantage AdvantagePlan
+	Update    UpdatePlan
+	Cadence   CadencePlan
+	Warmup    WarmupPlan
+
+	Dir  string
+	Seed int
+}
+
+// RolloutPlan is one phase's sampling: N episodes per task with Params.
+type RolloutPlan struct {
+	N      int
+	Params sampler.Params
+}
+
+// FilterPlan is which episodes train (rLLM's rllm.rejection_sample,
+// compact_filtering).
+type FilterPlan struct {
+	// Rejection drops groups that are all solved or all unsolved and skips
+	// the step when fewer than MinPartial groups remain.
+	Rejection  bool
+	MinPartial int
+	// DropZeroAdvantage drops groups whose advantages are all zero
+	// (filter_uniform_groups), after the estimators ran, as rLLM does.
+	DropZeroAdvantage bool
+	Compact           ppo.CompactFilter
+}
+
+// ReferencePlan is the frozen reference policy the KL terms compare
+// against, and the in-reward KL penalty.
+type ReferencePlan struct {
+	// Needed when a KL loss or an in-reward KL is on.
+	Needed bool
+	// Path is a checkpoint the backend loads as the reference
+	// (actor.ref_path); empty means the policy as training starts.
+	Path string
+	// RewardKLCoef and RewardKLType fold β·kl(old, ref) into the rewards
+	// (algorithm.use_kl_in_reward, kl_coef, kl_penalty); 0 disables it.
+	RewardKLCoef float64
+	RewardKLType ppo.KLType
+}
+
+// StepwiseMode says how multi-step trajectories get advantages.
+type StepwiseMode string
+
+// Stepwise modes (rllm.stepwise_advantage).
+const (
+	StepwiseOff       StepwiseMode = ""
+	StepwiseBroadcast StepwiseMode = "broadcast"
+	StepwisePerStep   StepwiseMode = "per_step"
+)
+
+// AdvantagePlan is how rewards become advantages (pkg/ppo).
+type AdvantagePlan struct {
+	Estimators       ppo.RoleEstimators
+	Config           ppo.Config
+	Stepwise         StepwiseMode
+	NormalizeBySteps bool
+}
+
+// UpdatePlan is how a batch updates the policy.
+type UpdatePlan struct {
+	// Loss is computed client side (pkg/ppo): a forward for the current
+	// logprobs, the loss and its gradient in Go, then forward_backward
+	// with cross_entropy and weights = −gradient. It gives verl's
+	// objective exactly on any backend that has cross_entropy.
+	Loss ppo.LossConfig
+	// MiniBatchTasks is actor.ppo_mini_batch_size in task groups; each
+	// mini-batch is one optimizer step, repeated for Epochs passes.
+	MiniBatchTasks, Epochs int
+	LR                     LRSchedule
+	Adam                   backend.AdamParams // LearningRate set per step
+}
+
+// LRSchedule is Hugging Face's warm-up then constant or cosine, as verl
+// uses it.
+type LRSchedule struct {
+	Base        float64
+	WarmupSteps int     // < 0: WarmupRatio of the total steps
+	WarmupRatio float64 // used when WarmupSteps < 0
+	Cosine      bool
+	MinRatio    float64
+}
+
+// At is the learning rate of step s (0-based) of total.
+func (l LRSchedule) At(s, total int) float64 {
+	warm := l.WarmupSteps
+	if warm < 0 {
+		warm = int(l.WarmupRatio * float64(total))
+	}
+	if s < warm {
+		return l.Base * float64(s) / float64(warm)
+	}
+	if !l.Cosine || total <= warm {
+		return l.Base
+	}
+	progress := float64(s-warm) / float64(total-warm)
+	return l.Base * (l.MinRatio + (1-l.MinRatio)*0.5*(1+math.Cos(math.Pi*progress)))
+}
+
+// CadencePlan is when the loop validates, checkpoints and logs.
+type CadencePlan struct {
+	SaveFreq, TestFreq      int
+	ValBeforeTrain, ValOnly bool
+	MaxCkptToKeep           *int
+	ResumeMode              string
+	ResumeFrom              string
+	Console, JSONL          bool
+}
+
+// WarmupPlan is the embedded policy's answer-format warm-up
+// (backend.local.warmup_steps).
+type WarmupPlan struct {
+	Steps int
+	LR    float64
+}
+
+// NewPlan reads c into a plan, refusing (all at once, one line each)
+// every setting the trainer would otherwise accept and ignore.
+func NewPlan(c *config.Config) (*Plan, error) {
+	var errs []error
+	refuse := func(format string, args ...any) { errs = append(errs, usererr.Errorf(format, args...)) }
+
+	p := &Plan{
+		Backend:   c.Backend.Name,
+		BatchSize: c.Data.TrainBatchSize, DrawSize: c.Data.TrainBatchSize,
+		Shuffle: c.Data.Shuffle, DropLast: c.Data.DropLast, DataSeed: uint64(c.Data.Seed),
+		TotalEpochs: c.Trainer.TotalEpochs, TotalSteps: c.Trainer.TotalTrainingSteps,
+		Workflow:       workflow.SpecFromConfig(c),
+		Train:          RolloutPlan{N: c.Rollout.N, Params: seededParams(TrainParams(c), c)},
+		Val:            RolloutPlan{N: c.Rollout.ValKwargs.N, Params: seededParams(ValParams(c), c)},
+		Runner:         rollout.RunnerOptionsFromConfig(c),
+		ValBatchSize:   c.Data.ValBatchSize,
+		MaxResponseLen: c.Data.MaxResponseLength,
+		Assemble: rollout.AssembleOptions{
+			MaxPromptLength:      c.Data.MaxPromptLength,
+			MaxResponseLength:    c.Data.MaxResponseLength,
+			PerStep:              c.Algorithm.StepwiseAdvantage.Enable,
+			FilterTokenMismatch:  c.Filters.FilterTokenMismatch,
+			OverlongFilter:       c.Agent.OverlongFilter,
+			MaskTruncatedSamples: c.Filters.MaskTruncatedSamples,
+		},
+		Dir:  c.Trainer.DefaultLocalDir,
+		Seed: c.Trainer.Seed,
+	}
+
+	// Backend and where rollouts come from.
+	if !slices.Contains(backend.Names(), c.Backend.Name) {
+		refuse("backend.name: the %s backend is not available in this build; use one of %s", c.Backend.Name, strings.Join(backend.Names(), ", "))
+	}
+	if c.Rollout.Engine != "auto" {
+		refuse("rollout.engine: training with %s rollouts needs the trainer to publish each step's weights to the servers, which it does not do yet; use rollout.engine=auto (the backend's own sampler) for training and %s for rllm eval", c.Rollout.Engine, c.Rollout.Engine)
+	}
+	if c.Backend.Name == "local" {
+		if c.Rollout.Tokenizer != "" {
+			refuse("rollout.tokenizer: the embedded policy (backend.name=local) samples with its own byte tokenizer and ChatML template; remove rollout.tokenizer or train a model that uses it")
+		}
+		if c.Rollout.DisableThinking {
+			refuse("rollout.disable_thinking: the embedded policy's template has no thinking mode to disable; set it to false")
+		}
+	}
+	if c.Rollout.AccumulateReasoning {
+		refuse("rollout.accumulate_reasoning: keeping earlier turns' reasoning in the prompt is not supported by the built-in workflows yet; set it to false")
+	}
+
+	// Filters.
+	rs := c.Filters.RejectionSample
+	if rs.Multiplier < 1 {
+		refuse("filters.rejection_sample.multiplier: %d must be at least 1", rs.Multiplier)
+	} else if rs.Multiplier > 1 {
+		if !rs.Enable {
+			refuse("filters.rejection_sample.multiplier: %d draws extra tasks for rejection sampling to choose from, which is off; set filters.rejection_sample.enable=true or multiplier=1", rs.Multiplier)
+		}
+		p.DrawSize = c.Data.TrainBatchSize * rs.Multiplier
+	}
+	cf := c.Filters.CompactFiltering
+	p.Filters = FilterPlan{
+		Rejection: rs.Enable, MinPartial: rs.MinPartialSolveTasks, DropZeroAdvantage: rs.FilterUniformGroups,
+		Compact: ppo.CompactFilter{
+			Enable:                        cf.Enable,
+			MaskMaxPromptLengthExceeded:   cf.MaskMaxPromptLengthExceeded,
+			MaskMaxResponseLengthExceeded: cf.MaskMaxResponseLengthExceeded,
+			MaskEnvDone:                   cf.MaskEnvDone,
+			MaskMaxTurnsExceeded:          cf.MaskMaxTurnsExceeded,
+			MaskTimeout:                   cf.MaskTimeout,
+			MaskUnknown:                   cf.MaskUnknown,
+			MaskError:                     cf.MaskError,
+		},
+	}
+
+	// Advantages.
+	alg := c.Algorithm
+	p.Advantage.Estimators = ppo.RoleEstimators{Default: alg.AdvEstimator, ByRole: alg.AdvEstimatorByRole}
+	p.Advantage.Config = ppo.DefaultConfig()
+	p.Advantage.Config.NormAdvByStd = alg.NormAdvByStdInGRPO
+	p.Advantage.Config.Gamma, p.Advantage.Config.Lam = alg.Gamma, alg.Lam
+	if alg.StepwiseAdvantage.Enable {
+		p.Advantage.Stepwise = StepwiseMode(alg.StepwiseAdvantage.Mode)
+		p.Advantage.NormalizeBySteps = alg.StepwiseAdvantage.NormalizeBySteps
+		if p.Advantage.Stepwise != StepwiseBroadcast && p.Advantage.Stepwise != StepwisePerStep {
+			refuse("algorithm.stepwise_advantage.mode: %q is not a mode; use broadcast or per_step", alg.StepwiseAdvantage.Mode)
+		}
+	} else if alg.StepwiseAdvantage.NormalizeBySteps {
+		refuse("algorithm.stepwise_advantage.normalize_by_steps: applies to stepwise advantages, which are off; set algorithm.stepwise_advantage.enable=true or normalize_by_steps=false")
+	}
+	if err := p.Advantage.Config.Validate(); err != nil {
+		errs = append(errs, usererr.Wrap(err))
+	}
+	roles := []string{"algorithm.adv_estimator"}
+	names := []string{alg.AdvEstimator}
+	for role, n := range alg.AdvEstimatorByRole {
+		roles, names = append(roles, "algorithm.adv_estimator_by_role."+role), append(names, n)
+	}
+	for i, n := range names {
+		est, err := ppo.Lookup(n)
+		switch {
+		case err != nil:
+			refuse("%s: unknown estimator %q; use one of %s", roles[i], n, strings.Join(ppo.Names(), ", "))
+		case n == "gae":
+			refuse("%s: gae needs a value model (critic), which no backend here trains; use grpo, rloo, reinforce_plus_plus or reinforce_plus_plus_baseline", roles[i])
+		case est.Level == ppo.Token && alg.StepwiseAdvantage.Enable:
+			refuse("%s: %s works on token rewards and cannot be combined with algorithm.stepwise_advantage.enable; use an outcome estimator such as grpo, or turn stepwise advantages off", roles[i], n)
+		}
+	}
+	if alg.UseKLInReward {
+		kind, err := ppo.ParseKLType(alg.KLPenalty)
+		switch {
+		case err != nil:
+			refuse("algorithm.kl_penalty: unknown KL estimator %q; use kl (k1), abs, mse (k2) or low_var_kl (k3)", alg.KLPenalty)
+		case alg.KLCoef < 0 || math.IsNaN(alg.KLCoef) || math.IsInf(alg.KLCoef, 0):
+			refuse("algorithm.kl_coef: %g must be a finite number ≥ 0", alg.KLCoef)
+		default:
+			p.Reference.Needed, p.Reference.RewardKLCoef, p.Reference.RewardKLType = true, alg.KLCoef, kind
+		}
+	}
+
+	// The update.
+	a := c.Actor
+	lc := ppo.DefaultLossConfig()
+	if kind, err := ppo.ParsePolicyLoss(a.PolicyLoss); err != nil {
+		refuse("actor.policy_loss: unknown loss %q; use vanilla (ppo), importance_sampling, cispo or gspo", a.PolicyLoss)
+	} else {
+		lc.Loss = kind
+	}
+	if agg, err := ppo.ParseAggMode(a.LossAggMode); err != nil {
+		refuse("actor.loss_agg_mode: unknown aggregation %q; use token-mean, seq-mean-token-sum, seq-mean-token-mean or seq-mean-token-sum-norm", a.LossAggMode)
+	} else {
+		lc.AggMode = agg
+		if agg == ppo.AggSeqMeanTokenSumNorm {
+			lc.NormLength = float64(c.Data.MaxResponseLength)
+		}
+	}
+	lc.ClipRatioLow, lc.ClipRatioHigh, lc.ClipRatioC = a.ClipRatioLow, a.ClipRatioHigh, a.ClipRatioC
+	if a.UseKLLoss {
+		kind, err := ppo.ParseKLType(a.KLLossType)
+		switch {
+		case err != nil:
+			refuse("actor.kl_loss_type: %q needs the whole next-token distributions or is unknown; use kl (k1), abs, mse (k2) or low_var_kl (k3), optionally with a trailing +", a.KLLossType)
+		case a.KLLossCoef < 0 || math.IsNaN(a.KLLossCoef) || math.IsInf(a.KLLossCoef, 0):
+			refuse("actor.kl_loss_coef: %g must be a finite number ≥ 0", a.KLLossCoef)
+		default:
+			lc.KLCoef, lc.KLType = a.KLLossCoef, kind
+			p.Reference.Needed = true
+		}
+	}
+	if math.IsNaN(a.EntropyCoeff) || math.IsInf(a.EntropyCoeff, 0) {
+		refuse("actor.entropy_coeff: %g must be a finite number", a.EntropyCoeff)
+	} else {
+		lc.EntropyCoeff = a.EntropyCoeff
+	}
+	p.Reference.Path = a.RefPath
+	if a.RefPath != "" && !p.Reference.Needed {
+		refuse("actor.ref_path: names a reference policy, which only the KL terms use and both are off; set actor.use_kl_loss=true or algorithm.use_kl_in_reward=true, or remove actor.ref_path")
+	}
+	if err := lc.Validate(); err != nil && len(errs) == 0 {
+		errs = append(errs, usererr.Wrap(err))
+	}
+	mini := c.EffectiveMiniBatch()
+	o := a.Optim
+	p.Update = UpdatePlan{
+		Loss: lc, MiniBatchTasks: mini, Epochs: a.PPOEpochs,
+		LR: LRSchedule{Base: c.EffectiveLR(), WarmupSteps: o.WarmupSteps, WarmupRatio: o.WarmupStepsRatio,
+			Cosine: o.LRScheduler == "cosine", MinRatio: o.MinLRRatio},
+		Adam: backend.AdamParams{Beta1: o.Betas[0], Beta2: o.Betas[1], Eps: o.Eps, WeightDecay: o.WeightDecay, GradClipNorm: o.GradClip},
+	}
+
+	// Data sizes known before any file is read.
+	if !c.Workflow.UseWorkflow && len(c.Data.TrainFiles) == 0 {
+		if _, ok := tasks.GeneratorFor(c.Env.Name); ok && c.Data.GeneratedTrainSize < p.DrawSize && c.Data.DropLast {
+			refuse("data.generated_train_size: %d generated tasks cannot fill one batch of %d (data.train_batch_size × rejection_sample.multiplier); raise data.generated_train_size or lower data.train_batch_size", c.Data.GeneratedTrainSize, p.DrawSize)
+		}
+	}
+
+	// Cadence and output.
+	t := c.Trainer
+	p.Cadence = CadencePlan{
+		SaveFreq: t.SaveFreq, TestFreq: t.TestFreq, ValBeforeTrain: t.ValBeforeTrain, ValOnly: t.ValOnly,
+		MaxCkptToKeep: t.MaxCkptToKeep, ResumeMode: t.ResumeMode,
+		Console: slices.Contains(t.Logger, "console"), JSONL: slices.Contains(t.Logger, "jsonl"),
+	}
+	if t.ResumeFromPath != nil {
+		p.Cadence.ResumeFrom = *t.ResumeFromPath
+	}
+	for _, l := range t.Logger {
+		if l != "console" && l != "jsonl" {
+			refuse("trainer.logger: %q is not a logger this build has; use console and/or jsonl", l)
+		}
+	}
+	if c.Backend.Name == "local" && c.Backend.Local.Weights == "" {
+		p.Warmup = WarmupPlan{Steps: c.Backend.Local.WarmupSteps, LR: c.Backend.Local.WarmupLR}
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return p, nil
+}
+
+// CheckBackend refuses what the plan needs and the opened backend cannot
+// do, naming the key.
+func (p *Plan) CheckBackend(info backend.ModelInfo) error {
+	if !slices.Contains(info.SupportedLosses, backend.LossCrossEntropy) {
+		return usererr.Errorf("backend.name: the %s backend (%s) has no cross_entropy loss, which the trainer's client-side policy losses run on", p.Backend, info.Name)
+	}
+	if p.Update.Loss.EntropyCoeff != 0 && !info.Entropy {
+		return usererr.Errorf("actor.entropy_coeff: the %s backend does not return per-token entropies (the Tinker API never does), so the entropy bonus cannot be computed; set it to 0", p.Backend)
+	}
+	return nil
+}
+
+// Adam is the optimizer setting of training step s of total.
+func (p *Plan) Adam(s, total int) backend.AdamParams {
+	a := p.Update.Adam
+	a.LearningRate = p.Update.LR.At(s, total)
+	return a
+}
+
+// String prints the plan as `rllm train --dry-run` shows it.
+func (p *Plan) String() string {
+	var b strings.Builder
+	line := func(k, format string, args ...any) {
+		fmt.Fprintf(&b, "%-12s %s\n", k+":", fmt.Sprintf(format, args...))
+	}
+	line("backend", "%s", p.Backend)
+	line("workflow", "%s", p.Workflow)
+	steps := fmt.Sprintf("%d epochs", p.TotalEpochs)
+	if p.TotalSteps != nil {
+		steps = fmt.Sprintf("%d steps", *p.TotalSteps)
+	}
+	line("data", "%d tasks per step (drawn %d), %s, shuffle %t", p.BatchSize, p.DrawSize, steps, p.Shuffle)
+	line("rollouts", "%d per task, temperature %g, max %d tokens; validation %d per task at temperature %g",
+		p.Train.N, p.Train.Params.Temperature, p.Train.Params.MaxTokens, p.Val.N, p.Val.Params.Temperature)
+	line("runner", "%d episodes in flight, each run up to %d times, timeout %s", p.Runner.NParallel, p.Runner.RetryLimit, durationOrNone(p.Runner.EpisodeTimeout))
+	var filters []string
+	if p.Filters.Rejection {
+		filters = append(filters, fmt.Sprintf("rejection sampling (min %d partial)", p.Filters.MinPartial))
+	}
+	if p.Filters.DropZeroAdvantage {
+		filters = append(filters, "drop zero-advantage groups")
+	}
+	if p.Filters.Compact.Enable {
+		filters = append(filters, "compact filtering")
+	}
+	if p.Assemble.OverlongFilter {
+		filters = append(filters, "overlong filter")
+	}
+	if p.Assemble.MaskTruncatedSamples {
+		filters = append(filters, "mask truncated")
+	}
+	if len(filters) == 0 {
+		filters = []string{"none"}
+	}
+	line("filters", "%s", strings.Join(filters, ", "))
+	adv := p.Advantage.Estimators.Default
+	for role, n := range p.Advantage.Estimators.ByRole {
+		adv += fmt.Sprintf(", %s for %s", n, role)
+	}
+	if p.Advantage.Stepwise != StepwiseOff {
+		adv += fmt.Sprintf(", stepwise %s", p.Advantage.Stepwise)
+	}
+	line("advantages", "%s", adv)
+	loss := fmt.Sprintf("%s, %s", p.Update.Loss.Loss, p.Update.Loss.AggMode)
+	if p.Update.Loss.KLCoef != 0 {
+		loss += fmt.Sprintf(", KL %s × %g", p.Update.Loss.KLType, p.Update.Loss.KLCoef)
+	}
+	if p.Update.Loss.EntropyCoeff != 0 {
+		loss += fmt.Sprintf(", entropy bonus × %g", p.Update.Loss.EntropyCoeff)
+	}
+	line("loss", "%s, client side (forward, pkg/ppo gradient, cross_entropy weights)", loss)
+	if p.Reference.Needed {
+		ref := "the policy as training starts"
+		if p.Reference.Path != "" {
+			ref = p.Reference.Path
+		}
+		if p.Reference.RewardKLCoef != 0 {
+			ref += fmt.Sprintf("; in-reward KL %s × %g", p.Reference.RewardKLType, p.Reference.RewardKLCoef)
+		}
+		line("reference", "%s", ref)
+	}
+	line("update", "%d task groups per mini-batch, %d epochs, lr %g", p.Update.MiniBatchTasks, p.Update.Epochs, p.Update.LR.Base)
+	if p.Warmup.Steps > 0 {
+		line("warm-up", "%d steps at lr %g", p.Warmup.Steps, p.Warmup.LR)
+	}
+	line("cadence", "validate every %d, save every %d, keep %s checkpoints", p.Cadence.TestFreq, p.Cadence.SaveFreq, keepString(p.Cadence.MaxCkptToKeep))
+	line("output", "%s", p.Dir)
+	return b.String()
+}
+
+func durationOrNone(d time.Duration) string {
+	if d <= 0 {
+		return "none"
+	}
+	return d.String()
+}
+
+func keepString(k *int) string {
+	if k == nil {
+		return "all"
+	}
+	return fmt.Sprint(*k)
+}
+
+// TrainParams are the sampling parameters of training rollouts.
+func TrainParams(c *config.Config) sampler.Params {
+	p := sampler.Params{
+		Temperature: c.Rollout.Temperature,
+		TopP:        c.Rollout.TopP,
+		TopK:        c.Rollout.TopK,
+		MaxTokens:   c.EffectiveMaxTokens(),
+		Stop:        c.Rollout.Stop,
+	}
+	if c.Rollout.Seed != nil {
+		seed := int64(*c.Rollout.Seed)
+		p.Seed = &seed
+	}
+	return p
+}
+
+// seededParams seeds training and validation sampling: rollout.seed, or
+// trainer.seed when rollout.seed is unset, so that a fixed trainer.seed
+// reproduces a run. Each request gets its own seed derived from it, the
+// step and the episode (sampler.Seeded), so the samples of a group differ.
+func seededParams(p sampler.Params, c *config.Config) sampler.Params {
+	if p.Seed == nil {
+		seed := int64(c.Trainer.Seed)
+		p.Seed = &seed
+	}
+	return p
+}
+
+// ValParams are the sampling parameters of validation
+// (rollout.val_kwargs).
+func ValParams(c *config.Config) sampler.Params {
+	p := TrainParams(c)
+	p.Temperature = c.Rollout.ValKwargs.Temperature
+	p.TopP = c.Rollout.ValKwargs.TopP
+	p.TopK = c.Rollout.ValKwargs.TopK
+	return p
+}

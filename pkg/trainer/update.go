@@ -1,0 +1,206 @@
+package trainer
+
+import (
+	"context"
+
+	"github.com/rllm-org/rllm-go/pkg/backend"
+	"github.com/rllm-org/rllm-go/pkg/ppo"
+	"github.com/rllm-org/rllm-go/pkg/rollout"
+)
+
+// datumOf lays a sequence out as Tinker does: input = tokens[:-1],
+// targets = tokens[1:], so target i is predicted at input position i and
+// response token j is target len(prompt)-1+j.
+func datumOf(s *rollout.Sequence) backend.Datum {
+	tokens := make([]int, 0, len(s.PromptIDs)+len(s.ResponseIDs))
+	tokens = append(append(tokens, s.PromptIDs...), s.ResponseIDs...)
+	return backend.Datum{
+		Input:        tokens[:len(tokens)-1],
+		LossFnInputs: backend.LossFnInputs{TargetTokens: tokens[1:]},
+	}
+}
+
+// miniBatches splits the groups into mini-batches of `tasks` groups each
+// (actor.ppo_mini_batch_size), keeping only the samples that train.
+func miniBatches(groups []Group, tasks int) [][]*Sample {
+	var out [][]*Sample
+	var cur []*Sample
+	n := 0
+	for gi := range groups {
+		if n == tasks && len(cur) > 0 {
+			out, cur, n = append(out, cur), nil, 0
+		}
+		for si := range groups[gi].Samples {
+			if s := &groups[gi].Samples[si]; s.Trains() {
+				cur = append(cur, s)
+			}
+		}
+		n++
+	}
+	if len(cur) > 0 {
+		out = append(out, cur)
+	}
+	return out
+}
+
+// lossInput gathers a mini-batch's response tokens for pkg/ppo: current
+// logprobs from the backend's forward (per datum, per target), sampling
+// logprobs, advantages and the loss mask.
+func lossInput(mb []*Sample, fwd []backend.LossFnOutput) (ppo.LossInput, error) {
+	lengths := make([]int, len(mb))
+	for i, s := range mb {
+		lengths[i] = len(s.ResponseIDs)
+	}
+	offsets, err := ppo.OffsetsFromLengths(lengths, make([]int, len(lengths)+1))
+	if err != nil {
+		return ppo.LossInput{}, err
+	}
+	total := offsets[len(offsets)-1]
+	in := ppo.LossInput{
+		Offsets:     offsets,
+		Logprobs:    make([]float64, total),
+		OldLogprobs: make([]float64, total),
+		Advantages:  make([]float64, total),
+		Mask:        make([]float64, total),
+	}
+	withEntropy, withRef := true, true
+	for i, s := range mb {
+		withEntropy = withEntropy && fwd[i].Entropies != nil
+		withRef = withRef && s.RefLogprobs != nil
+	}
+	if withEntropy {
+		in.Entropies = make([]float64, total)
+	}
+	if withRef {
+		in.RefLogprobs = make([]float64, total)
+	}
+	for i, s := range mb {
+		p := len(s.PromptIDs) - 1
+		lp := fwd[i].Logprobs
+		for j := range s.ResponseIDs {
+			k := offsets[i] + j
+			if withEntropy {
+				in.Entropies[k] = fwd[i].Entropies[p+j]
+			}
+			if withRef {
+				in.RefLogprobs[k] = s.RefLogprobs[j]
+			}
+			in.Logprobs[k] = lp[p+j]
+			in.OldLogprobs[k] = s.Logprobs[j]
+			in.Advantages[k] = s.AdvantageAt(j)
+			if s.LossMask[j] != 0 && !s.Masked {
+				in.Mask[k] = 1
+			}
+		}
+	}
+	return in, nil
+}
+
+// gradientWeights turns ∂loss/∂logprob into cross_entropy weights
+// (−gradient at each response target, 0 on the prompt), so that
+// forward_backward with cross_entropy adds exactly the loss's gradient.
+func gradientWeights(mb []*Sample, datums []backend.Datum, offsets []int, grad []float64) {
+	for i, s := range mb {
+		p := len(s.PromptIDs) - 1
+		w := make([]float64, len(datums[i].LossFnInputs.TargetTokens))
+		for j := range s.ResponseIDs {
+			w[p+j] = -grad[offsets[i]+j]
+		}
+		datums[i].LossFnInputs.Weights = w
+	}
+}
+
+// entropyWeights sets each datum's entropy weights to the entropy
+// bonus's per-token coefficient, EntropyCoeff × the aggregation weight
+// the loss gives the token, so the backend adds −EntropyCoeff·agg(H)
+// exactly as verl's actor does.
+func entropyWeights(mb []*Sample, datums []backend.Datum, in *ppo.LossInput, cfg *ppo.LossConfig) error {
+	agg := make([]float64, len(in.Mask))
+	if err := ppo.AggregationWeights(in.Mask, in.Offsets, cfg.AggMode, cfg.NormLength, agg); err != nil {
+		return err
+	}
+	for i, s := range mb {
+		p := len(s.PromptIDs) - 1
+		e := make([]float64, len(datums[i].LossFnInputs.TargetTokens))
+		for j := range s.ResponseIDs {
+			e[p+j] = cfg.EntropyCoeff * agg[in.Offsets[i]+j]
+		}
+		datums[i].LossFnInputs.EntropyWeights = e
+	}
+	return nil
+}
+
+// UpdateStats are the averages over a step's optimizer steps.
+type UpdateStats struct {
+	Updates                           int
+	PGLoss, ClipFrac, PPOKL, GradNorm float64
+	Entropy, KLLoss                   float64
+	HasEntropy, HasKL                 bool
+	TrainedTokens, TrainedSamples     int
+}
+
+// update runs plan.Epochs passes over the mini-batches, one optimizer
+// step per mini-batch, with the loss computed client side: a forward for
+// the current logprobs, the loss and its gradient in pkg/ppo, then
+// forward_backward with cross_entropy and weights = −gradient, with the
+// optimizer step queued behind it before waiting (as the cookbook does).
+func update(ctx context.Context, be backend.TrainingBackend, p *UpdatePlan, mini [][]*Sample, adam backend.AdamParams) (UpdateStats, error) {
+	var st UpdateStats
+	ce := backend.Loss{Name: backend.LossCrossEntropy}
+	for epoch := 0; epoch < p.Epochs; epoch++ {
+		for _, mb := range mini {
+			datums := make([]backend.Datum, len(mb))
+			for i, s := range mb {
+				datums[i] = datumOf(&s.Sequence)
+			}
+			fwd, err := be.Forward(ctx, datums, ce).Result(ctx)
+			if err != nil {
+				return st, err
+			}
+			in, err := lossInput(mb, fwd.LossFnOutputs)
+			if err != nil {
+				return st, err
+			}
+			grad := make([]float64, len(in.Logprobs))
+			res, err := ppo.PolicyLoss(&in, &p.Loss, grad)
+			if err != nil {
+				return st, err
+			}
+			gradientWeights(mb, datums, in.Offsets, grad)
+			if p.Loss.EntropyCoeff != 0 {
+				if err := entropyWeights(mb, datums, &in, &p.Loss); err != nil {
+					return st, err
+				}
+			}
+			fb := be.ForwardBackward(ctx, datums, ce)
+			opt := be.OptimStep(ctx, adam)
+			if _, err := fb.Result(ctx); err != nil {
+				return st, err
+			}
+			out, err := opt.Result(ctx)
+			if err != nil {
+				return st, err
+			}
+			st.Updates++
+			st.PGLoss += res.Metrics.PGLoss
+			st.ClipFrac += res.Metrics.ClipFrac
+			st.PPOKL += res.Metrics.PPOKL
+			st.GradNorm += out.Metrics["grad_norm"]
+			st.Entropy += res.Metrics.Entropy
+			st.KLLoss += res.Metrics.KLLoss
+			st.HasEntropy, st.HasKL = in.Entropies != nil, p.Loss.KLCoef != 0
+			if epoch == 0 {
+				st.TrainedSamples += len(mb)
+				for _, m := range in.Mask {
+					st.TrainedTokens += int(m)
+				}
+			}
+		}
+	}
+	if st.Updates > 0 {
+		u := float64(st.Updates)
+		st.PGLoss, st.ClipFrac, st.PPOKL, st.GradNorm = st.PGLoss/u, st.ClipFrac/u, st.PPOKL/u, st.GradNorm/u
+		st.Entropy, st.KLLoss = st.Entropy/u, st.KLLoss/u
+	}
+	return st, nil
+}
