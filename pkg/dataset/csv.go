@@ -17,12 +17,13 @@ import (
 // and an empty cell becomes null, the way pandas (and so Hugging Face
 // `datasets`) reads CSV; see typeCSVCell for why only canonical text.
 type csvSource struct {
-	path    string
-	r       *csv.Reader
-	header  []string
-	strings bool
-	budget  *boundedio.LimitReader // reset before each record; nil: none
-	max     int64                  // bound of one record
+	path     string
+	r        *csv.Reader
+	header   []string
+	strings  bool
+	budget   *boundedio.LimitReader // reset before each record; nil: none
+	max      int64                  // bound of one record
+	nextLine int                    // the line the next record starts on (about)
 }
 
 func newCSVSource(path string, r *bufio.Reader, keepStrings bool, budget *boundedio.LimitReader, maxRow int64) *csvSource {
@@ -32,7 +33,7 @@ func newCSVSource(path string, r *bufio.Reader, keepStrings bool, budget *bounde
 	cr := csv.NewReader(r)
 	cr.FieldsPerRecord = -1 // counted here, for a clearer message
 	cr.ReuseRecord = true
-	return &csvSource{path: path, r: cr, strings: keepStrings, budget: budget, max: maxRow}
+	return &csvSource{path: path, r: cr, strings: keepStrings, budget: budget, max: maxRow, nextLine: 1}
 }
 
 func (s *csvSource) next() (episode.Task, error) {
@@ -47,6 +48,7 @@ func (s *csvSource) next() (episode.Task, error) {
 		if err != nil {
 			return nil, s.parseError(err)
 		}
+		s.read(rec)
 		s.header = csvHeader(rec)
 	}
 	rec, err := s.r.Read()
@@ -56,6 +58,7 @@ func (s *csvSource) next() (episode.Task, error) {
 	if err != nil {
 		return nil, s.parseError(err)
 	}
+	s.read(rec)
 	size := 0
 	for _, cell := range rec {
 		size += len(cell) + 1
@@ -84,8 +87,14 @@ func (s *csvSource) parseError(err error) error {
 	if errors.As(err, &pe) {
 		return lineError(s.path, pe.Line, nil, "invalid CSV at column %d: %v", pe.Column, pe.Err)
 	}
-	line, _ := s.r.FieldPos(0)
-	return readError(s.path, line, err, s.max)
+	// No record was read: FieldPos would panic; name where it began.
+	return readError(s.path, s.nextLine, err, s.max)
+}
+
+// read notes where the record just read ended.
+func (s *csvSource) read(rec []string) {
+	line, _ := s.r.FieldPos(len(rec) - 1)
+	s.nextLine = line + 1
 }
 
 // csvHeader names the columns as pandas does, so users find the names
