@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"syscall"
 	"testing"
@@ -116,5 +117,28 @@ func TestFIFOConfigStopsOnCancel(t *testing.T) {
 	}
 	if usererr.ExitCode(ctx, err) != usererr.ExitInterrupted {
 		t.Fatalf("exit code %d, want 130", usererr.ExitCode(ctx, err))
+	}
+}
+
+// decodeLeaves (the fast path) fills the same Config as koanf's
+// Unmarshal with mapstructure.
+func TestDecodeLeavesMatchesUnmarshal(t *testing.T) {
+	for _, sets := range [][]string{
+		nil,
+		{"rollout.stop=[a, b]", "actor.optim.betas=[0.8, 0.9]", "actor.optim.lr=1e-5", "rollout.max_tokens=12", "rollout.seed=null",
+			"agent.args={k: [1, {x: y}]}", "env.args.size=4", "algorithm.adv_estimator_by_role={solver: rloo}", "trainer.resume_from_path=/x",
+			"rollout.chat_template_kwargs={enable_thinking: false}", "rollout.temperature=0", "data.shuffle=false", "trainer.logger=[jsonl]"},
+	} {
+		ld, err := Load(Sources{Sets: sets})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := decode(ld.store)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(ld.Config, want) {
+			t.Errorf("%v:\n fast %+v\nslow %+v", sets, *ld.Config, *want)
+		}
 	}
 }

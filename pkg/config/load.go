@@ -113,7 +113,7 @@ func Load(src Sources) (*Loaded, error) {
 	// Values that failed their checks were not applied, so validation
 	// still runs and every problem is reported in one go.
 	ld.interpolate()
-	cfg, err := decode(ld.store)
+	cfg, err := decodeLeaves(ld.store)
 	if err != nil {
 		return nil, err
 	}
@@ -472,3 +472,131 @@ func (p treeProvider) ReadBytes() ([]byte, error) {
 	return nil, errors.New("treeProvider has no bytes")
 }
 func (p treeProvider) Read() (map[string]any, error) { return p, nil }
+
+// decodeLeaves fills a Config from the store leaf by leaf through the
+// schema: every value was type-checked when it was applied, so this is a
+// plain copy, without the reflection-driven deep copy and decoding of
+// koanf's Unmarshal (half of a load). decode is the reference it is
+// tested against.
+func decodeLeaves(store *koanf.Koanf) (*Config, error) {
+	var cfg Config
+	root := reflect.ValueOf(&cfg).Elem()
+	s := schema()
+	for _, key := range s.order {
+		l := s.leaves[key]
+		if err := setLeaf(root.FieldByIndex(l.index), l, store.Get(key)); err != nil {
+			return nil, fmt.Errorf("internal error decoding the configuration: %s: %w", key, err)
+		}
+	}
+	return &cfg, nil
+}
+
+func setLeaf(f reflect.Value, l *leaf, v any) error {
+	if v == nil {
+		if l.nullable || l.kind == kindOpenMap || l.kind == kindStringMap || l.kind == kindStringList || l.kind == kindFloatList {
+			return nil
+		}
+		return errors.New("missing value")
+	}
+	if l.nullable {
+		p := reflect.New(f.Type().Elem())
+		f.Set(p)
+		f = p.Elem()
+	}
+	switch l.kind {
+	case kindInt:
+		n, ok := numberOf(v)
+		if !ok || n != float64(int(n)) {
+			return fmt.Errorf("%v is not a whole number", v)
+		}
+		f.SetInt(int64(n))
+	case kindFloat:
+		n, ok := numberOf(v)
+		if !ok {
+			return fmt.Errorf("%v is not a number", v)
+		}
+		f.SetFloat(n)
+	case kindBool:
+		b, ok := v.(bool)
+		if !ok {
+			return fmt.Errorf("%v is not a boolean", v)
+		}
+		f.SetBool(b)
+	case kindString:
+		str, ok := v.(string)
+		if !ok {
+			return fmt.Errorf("%v is not a string", v)
+		}
+		f.SetString(str)
+	case kindStringList:
+		items, ok := asList(v)
+		if !ok {
+			return fmt.Errorf("%v is not a list", v)
+		}
+		if len(items) == 0 {
+			return nil // nil, as mapstructure leaves it
+		}
+		out := make([]string, len(items))
+		for i, it := range items {
+			if out[i], ok = it.(string); !ok {
+				return fmt.Errorf("item %d (%v) is not a string", i, it)
+			}
+		}
+		f.Set(reflect.ValueOf(out))
+	case kindFloatList:
+		items, ok := asList(v)
+		if !ok {
+			return fmt.Errorf("%v is not a list", v)
+		}
+		if len(items) == 0 {
+			return nil
+		}
+		out := make([]float64, len(items))
+		for i, it := range items {
+			if out[i], ok = numberOf(it); !ok {
+				return fmt.Errorf("item %d (%v) is not a number", i, it)
+			}
+		}
+		f.Set(reflect.ValueOf(out))
+	case kindOpenMap:
+		m, ok := v.(map[string]any)
+		if !ok {
+			return fmt.Errorf("%v is not a mapping", v)
+		}
+		f.Set(reflect.ValueOf(m))
+	case kindStringMap:
+		out := map[string]string{}
+		switch m := v.(type) {
+		case map[string]string:
+			maps.Copy(out, m)
+		case map[string]any:
+			for k, e := range m {
+				str, ok := e.(string)
+				if !ok {
+					return fmt.Errorf("%s: %v is not a string", k, e)
+				}
+				out[k] = str
+			}
+		default:
+			return fmt.Errorf("%v is not a mapping", v)
+		}
+		f.Set(reflect.ValueOf(out))
+	}
+	return nil
+}
+
+func numberOf(v any) (float64, bool) {
+	switch n := v.(type) {
+	case int:
+		return float64(n), true
+	case int64:
+		return float64(n), true
+	case float64:
+		return n, true
+	case int32:
+		return float64(n), true
+	case uint64:
+		return float64(n), true
+	}
+	return 0, false
+}
