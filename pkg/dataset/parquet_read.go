@@ -337,6 +337,9 @@ func leafConverter(t parquet.Type) func(any) (any, error) {
 	switch lt := lt.(type) {
 	case *format.StringType, *format.EnumType:
 		return func(v any) (any, error) {
+			if _, ok := v.(string); ok {
+				return v, nil // no copy: parquet-go's strings are the row's own
+			}
 			if b, ok := asBytes(v); ok {
 				return string(b), nil
 			}
@@ -441,7 +444,7 @@ func leafConverter(t parquet.Type) func(any) (any, error) {
 func physicalValue(v any) (any, error) {
 	switch x := v.(type) {
 	case bool, int64, float64:
-		return x, nil
+		return v, nil
 	case float32:
 		f, _ := strconv.ParseFloat(strconv.FormatFloat(float64(x), 'g', -1, 32), 64)
 		return f, nil
