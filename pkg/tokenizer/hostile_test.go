@@ -36,11 +36,30 @@ func TestHostileTokenizerFiles(t *testing.T) {
 		}), "tokenizer.json is larger than the limit of 256 MiB"},
 		{"tokenizer.json is /dev/zero", mk(func(dir string) {
 			os.Symlink("/dev/zero", filepath.Join(dir, TokenizerFile))
-		}), "tokenizer.json is larger than the limit of 256 MiB"},
+		}), "tokenizer.json is not a JSON object (it starts with \"\\x00\\x00"},
 		{"config is /dev/zero", mk(func(dir string) {
 			os.WriteFile(filepath.Join(dir, TokenizerFile), tinyTokenizerJSON(t), 0o644)
 			os.Symlink("/dev/zero", filepath.Join(dir, ConfigFile))
-		}), "tokenizer_config.json is larger than the limit of 64 MiB"},
+		}), "tokenizer_config.json is not a JSON object"},
+		{"an endless JSON object", mk(func(dir string) {
+			p := filepath.Join(dir, TokenizerFile)
+			if syscall.Mkfifo(p, 0o600) == nil {
+				go func() { // a writer that never ends the object
+					w, err := os.OpenFile(p, os.O_WRONLY, 0)
+					if err != nil {
+						return
+					}
+					defer w.Close()
+					w.Write([]byte("{\"a\": \""))
+					chunk := bytes.Repeat([]byte("x"), 1<<20)
+					for {
+						if _, err := w.Write(chunk); err != nil {
+							return
+						}
+					}
+				}()
+			}
+		}), "tokenizer.json is larger than the limit of 256 MiB"},
 		{"a huge token id", mk(func(dir string) {
 			data := bytes.Replace(tinyTokenizerJSON(t), []byte(`"id":259`), []byte(`"id":9999999`), 1)
 			os.WriteFile(filepath.Join(dir, TokenizerFile), data, 0o644)

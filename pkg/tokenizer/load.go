@@ -1,11 +1,13 @@
 package tokenizer
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"path/filepath"
 	"sort"
@@ -43,7 +45,7 @@ func Load(dir string) (*Tokenizer, error) {
 // LoadContext is Load whose reads are bounded (MaxTokenizerBytes,
 // MaxConfigBytes) and stop when ctx is cancelled.
 func LoadContext(ctx context.Context, dir string) (*Tokenizer, error) {
-	data, err := boundedio.ReadFile(ctx, filepath.Join(dir, TokenizerFile), MaxTokenizerBytes)
+	data, err := readJSONFile(ctx, filepath.Join(dir, TokenizerFile), MaxTokenizerBytes)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, errorf("no %s in %s: point the tokenizer at a directory holding a Hugging Face %s", TokenizerFile, dir, TokenizerFile)
@@ -51,7 +53,7 @@ func LoadContext(ctx context.Context, dir string) (*Tokenizer, error) {
 		return nil, readError(ctx, err)
 	}
 	var config []byte
-	config, err = boundedio.ReadFile(ctx, filepath.Join(dir, ConfigFile), MaxConfigBytes)
+	config, err = readJSONFile(ctx, filepath.Join(dir, ConfigFile), MaxConfigBytes)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, readError(ctx, err)
 	}
@@ -65,6 +67,29 @@ func LoadContext(ctx context.Context, dir string) (*Tokenizer, error) {
 	}
 	t.dir = dir
 	return t, nil
+}
+
+// readJSONFile reads a JSON object file of at most limit bytes, giving
+// up at once on one that does not start like an object (/dev/zero, a
+// binary file) rather than reading it to the limit.
+func readJSONFile(ctx context.Context, path string, limit int64) ([]byte, error) {
+	f, err := boundedio.Open(ctx, path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() && fi.Size() > limit {
+		return nil, &boundedio.TooLargeError{Path: path, Limit: limit}
+	}
+	r := bufio.NewReaderSize(boundedio.NewLimitReader(f, path, limit), 64<<10)
+	head, err := r.Peek(4096)
+	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, bufio.ErrBufferFull) {
+		return nil, err
+	}
+	if t := bytes.TrimLeft(head, " \t\r\n\ufeff"); len(t) > 0 && t[0] != '{' {
+		return nil, errorf("%s is not a JSON object (it starts with %q); is it a tokenizer file?", path, t[:min(len(t), 8)])
+	}
+	return boundedio.ReadAll(r, limit)
 }
 
 // readError words a failed read: cancellation stays itself; a file over
