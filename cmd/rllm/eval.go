@@ -125,10 +125,14 @@ func runEval(ctx context.Context, a *App, opts *evalOptions) error {
 		k = c.Rollout.ValKwargs.N
 	}
 
+	data, err := catalog.ResolveFiles(c.Data.DatasetsDir, "--data", opts.data) // registered dataset names → their files
+	if err != nil {
+		return err
+	}
 	// Refuse to overwrite an input or a file that is not ours before any
 	// work is done.
 	if opts.episodes != "" {
-		if err := checkEpisodesPath(opts.episodes, opts.data, opts.config.files, opts.force); err != nil {
+		if err := checkEpisodesPath(opts.episodes, data, opts.config.files, opts.force); err != nil {
 			return err
 		}
 	}
@@ -137,10 +141,6 @@ func runEval(ctx context.Context, a *App, opts *evalOptions) error {
 	maxQuestion := c.Data.MaxPromptLength * maxBytesPerToken
 	var tasks []episode.Task
 	skipped := 0
-	data, err := catalog.ResolveFiles(c.Data.DatasetsDir, "--data", opts.data) // registered dataset names → their files
-	if err != nil {
-		return err
-	}
 	for _, path := range data {
 		ts, err := dataset.Load(ctx, path, dataset.Options{})
 		if err != nil {
