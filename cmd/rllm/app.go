@@ -214,6 +214,7 @@ func newRootCmd(a *App) *cobra.Command {
 		newToolsCmd(a),
 		newEnvCmd(a),
 		newDatasetCmd(a),
+		newExportCmd(a),
 	)
 	return root
 }

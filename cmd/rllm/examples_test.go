@@ -5,12 +5,15 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/rllm-org/rllm-go/internal/faketinker"
 	"github.com/rllm-org/rllm-go/internal/fakevllm"
 	"github.com/rllm-org/rllm-go/pkg/dataset"
 	"github.com/rllm-org/rllm-go/pkg/episode"
@@ -32,6 +35,8 @@ var exampleEnv = []string{
 var setups = map[string][]string{
 	"rllm eval":  {"train", "trainer.total_training_steps=1"},
 	"rllm serve": {"train", "trainer.total_training_steps=2", "trainer.save_freq=1"},
+	"rllm export": {"train", "backend.name=tinker", "backend.tinker.base_url=TINKER_FAKE_URL", "backend.tinker.base_model=rllm/embedded-tiny",
+		"backend.tinker.lora_rank=2", "trainer.total_training_steps=20", "trainer.default_local_dir=checkpoints/rllm/run1"},
 	"rllm plot": {"train", "trainer.total_training_steps=2",
 		"&&", "train", "trainer.experiment_name=arith-rloo", "algorithm.adv_estimator=rloo"},
 }
@@ -153,6 +158,12 @@ func TestHelpExamplesRun(t *testing.T) {
 	}
 	fake := fakevllm.New(fakevllm.Config{Model: "Qwen/Qwen3-4B"})
 	defer fake.Close()
+	const tinkerKey = "tml-examples-key"
+	fakeTinker, err := faketinker.New(faketinker.Options{APIKey: tinkerKey, PollWait: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fakeTinker.Close()
 	repo, _ := filepath.Abs(filepath.Join("..", ".."))
 	qwen3 := filepath.Join(repo, ".cache", "tokenizers", "qwen3")
 
@@ -168,6 +179,9 @@ func TestHelpExamplesRun(t *testing.T) {
 			getenv := func(k string) string {
 				if k == "HF_HUB_CACHE" {
 					return filepath.Join(dir, "hub")
+				}
+				if k == "TINKER_API_KEY" {
+					return tinkerKey
 				}
 				return ""
 			}
@@ -199,6 +213,9 @@ func TestHelpExamplesRun(t *testing.T) {
 			}
 			if s, ok := setups[c.CommandPath()]; ok {
 				for _, args := range splitOn(s, "&&") {
+					for i := range args {
+						args[i] = strings.ReplaceAll(args[i], "TINKER_FAKE_URL", fakeTinker.URL)
+					}
 					run(args, "")
 				}
 			}
@@ -213,6 +230,9 @@ func TestHelpExamplesRun(t *testing.T) {
 						args[i] = "0"
 					}
 					args[i] = strings.ReplaceAll(args[i], "http://gpu1:8000", fake.URL)
+				}
+				if args[0] == "serve" && !slices.Contains(args, "--port") {
+					args = append(args, "--port", "0") // never the user's port 8000
 				}
 				t.Logf("rllm %s", strings.Join(args, " "))
 				run(args, stdin)

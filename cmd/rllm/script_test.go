@@ -14,18 +14,24 @@ import (
 // TestMain lets testscript run this binary as the `rllm` command, so the
 // .txtar scripts exercise the CLI exactly as a user types it.
 func TestMain(m *testing.M) {
+	if os.Getenv("RLLM_TEST_AS_MAIN") == "1" { // this binary re-run as rllm (resume_test.go)
+		mainRLLM()
+		return
+	}
 	testscript.Main(m, map[string]func(){
-		"rllm": func() {
-			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-			defer stop()
-			app := &App{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr,
-				Getenv: os.Getenv, Environ: os.Environ}
-			os.Exit(app.Run(ctx, os.Args[1:]))
-		},
+		"rllm": mainRLLM,
 		// Outside environments and tools the scripts start (testhelpers_test.go).
 		"rllm-test-env": testExecEnv,
 		"rllm-test-mcp": testMCPServer,
 	})
+}
+
+func mainRLLM() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	app := &App{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr,
+		Getenv: os.Getenv, Environ: os.Environ}
+	os.Exit(app.Run(ctx, os.Args[1:]))
 }
 
 // TestScripts runs testdata/script/*.txtar. Scripts get $TOKENIZERS, the

@@ -23,6 +23,11 @@ type serveOptions struct {
 	port      int
 	modelName string
 	truncate  bool
+	version   string
+	maxSeqs   int
+	maxWait   int
+	maxN      int
+	timeout   time.Duration
 	// ready, when set, is told the address once the server listens (tests).
 	ready func(addr string)
 }
@@ -32,17 +37,32 @@ func newServeCmd(a *App) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "serve [key=value ...]",
 		Short: "Serve the embedded policy as an OpenAI-compatible (vLLM) server",
-		Long: `Serve the embedded pure-Go policy over HTTP with vLLM's OpenAI-compatible
-API: /v1/completions (string or token-id prompts), /v1/chat/completions,
-/tokenize, /detokenize, /v1/models and /health. With --weights it serves a
-checkpoint; otherwise a freshly initialised model sized by backend.local.*.`,
+		Long: `Serve the embedded pure-Go policy over HTTP as a drop-in for a vLLM or
+SGLang server: vLLM's OpenAI-compatible API (/v1/completions with string or
+token-id prompts, /v1/chat/completions, streamed or not, /tokenize,
+/detokenize, /v1/models, /health, Prometheus /metrics) and SGLang's weight
+updates (/update_weights_from_disk, /get_weight_version, /pause_generation,
+/continue_generation). Concurrent requests share batched forward passes
+(continuous batching). With --weights it serves a checkpoint; otherwise a
+freshly initialised model sized by backend.local.*. See docs/serve.md.`,
 		Example: `  rllm serve --weights checkpoints/rllm/arith
   rllm serve --weights checkpoints/rllm/arith/global_step_2
-  rllm serve --port 8001 backend.local.d_model=32`,
+  rllm serve --port 8001 --max-num-seqs 64 backend.local.d_model=32`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.args = args
 			if opts.port < 0 || opts.port > 65535 {
 				return usagef("--port %d is not a TCP port; use 0 to 65535", opts.port)
+			}
+			for _, f := range []struct {
+				name string
+				v    int
+			}{{"--max-num-seqs", opts.maxSeqs}, {"--max-waiting", opts.maxWait}, {"--max-n", opts.maxN}} {
+				if f.v < 1 {
+					return usagef("%s is %d; use a positive number", f.name, f.v)
+				}
+			}
+			if opts.timeout < 0 {
+				return usagef("--request-timeout is %s; use 0 (no limit) or a positive duration", opts.timeout)
 			}
 			return runServe(cmd.Context(), a, opts)
 		},
@@ -55,6 +75,11 @@ checkpoint; otherwise a freshly initialised model sized by backend.local.*.`,
 	f.IntVar(&opts.port, "port", 8000, "TCP port (0 picks a free one)")
 	f.StringVar(&opts.modelName, "model-name", "", "model id to serve (default: the checkpoint's model name)")
 	f.BoolVar(&opts.truncate, "truncate-long-prompts", false, "keep the last context-1 tokens of a prompt that does not fit, instead of answering 400")
+	f.StringVar(&opts.version, "weight-version", "default", "weight version reported until /update_weights_from_disk names another (SGLang's --weight-version)")
+	f.IntVar(&opts.maxSeqs, "max-num-seqs", 256, "sequences decoded together in one batch (vLLM's --max-num-seqs)")
+	f.IntVar(&opts.maxWait, "max-waiting", 1024, "sequences that may wait for a slot; more are refused with 429")
+	f.IntVar(&opts.maxN, "max-n", openai.DefaultMaxN, "largest n (choices per prompt) a request may ask for")
+	f.DurationVar(&opts.timeout, "request-timeout", 10*time.Minute, "end a request that runs longer (0: no limit)")
 	return cmd
 }
 
@@ -81,7 +106,13 @@ func runServe(ctx context.Context, a *App, opts *serveOptions) error {
 	if name == "" {
 		name = be.Info().Name
 	}
-	handler := openai.New(snap, openai.Options{ModelName: name, TruncateLongPrompts: opts.truncate})
+	eng := local.NewEngine(snap, opts.version, local.EngineOptions{MaxNumSeqs: opts.maxSeqs, MaxWaiting: opts.maxWait, Workers: ld.Config.Backend.Local.Threads})
+	defer eng.Close()
+	handler := openai.New(eng, openai.Options{
+		ModelName: name, TruncateLongPrompts: opts.truncate, MaxN: min(opts.maxN, opts.maxSeqs),
+		RequestTimeout: opts.timeout, Workers: ld.Config.Backend.Local.Threads,
+		Logf: func(format string, args ...any) { fmt.Fprintf(a.Stderr, "rllm: "+format+"\n", args...) },
+	})
 	addr := net.JoinHostPort(opts.host, strconv.Itoa(opts.port))
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -93,7 +124,10 @@ func runServe(ctx context.Context, a *App, opts *serveOptions) error {
 	if opts.ready != nil {
 		opts.ready(ln.Addr().String())
 	}
-	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+	// Headers must arrive within 10 s and bodies within a minute (the
+	// handler's read deadline), writes have their own deadline: a stalled
+	// client cannot hold a connection.
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {

@@ -5,6 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/rllm-org/rllm-go/pkg/progress"
 	"github.com/rllm-org/rllm-go/pkg/trainer"
 )
 
@@ -63,7 +64,31 @@ func runTrain(cmd *cobra.Command, a *App, opts *trainOptions) error {
 	if ld.Config.Backend.Local.Weights, err = resolveWeights(a, ld.Config, ""); err != nil {
 		return err
 	}
-	t, err := trainer.New(ctx, ld.Config, trainer.Options{Log: a.Stderr, JSON: a.jsonEvents(cmd)})
+	topts := trainer.Options{Log: a.Stderr, JSON: a.jsonEvents(cmd), Getenv: a.Getenv, ReadFile: a.ReadFile}
+	switch {
+	case topts.JSON:
+		// Progress lines at a sane rate beside the per-step objects.
+		topts.Progress = progress.NewJSON(a.Stderr, progress.Options{})
+	case a.StderrIsTerminal:
+		topts.Progress = progress.NewText(a.Stderr, progress.Options{})
+	}
+	if c := ld.Config; c.Rollout.Engine != "auto" {
+		// Rollouts from inference servers: the same client rllm eval uses,
+		// checked against the servers before anything trains.
+		if _, err := trainer.NewPlan(c); err != nil {
+			return err
+		}
+		pol, err := openServerPolicy(ctx, a, c, false)
+		if err != nil {
+			return err
+		}
+		defer pol.close()
+		if topts.APIKey, err = readAPIKey(a, c.Rollout.APIKeyEnv, c.Rollout.APIKeyFile); err != nil {
+			return err
+		}
+		topts.Rollouts = pol.client
+	}
+	t, err := trainer.New(ctx, ld.Config, topts)
 	if err != nil {
 		return err
 	}

@@ -6,6 +6,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rllm-org/rllm-go/pkg/trainer"
+	"github.com/rllm-org/rllm-go/pkg/workflow"
 )
 
 type validateConfigOptions struct {
@@ -47,6 +48,6 @@ func runValidateConfig(a *App, opts *validateConfigOptions) error {
 		return err
 	}
 	_, err = fmt.Fprintf(a.Stdout, "configuration is valid: backend %s, agent %s, env %s, %d tasks x %d episodes per step\n",
-		c.Backend.Name, c.Agent.Name, c.Env.Name, c.Data.TrainBatchSize, c.Rollout.N)
+		c.Backend.Name, workflow.AgentFor(c.Agent.Name, c.Env.Name), c.Env.Name, c.Data.TrainBatchSize, c.Rollout.N)
 	return err
 }

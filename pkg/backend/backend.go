@@ -33,7 +33,10 @@ type TrainingBackend interface {
 	OptimStep(ctx context.Context, params AdamParams) *Future[OptimStepOutput]
 
 	// SaveState writes weights and optimizer state (for resume) under
-	// path and returns where it was written.
+	// path, a local directory, and returns where they are: path itself for
+	// a backend that keeps weights locally; a remote backend saves them on
+	// its service, records what finds them again in files under path, and
+	// returns the remote path (tinker://…) that LoadState takes.
 	SaveState(ctx context.Context, path string) *Future[string]
 	// LoadState reads what SaveState wrote; the optimizer state too when
 	// withOptimizer is set (else the moments restart at zero).

@@ -149,6 +149,7 @@ type Trainer struct {
 	ResumeMode         string   `koanf:"resume_mode" json:"resume_mode" yaml:"resume_mode"`
 	ResumeFromPath     *string  `koanf:"resume_from_path" json:"resume_from_path" yaml:"resume_from_path"`
 	MaxCkptToKeep      *int     `koanf:"max_ckpt_to_keep" json:"max_ckpt_to_keep" yaml:"max_ckpt_to_keep"`
+	MetricsAddr        string   `koanf:"metrics_addr" json:"metrics_addr" yaml:"metrics_addr"`
 	Seed               int      `koanf:"seed" json:"seed" yaml:"seed"`
 }
 
@@ -236,4 +237,8 @@ type Tinker struct {
 	TrainMLP     bool    `koanf:"train_mlp" json:"train_mlp" yaml:"train_mlp"`
 	TrainAttn    bool    `koanf:"train_attn" json:"train_attn" yaml:"train_attn"`
 	HeartbeatS   float64 `koanf:"heartbeat_s" json:"heartbeat_s" yaml:"heartbeat_s"`
+	// MaxRetries bounds the retries of one call (5xx, 429, dropped
+	// connections, expired futures); RetryAfterCapS caps a 429's wait.
+	MaxRetries     int     `koanf:"max_retries" json:"max_retries" yaml:"max_retries"`
+	RetryAfterCapS float64 `koanf:"retry_after_cap_s" json:"retry_after_cap_s" yaml:"retry_after_cap_s"`
 }

@@ -164,6 +164,7 @@ func (e *RetriesExhaustedError) Unwrap() error { return e.Err }
 // Client is an OpenAI-compatible inference client. It is safe for
 // concurrent use and implements sampler.Sampler.
 type Client struct {
+	modelMu   sync.RWMutex // guards opts.Model (SetModel)
 	opts      Options
 	http      *http.Client
 	endpoints []*endpoint
@@ -257,7 +258,7 @@ func normalizeEndpoint(raw string) (string, error) {
 func (c *Client) Close() { c.stopOnce.Do(func() { close(c.stop) }) }
 
 // Model is the model name the client requests.
-func (c *Client) Model() string { return c.opts.Model }
+func (c *Client) Model() string { return c.model() }
 
 func sleepCtx(ctx context.Context, d time.Duration) error {
 	if d <= 0 {
@@ -289,13 +290,13 @@ func (c *Client) Sample(ctx context.Context, req sampler.Request) (sampler.Respo
 		zero := 0
 		path = "/v1/completions"
 		rules.promptIDs = req.PromptIDs
-		body = &CompletionRequest{Model: c.opts.Model, Prompt: Prompt{IDs: req.PromptIDs},
+		body = &CompletionRequest{Model: c.model(), Prompt: Prompt{IDs: req.PromptIDs},
 			Temperature: p.Temperature, TopP: p.TopP, TopK: p.TopK, MaxTokens: p.MaxTokens,
 			Stop: p.Stop, StopTokenIDs: p.StopTokenIDs, Seed: p.Seed, N: 1, Logprobs: &zero,
 			ReturnTokenIDs: true, ReturnTokensAsTokenIDs: c.opts.ReturnTokensAsTokenIDs}
 	} else {
 		path = "/v1/chat/completions"
-		body = &ChatRequest{Model: c.opts.Model, Messages: req.Messages,
+		body = &ChatRequest{Model: c.model(), Messages: req.Messages,
 			Temperature: p.Temperature, TopP: p.TopP, TopK: p.TopK, MaxTokens: p.MaxTokens,
 			Stop: p.Stop, StopTokenIDs: p.StopTokenIDs, Seed: p.Seed, N: 1, Logprobs: true,
 			ReturnTokenIDs: true, ReturnTokensAsTokenIDs: c.opts.ReturnTokensAsTokenIDs,
@@ -343,7 +344,7 @@ func checkParams(req sampler.Request) error {
 // the decoded answer without checks beyond JSON.
 func (c *Client) Chat(ctx context.Context, req *ChatRequest) (*ChatResponse, error) {
 	if req.Model == "" {
-		req.Model = c.opts.Model
+		req.Model = c.model()
 	}
 	var out ChatResponse
 	err := c.post(ctx, "/v1/chat/completions", req, func(r io.Reader) error { return decodeJSON(r, &out) })
@@ -353,7 +354,7 @@ func (c *Client) Chat(ctx context.Context, req *ChatRequest) (*ChatResponse, err
 // Complete sends a raw completions request.
 func (c *Client) Complete(ctx context.Context, req *CompletionRequest) (*CompletionResponse, error) {
 	if req.Model == "" {
-		req.Model = c.opts.Model
+		req.Model = c.model()
 	}
 	var out CompletionResponse
 	err := c.post(ctx, "/v1/completions", req, func(r io.Reader) error { return decodeJSON(r, &out) })

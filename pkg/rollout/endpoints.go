@@ -218,14 +218,14 @@ func (c *Client) checkOne(ctx context.Context, ep *endpoint) string {
 	}
 	var ids []string
 	for _, m := range models.Data {
-		if m.ID == c.opts.Model {
+		if m.ID == c.model() {
 			ep.maxLen.Store(m.MaxModelLen)
 			return ""
 		}
 		ids = append(ids, m.ID)
 	}
 	slices.Sort(ids)
-	return fmt.Sprintf("%s serves %s, not %q; set rollout.model to the served name or point rollout.endpoints at the right server", ep.url, quoteList(ids), c.opts.Model)
+	return fmt.Sprintf("%s serves %s, not %q; set rollout.model to the served name or point rollout.endpoints at the right server", ep.url, quoteList(ids), c.model())
 }
 
 func quoteList(ids []string) string {

@@ -36,6 +36,8 @@ type trainerState struct {
 	// model/ directory beside this file (a remote backend's tinker://
 	// path).
 	ModelPath string `json:"model_path,omitempty"`
+	// Diagnosis is the stall watcher's state.
+	Diagnosis diagnosisState `json:"diagnosis"`
 }
 
 // checkpoint writes global_step_N for the last completed step through a
@@ -57,7 +59,7 @@ func (t *Trainer) checkpoint(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("saving the model for step %d: %w", t.step, err)
 	}
-	st := trainerState{GlobalStep: t.step, Dataloader: t.loader.State()}
+	st := trainerState{GlobalStep: t.step, Dataloader: t.loader.State(), Diagnosis: t.diag.diagnosisState}
 	if saved != local {
 		st.ModelPath = saved
 	}
@@ -157,6 +159,15 @@ func (t *Trainer) resume(ctx context.Context) (bool, error) {
 		}
 		dir = stepDir(t.plan.Dir, n)
 	}
+	if t.plan.Cadence.ResumeMode != "resume_path" {
+		note, err := checkResume(t.plan.Dir, t.plan.Identity)
+		if err != nil {
+			return false, err
+		}
+		if note != "" {
+			t.logf("%s", note)
+		}
+	}
 	b, err := os.ReadFile(filepath.Join(dir, stateFile))
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
@@ -179,6 +190,9 @@ func (t *Trainer) resume(ctx context.Context) (bool, error) {
 		return false, fmt.Errorf("resuming from %s: %w", dir, err)
 	}
 	t.step, t.savedStep = st.GlobalStep, st.GlobalStep
+	if st.Diagnosis.Streak != nil && st.Diagnosis.Warned != nil {
+		t.diag.diagnosisState = st.Diagnosis
+	}
 	t.logf("resumed from %s (step %d)", dir, t.step)
 	return true, nil
 }

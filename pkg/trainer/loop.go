@@ -13,7 +13,7 @@ import (
 
 // trainStep is one step of the loop, as the Tinker cookbook's rl/train.py
 // reads: sample groups → score → filter → advantages → datums → train
-// step → publish. It returns the step's metrics (rLLM's names). The
+// step (the loop then publishes the new weights). It returns the step's metrics (rLLM's names). The
 // dataloader only moves on when the step completes, so an interrupted
 // step is redone, batch and all, on resume.
 func (t *Trainer) trainStep(ctx context.Context) (map[string]float64, error) {
@@ -37,7 +37,9 @@ func (t *Trainer) runStep(ctx context.Context, tasks []episode.Task, clock *stop
 		return nil, err
 	}
 	m := episodeMetrics(groups)
-	m["rollout/retries"] = float64(eng.Metrics().Retries)
+	em := eng.Metrics()
+	m["rollout/retries"], m["rollout/episodes"] = float64(em.Retries), float64(em.Episodes)
+	m["rollout/errors"], m["rollout/response_tokens"] = float64(em.Errors+em.Timeouts), float64(em.ResponseTokens)
 	m["timing_s/gen"] = clock.lap().Seconds()
 
 	ast, err := assemble(groups, t.plan.Assemble)
@@ -91,16 +93,15 @@ func (t *Trainer) runStep(ctx context.Context, tasks []episode.Task, clock *stop
 		merge(m, updateMetrics(st))
 	}
 	m["timing_s/update_actor"] = clock.lap().Seconds()
-	if err := t.publish(ctx); err != nil {
-		return nil, err
-	}
 	return m, nil
 }
 
 // sampleGroups runs rollout.n episodes of every task on the newest
 // weights and groups them by task.
 func (t *Trainer) sampleGroups(ctx context.Context, tasks []episode.Task) ([]Group, *rollout.Engine, error) {
-	eng, err := rollout.NewRunner(t.plan.Workflow, t.chat, t.plan.Train.Params, t.plan.Train.N, t.runnerFor(phaseTrain), nil)
+	onEvent, done := t.phase("rollout", len(tasks)*t.plan.Train.N)
+	defer done()
+	eng, err := rollout.NewRunner(t.plan.Workflow, t.chat, t.plan.Train.Params, t.plan.Train.N, t.runnerFor(phaseTrain), onEvent)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -2,8 +2,11 @@ package trainer
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
@@ -26,7 +29,11 @@ type metricsSink struct {
 // MetricsFile is the name of the metrics log in trainer.default_local_dir.
 const MetricsFile = "metrics.jsonl"
 
-func openMetrics(p *Plan, opts Options, appendToOld bool) (*metricsSink, error) {
+// openMetrics opens metrics.jsonl: a fresh file for a new run; for a
+// resumed one (resumedAt ≥ 0) the records up to the checkpoint's step,
+// without the steps a crash made the run redo and without a line a kill
+// cut short, then appends.
+func openMetrics(p *Plan, opts Options, resumedAt int) (*metricsSink, error) {
 	s := &metricsSink{console: p.Cadence.Console, opts: opts}
 	if !p.Cadence.JSONL {
 		return s, nil
@@ -35,16 +42,51 @@ func openMetrics(p *Plan, opts Options, appendToOld bool) (*metricsSink, error) 
 	if err := os.MkdirAll(dir, atomicfile.DirMode); err != nil {
 		return nil, err
 	}
+	path := filepath.Join(dir, MetricsFile)
 	flags := os.O_CREATE | os.O_WRONLY | os.O_TRUNC
-	if appendToOld {
+	if resumedAt >= 0 {
+		if err := truncateMetrics(path, resumedAt); err != nil {
+			return nil, err
+		}
 		flags = os.O_CREATE | os.O_WRONLY | os.O_APPEND
 	}
-	f, err := os.OpenFile(filepath.Join(dir, MetricsFile), flags, atomicfile.FileMode)
+	f, err := os.OpenFile(path, flags, atomicfile.FileMode)
 	if err != nil {
 		return nil, err
 	}
 	s.file, s.w = f, bufio.NewWriter(f)
 	return s, nil
+}
+
+// truncateMetrics rewrites path keeping the complete records whose step is
+// at most step, in order.
+func truncateMetrics(path string, step int) error {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	var keep bytes.Buffer
+	for len(b) > 0 {
+		i := bytes.IndexByte(b, '\n')
+		if i < 0 {
+			break // a line a kill cut short
+		}
+		line := b[:i+1]
+		b = b[i+1:]
+		var rec struct {
+			Step *int `json:"step"`
+		}
+		if json.Unmarshal(line, &rec) != nil || rec.Step == nil {
+			continue
+		}
+		if *rec.Step <= step {
+			keep.Write(line)
+		}
+	}
+	return atomicfile.WriteFile(path, keep.Bytes())
 }
 
 // write records one step's metrics; non-finite values are written as null
@@ -57,6 +99,26 @@ func (s *metricsSink) write(step int, m map[string]float64) {
 	}
 	if s.console && s.opts.JSON {
 		s.opts.Log.Write(line)
+	}
+}
+
+// warn records a warning as an event line of metrics.jsonl
+// ({"step", "event": "warning", "kind", "message"}) and, in JSON mode, on
+// the log.
+func (s *metricsSink) warn(w Warning) {
+	b, _ := json.Marshal(struct {
+		Step    int    `json:"step"`
+		Event   string `json:"event"`
+		Kind    string `json:"kind"`
+		Message string `json:"message"`
+	}{w.Step, "warning", w.Kind, w.Message})
+	b = append(b, '\n')
+	if s.w != nil {
+		s.w.Write(b)
+		s.w.Flush()
+	}
+	if s.opts.JSON {
+		s.opts.Log.Write(b)
 	}
 }
 
@@ -87,19 +149,37 @@ func (t *Trainer) printStep(m map[string]float64) {
 	if t.opts.JSON || !t.plan.Cadence.Console {
 		return
 	}
+	t.say(stepLine(t.step, t.totalSteps, m))
+}
+
+// stepLine is the readable summary of a step, under 100 characters: what
+// a user watches (reward, accuracy, validation, entropy, KL, time).
+func stepLine(step, total int, m map[string]float64) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "step %d/%d", t.step, t.totalSteps)
-	fmt.Fprintf(&b, " | score %.3f acc %.3f", m["critic/score/mean"], m["batch/accuracy"])
-	if _, ok := m["actor/pg_loss"]; ok {
-		fmt.Fprintf(&b, " | pg_loss %+.4f clip %.3f kl %+.4f grad %.3f", m["actor/pg_loss"], m["actor/pg_clipfrac"], m["actor/ppo_kl"], m["actor/grad_norm"])
-	} else {
-		b.WriteString(" | no update (filtered)")
-	}
-	fmt.Fprintf(&b, " | resp %.1f tok | %.1fs", m["response_length/mean"], m["timing_s/step"])
+	fmt.Fprintf(&b, "step %d/%d reward %.3f acc %.3f", step, total, m["critic/score/mean"], m["batch/accuracy"])
 	if v, ok := m["val/pass@1"]; ok {
-		fmt.Fprintf(&b, " | val pass@1 %.3f", v)
+		fmt.Fprintf(&b, " val %.3f", v)
 	}
-	fmt.Fprintln(t.opts.Log, b.String())
+	if v, ok := m["actor/entropy"]; ok {
+		fmt.Fprintf(&b, " ent %.3f", v)
+	}
+	if v, ok := m["actor/kl_loss"]; ok {
+		fmt.Fprintf(&b, " kl %.2g", v)
+	}
+	if _, ok := m["actor/pg_loss"]; !ok {
+		b.WriteString(" no-update")
+	}
+	fmt.Fprintf(&b, " %.1fs", m["timing_s/step"])
+	return b.String()
+}
+
+// say prints a line of text above any progress bar.
+func (t *Trainer) say(line string) {
+	if t.opts.Progress != nil {
+		t.opts.Progress.Println(line)
+		return
+	}
+	fmt.Fprintln(t.opts.Log, line)
 }
 
 // printVal writes a validation result (in JSON mode the step's metric

@@ -44,6 +44,7 @@ type Plan struct {
 	ChatTemplateArgs map[string]any
 
 	Filters   FilterPlan
+	Remote    RemotePlan
 	Reference ReferencePlan
 	Advantage AdvantagePlan
 	Update    UpdatePlan
@@ -52,6 +53,8 @@ type Plan struct {
 
 	Dir  string
 	Seed int
+	// Identity is what a resumed run must share with this one.
+	Identity RunIdentity
 }
 
 // RolloutPlan is one phase's sampling: N episodes per task with Params.
@@ -71,6 +74,15 @@ type FilterPlan struct {
 	// (filter_uniform_groups), after the estimators ran, as rLLM does.
 	DropZeroAdvantage bool
 	Compact           ppo.CompactFilter
+}
+
+// RemotePlan is training with rollouts from inference servers
+// (rollout.engine=openai): after every optimizer step the new policy is
+// published to every endpoint before the next rollouts.
+type RemotePlan struct {
+	Enabled   bool
+	Endpoints []string
+	Mode      rollout.PublishMode
 }
 
 // ReferencePlan is the frozen reference policy the KL terms compare
@@ -150,6 +162,7 @@ type CadencePlan struct {
 	SaveFreq, TestFreq      int
 	ValBeforeTrain, ValOnly bool
 	MaxCkptToKeep           *int
+	MetricsAddr             string
 	ResumeMode              string
 	ResumeFrom              string
 	Console, JSONL          bool
@@ -187,8 +200,9 @@ func NewPlan(c *config.Config) (*Plan, error) {
 			OverlongFilter:       c.Agent.OverlongFilter,
 			MaskTruncatedSamples: c.Filters.MaskTruncatedSamples,
 		},
-		Dir:  c.Trainer.DefaultLocalDir,
-		Seed: c.Trainer.Seed,
+		Dir:      c.Trainer.DefaultLocalDir,
+		Seed:     c.Trainer.Seed,
+		Identity: runIdentity(c),
 	}
 
 	// Backend and where rollouts come from.
@@ -196,7 +210,16 @@ func NewPlan(c *config.Config) (*Plan, error) {
 		refuse("backend.name: the %s backend is not available in this build; use one of %s", c.Backend.Name, strings.Join(backend.Names(), ", "))
 	}
 	if c.Rollout.Engine != "auto" {
-		refuse("rollout.engine: training with %s rollouts needs the trainer to publish each step's weights to the servers, which it does not do yet; use rollout.engine=auto (the backend's own sampler) for training and %s for rllm eval", c.Rollout.Engine, c.Rollout.Engine)
+		p.Remote = RemotePlan{Enabled: true, Endpoints: c.Rollout.Endpoints}
+		switch c.Backend.Name {
+		case "local":
+			p.Remote.Mode = rollout.PublishFullWeights
+		case "tinker":
+			p.Remote.Mode = rollout.PublishVLLMLoRA
+		}
+		if len(c.Rollout.Endpoints) == 0 {
+			refuse("rollout.endpoints: rollout.engine=%s trains on rollouts from inference servers; list them (rollout.endpoints=[http://host:8000]) or use rollout.engine=auto", c.Rollout.Engine)
+		}
 	}
 	if c.Backend.Name == "local" {
 		if c.Rollout.Tokenizer != "" {
@@ -342,7 +365,7 @@ func NewPlan(c *config.Config) (*Plan, error) {
 	t := c.Trainer
 	p.Cadence = CadencePlan{
 		SaveFreq: t.SaveFreq, TestFreq: t.TestFreq, ValBeforeTrain: t.ValBeforeTrain, ValOnly: t.ValOnly,
-		MaxCkptToKeep: t.MaxCkptToKeep, ResumeMode: t.ResumeMode,
+		MaxCkptToKeep: t.MaxCkptToKeep, ResumeMode: t.ResumeMode, MetricsAddr: t.MetricsAddr,
 		Console: slices.Contains(t.Logger, "console"), JSONL: slices.Contains(t.Logger, "jsonl"),
 	}
 	if t.ResumeFromPath != nil {
@@ -396,6 +419,9 @@ func (p *Plan) String() string {
 	line("data", "%d tasks per step (drawn %d), %s, shuffle %t", p.BatchSize, p.DrawSize, steps, p.Shuffle)
 	line("rollouts", "%d per task, temperature %g, max %d tokens; validation %d per task at temperature %g",
 		p.Train.N, p.Train.Params.Temperature, p.Train.Params.MaxTokens, p.Val.N, p.Val.Params.Temperature)
+	if p.Remote.Enabled {
+		line("sampling", "inference servers %s, each step's weights published with %s", strings.Join(p.Remote.Endpoints, ", "), p.Remote.Mode)
+	}
 	line("runner", "%d episodes in flight, each run up to %d times, timeout %s", p.Runner.NParallel, p.Runner.RetryLimit, durationOrNone(p.Runner.EpisodeTimeout))
 	var filters []string
 	if p.Filters.Rejection {

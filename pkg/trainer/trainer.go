@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rllm-org/rllm-go/internal/atomicfile"
 	"github.com/rllm-org/rllm-go/pkg/agent"
 	"github.com/rllm-org/rllm-go/pkg/backend"
 	"github.com/rllm-org/rllm-go/pkg/config"
@@ -18,6 +19,9 @@ import (
 	"github.com/rllm-org/rllm-go/pkg/env"
 	"github.com/rllm-org/rllm-go/pkg/episode"
 	"github.com/rllm-org/rllm-go/pkg/ppo"
+	"github.com/rllm-org/rllm-go/pkg/progress"
+	"github.com/rllm-org/rllm-go/pkg/promserve"
+	"github.com/rllm-org/rllm-go/pkg/rollout"
 	"github.com/rllm-org/rllm-go/pkg/sampler"
 	"github.com/rllm-org/rllm-go/pkg/usererr"
 )
@@ -42,9 +46,22 @@ type Options struct {
 	NewEnv   func(task episode.Task) (env.Env, error)
 	// Now is the clock, for timings; nil means time.Now.
 	Now func() time.Time
+	// Rollouts, with rollout.engine=openai, is the client of the inference
+	// servers the rollouts sample from (the program builds it, checked
+	// against the servers); the trainer publishes every step's weights to
+	// them. APIKey authenticates those updates.
+	Rollouts *rollout.Client
+	APIKey   string
+	// Progress shows the run's steps and each rollout phase's episodes (a
+	// bar on a terminal); text lines go through its Println. Nil shows no
+	// bar and prints lines to Log.
+	Progress progress.Progress
 	// Getenv reads the environment variables the config names (API keys);
 	// nil means none.
 	Getenv func(string) string
+	// ReadFile reads files the config names (api_key_file); nil means
+	// os.ReadFile.
+	ReadFile func(string) ([]byte, error)
 }
 
 // Trainer runs the training loop over one plan. Build it with New, run it
@@ -67,8 +84,12 @@ type Trainer struct {
 	step       int // the last completed training step
 	savedStep  int // the step of the newest checkpoint, -1 before any
 
-	ws      ppo.Workspace
-	metrics *metricsSink
+	ws        ppo.Workspace
+	metrics   *metricsSink
+	publisher *rollout.WeightPublisher // rollouts on inference servers
+	prom      *promserve.Metrics       // trainer.metrics_addr
+	promSrv   *promserve.Server
+	diag      *diagnosis
 }
 
 // New reads the configuration into a plan (refusing what the trainer
@@ -83,7 +104,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Trainer, error
 		}
 		return nil, err
 	}
-	t := &Trainer{plan: plan, opts: opts, now: opts.Now, savedStep: -1, chat: &swapSampler{}}
+	t := &Trainer{plan: plan, opts: opts, now: opts.Now, savedStep: -1, chat: &swapSampler{}, diag: newDiagnosis()}
 	if t.now == nil {
 		t.now = time.Now
 	}
@@ -124,14 +145,17 @@ func (t *Trainer) open(ctx context.Context, cfg *config.Config) error {
 		t.totalSteps = *s
 	}
 	t.openBackend = func(ctx context.Context, weights string) (backend.TrainingBackend, error) {
-		return backend.Open(ctx, cfg, backend.OpenOptions{Weights: weights, Log: t.opts.Log, Getenv: t.opts.Getenv})
+		return backend.Open(ctx, cfg, backend.OpenOptions{Weights: weights, Log: t.opts.Log, Getenv: t.opts.Getenv, ReadFile: t.opts.ReadFile})
 	}
 	if t.be == nil {
 		if t.be, err = t.openBackend(ctx, ""); err != nil {
 			return err
 		}
 	}
-	return t.plan.CheckBackend(t.be.Info())
+	if err := t.plan.CheckBackend(t.be.Info()); err != nil {
+		return err
+	}
+	return t.openRemote()
 }
 
 // Plan is the plan the trainer runs.
@@ -140,6 +164,10 @@ func (t *Trainer) Plan() *Plan { return t.plan }
 // Close releases the backend and the metrics file.
 func (t *Trainer) Close() error {
 	var errs []error
+	if t.promSrv != nil {
+		errs = append(errs, t.promSrv.Close())
+		t.promSrv = nil
+	}
 	if t.metrics != nil {
 		errs = append(errs, t.metrics.Close())
 		t.metrics = nil
@@ -161,6 +189,12 @@ type Result struct {
 	Last, Val map[string]float64
 	// Checkpoint is the last checkpoint written, "" when none.
 	Checkpoint string
+	// FirstVal holds the run's first validation (before training when
+	// trainer.val_before_train), to compare Val with.
+	FirstVal     map[string]float64
+	firstValStep int
+	// Warnings are the stalls and collapses the run noticed.
+	Warnings []Warning
 }
 
 // Train runs the loop to trainer.total_training_steps (or total_epochs),
@@ -180,12 +214,15 @@ func (t *Trainer) Train(ctx context.Context) (*Result, error) {
 			}
 			res.Val = v
 			t.metrics.write(t.step, v)
+			t.diagnose(v, res)
 		}
 	}
 	if t.plan.Cadence.ValOnly {
 		res.Steps = t.step
 		return res, nil
 	}
+	steps := t.progress().Start("train", "steps", int64(t.totalSteps-t.step))
+	defer steps.Done()
 	for t.step < t.totalSteps {
 		m, err := t.trainStep(ctx)
 		if err != nil {
@@ -193,6 +230,20 @@ func (t *Trainer) Train(ctx context.Context) (*Result, error) {
 		}
 		t.step++
 		res.Steps, res.Last = t.step, m
+		published := t.now()
+		if err := t.publish(ctx); err != nil {
+			err = fmt.Errorf("publishing the weights of step %d: %w", t.step, err)
+			if ctx.Err() == nil {
+				// The step trained: keep it, so a fixed server resumes from here.
+				t.metrics.write(t.step, m)
+				if dir, cerr := t.checkpoint(ctx); cerr == nil {
+					res.Checkpoint = dir
+					t.logf("checkpoint %s written before stopping", dir)
+				}
+			}
+			return res, t.stopped(ctx, res, err)
+		}
+		m["timing_s/publish"] = t.now().Sub(published).Seconds()
 		if t.validateNow() {
 			v, err := t.validate(ctx)
 			if err != nil {
@@ -204,6 +255,10 @@ func (t *Trainer) Train(ctx context.Context) (*Result, error) {
 		}
 		t.metrics.write(t.step, m)
 		t.printStep(m)
+		t.diagnose(m, res)
+		t.observe(m)
+		steps.Add(1)
+		steps.Describe(fmt.Sprintf("reward %.3f", m["critic/score/mean"]))
 		if f := t.plan.Cadence.SaveFreq; f > 0 && t.step%f == 0 && t.step < t.totalSteps {
 			if res.Checkpoint, err = t.checkpoint(ctx); err != nil {
 				return res, err
@@ -216,12 +271,18 @@ func (t *Trainer) Train(ctx context.Context) (*Result, error) {
 	}
 	res.Steps = t.step
 	t.logf("done: %d steps; checkpoint %s", t.step, res.Checkpoint)
+	if res.FirstVal != nil && res.Val != nil {
+		t.logf("validation pass@1: %.3f at step %d -> %.3f at step %d", res.FirstVal["val/pass@1"], res.firstValStep, res.Val["val/pass@1"], t.step)
+	}
 	return res, nil
 }
 
 // start resumes or begins a run: the metrics file, the warm-up of a fresh
 // embedded policy, and the first published weights.
 func (t *Trainer) start(ctx context.Context) error {
+	if err := t.checkPromptsFit(ctx); err != nil {
+		return err
+	}
 	resumed, err := t.resume(ctx)
 	if err != nil {
 		return err
@@ -232,9 +293,27 @@ func (t *Trainer) start(ctx context.Context) error {
 		if _, err := os.Stat(filepath.Join(t.plan.Dir, latestFile)); err == nil {
 			return usererr.Errorf("trainer.default_local_dir: %s already holds a run; resume it (trainer.resume_mode=auto), pick another trainer.experiment_name, or remove the directory", t.plan.Dir)
 		}
+		if err := os.MkdirAll(t.plan.Dir, atomicfile.DirMode); err != nil {
+			return err
+		}
+		if err := recordRun(t.plan.Dir, t.plan.Identity); err != nil {
+			return err
+		}
 	}
-	if t.metrics, err = openMetrics(t.plan, t.opts, resumed); err != nil {
+	resumedAt := -1
+	if resumed {
+		resumedAt = t.step
+	}
+	if t.metrics, err = openMetrics(t.plan, t.opts, resumedAt); err != nil {
 		return err
+	}
+	if addr := t.plan.Cadence.MetricsAddr; addr != "" {
+		t.prom = promserve.New()
+		if t.promSrv, err = promserve.Start(ctx, addr, t.prom.Handler()); err != nil {
+			return err
+		}
+		t.prom.SetTotalSteps(t.totalSteps)
+		t.logf("Prometheus metrics on http://%s/metrics", t.promSrv.Addr())
 	}
 	if !resumed && !t.plan.Cadence.ValOnly && t.plan.Warmup.Steps > 0 {
 		if err := t.warmup(ctx); err != nil {
@@ -257,6 +336,52 @@ func (t *Trainer) start(ctx context.Context) error {
 		t.logf("no validation: data.val_files is empty and the env generates no tasks")
 	}
 	return nil
+}
+
+// progress is the progress display (none when the caller gave none).
+func (t *Trainer) progress() progress.Progress {
+	if t.opts.Progress == nil {
+		return progress.Nop
+	}
+	return t.opts.Progress
+}
+
+// phase counts the finished episodes of one rollout phase on the
+// progress display; call done when the phase ends.
+func (t *Trainer) phase(name string, episodes int) (onEvent func(rollout.Event), done func()) {
+	c := t.progress().Start(name, "episodes", int64(episodes))
+	return func(ev rollout.Event) {
+		if ev.Kind == rollout.EventFinished || ev.Kind == rollout.EventFailed {
+			c.Add(1)
+		}
+	}, c.Done
+}
+
+// observe feeds a step's metrics to the Prometheus endpoint, if any.
+func (t *Trainer) observe(m map[string]float64) {
+	if t.prom == nil {
+		return
+	}
+	t.prom.ObserveStep(t.step, m)
+	t.prom.AddEpisodes(int(m["rollout/episodes"]), int(m["rollout/response_tokens"]))
+	t.prom.AddError(promserve.ErrorEpisode, int(m["rollout/errors"]))
+	t.prom.AddError(promserve.ErrorRetry, int(m["rollout/retries"]))
+}
+
+// diagnose watches the step's (or validation's) metrics for a stall or
+// collapse and reports each new one: one line on the log and an event in
+// metrics.jsonl.
+func (t *Trainer) diagnose(m map[string]float64, res *Result) {
+	if _, ok := m["val/pass@1"]; ok && res.FirstVal == nil {
+		res.FirstVal, res.firstValStep = m, t.step
+	}
+	for _, w := range t.diag.observe(t.step, m) {
+		res.Warnings = append(res.Warnings, w)
+		t.metrics.warn(w)
+		if !t.opts.JSON {
+			t.say(fmt.Sprintf("warning: step %d: %s", w.Step, w.Message))
+		}
+	}
 }
 
 func (t *Trainer) validateNow() bool {
@@ -288,6 +413,9 @@ func (t *Trainer) stopped(ctx context.Context, res *Result, err error) error {
 // publish makes the current weights the ones every new episode samples
 // from; episodes in flight keep the snapshot they started with.
 func (t *Trainer) publish(ctx context.Context) error {
+	if t.publisher != nil {
+		return t.publishRemote(ctx)
+	}
 	snap, err := t.be.PublishSampler(ctx, fmt.Sprintf("policy-step%d", t.step)).Result(ctx)
 	if err != nil {
 		return err
@@ -305,7 +433,7 @@ func (t *Trainer) logf(format string, args ...any) {
 		t.opts.Log.Write(append(b, '\n'))
 		return
 	}
-	fmt.Fprintln(t.opts.Log, msg)
+	t.say(msg)
 }
 
 // swapSampler is the chat sampler over the newest published weights;

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,9 +18,11 @@ import (
 	"github.com/rllm-org/rllm-go/pkg/backend/local"
 	"github.com/rllm-org/rllm-go/pkg/config"
 	"github.com/rllm-org/rllm-go/pkg/episode"
+	"github.com/rllm-org/rllm-go/pkg/progress"
 	"github.com/rllm-org/rllm-go/pkg/rollout"
 	"github.com/rllm-org/rllm-go/pkg/sampler"
 	_ "github.com/rllm-org/rllm-go/pkg/tasks"
+	"github.com/rllm-org/rllm-go/pkg/usererr"
 )
 
 // smallConfig is a configuration that trains in seconds: a tiny model,
@@ -361,7 +364,7 @@ func TestNoValidationSetIsAllowed(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := smallConfig(t, "env.name=math", "agent.name=math", "data.train_files=["+filepath.ToSlash(file)+"]",
-		"trainer.total_training_steps=1", "trainer.val_before_train=true", "backend.local.context=96", "backend.local.warmup_steps=0")
+		"trainer.total_training_steps=1", "trainer.val_before_train=true", "backend.local.context=128", "backend.local.warmup_steps=0")
 	tr, err := New(context.Background(), c, Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -527,5 +530,158 @@ func TestRolloutSeedKeepsGroupsDiverse(t *testing.T) {
 	}
 	if len(rec.seeds) != 8 {
 		t.Errorf("8 episodes sampled with %d distinct seeds: %v", len(rec.seeds), rec.seeds)
+	}
+}
+
+// Resuming refuses a different run and says what changed in the batch
+// shape.
+func TestResumeChecksTheRun(t *testing.T) {
+	c := smallConfig(t, "trainer.total_training_steps=1")
+	dir := c.Trainer.DefaultLocalDir
+	train := func(sets ...string) (string, error) {
+		c := smallConfig(t, append([]string{"trainer.default_local_dir=" + filepath.ToSlash(dir)}, sets...)...)
+		var log strings.Builder
+		tr, err := New(context.Background(), c, Options{Log: &log})
+		if err != nil {
+			return "", err
+		}
+		defer tr.Close()
+		_, err = tr.Train(context.Background())
+		return log.String(), err
+	}
+	if _, err := train("trainer.total_training_steps=1"); err != nil {
+		t.Fatal(err)
+	}
+	_, err := train("trainer.total_training_steps=2", "backend.local.d_model=16")
+	if err == nil || !strings.Contains(err.Error(), "backend.local.d_model 16 (was 32)") || !strings.Contains(err.Error(), "trainer.experiment_name") {
+		t.Errorf("resuming with another model: %v", err)
+	}
+	log, err := train("trainer.total_training_steps=2", "rollout.n=2")
+	if err != nil || !strings.Contains(log, "resuming with rollout.n 2 (was 4)") {
+		t.Errorf("resuming with rollout.n=2: %v\n%s", err, log)
+	}
+}
+
+// A crash after the last checkpoint leaves records of steps the resumed
+// run redoes, and maybe half a line: resuming keeps each step once.
+func TestResumeTruncatesMetrics(t *testing.T) {
+	c := smallConfig(t, "trainer.total_training_steps=2", "trainer.save_freq=1")
+	dir := c.Trainer.DefaultLocalDir
+	tr, err := New(context.Background(), c, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tr.Train(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	tr.Close()
+	// As if the run had gone on to step 3 and been killed mid-line of 4.
+	f, _ := os.OpenFile(filepath.Join(dir, MetricsFile), os.O_APPEND|os.O_WRONLY, 0)
+	f.WriteString(`{"step":3,"critic/score/mean":0.5}` + "\n" + `{"step":4,"crit`)
+	f.Close()
+	c = smallConfig(t, "trainer.total_training_steps=3", "trainer.default_local_dir="+filepath.ToSlash(dir))
+	tr, err = New(context.Background(), c, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	if _, err := tr.Train(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var steps []int
+	for _, m := range readMetrics(t, dir) {
+		steps = append(steps, int(m["step"].(float64)))
+	}
+	if fmt.Sprint(steps) != "[1 2 3]" {
+		t.Errorf("steps in metrics.jsonl: %v, want [1 2 3]", steps)
+	}
+}
+
+type recProgress struct {
+	mu     sync.Mutex
+	phases map[string][2]int64 // name -> total, done
+	lines  []string
+}
+
+func (r *recProgress) Start(name, unit string, total int64) progress.Counter {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	p := r.phases[name]
+	p[0] += total
+	r.phases[name] = p
+	return &recCounter{r: r, name: name}
+}
+func (r *recProgress) Println(msg string) { r.mu.Lock(); r.lines = append(r.lines, msg); r.mu.Unlock() }
+
+type recCounter struct {
+	r    *recProgress
+	name string
+}
+
+func (c *recCounter) Add(n int64) {
+	c.r.mu.Lock()
+	p := c.r.phases[c.name]
+	p[1] += n
+	c.r.phases[c.name] = p
+	c.r.mu.Unlock()
+}
+func (c *recCounter) Describe(string) {}
+func (c *recCounter) Done()           {}
+
+// The run reports its steps and every rollout and validation phase's
+// episodes to the progress display, prints its step lines through it
+// (under 100 characters), and serves Prometheus metrics when asked.
+func TestProgressAndPrometheus(t *testing.T) {
+	c := smallConfig(t, "trainer.total_training_steps=2", "trainer.test_freq=2", "trainer.logger=[console,jsonl]", "trainer.metrics_addr=127.0.0.1:0")
+	rec := &recProgress{phases: map[string][2]int64{}}
+	tr, err := New(context.Background(), c, Options{Progress: rec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	if _, err := tr.Train(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	// 2 steps of 4 tasks × 4 episodes, one validation of 8 tasks × 1.
+	want := map[string][2]int64{"train": {2, 2}, "rollout": {32, 32}, "validation": {8, 8}}
+	for name, w := range want {
+		if got := rec.phases[name]; got != w {
+			t.Errorf("phase %s: total/done %v, want %v", name, got, w)
+		}
+	}
+	steps := 0
+	for _, l := range rec.lines {
+		if strings.HasPrefix(l, "step ") {
+			steps++
+			if len(l) >= 100 {
+				t.Errorf("step line of %d characters: %q", len(l), l)
+			}
+		}
+	}
+	if steps != 2 {
+		t.Errorf("%d step lines: %q", steps, rec.lines)
+	}
+	w := httptest.NewRecorder()
+	tr.prom.Handler().ServeHTTP(w, httptest.NewRequest("GET", "/metrics", nil))
+	if !strings.Contains(w.Body.String(), "rllm_step 2") || !strings.Contains(w.Body.String(), "rllm_episodes_total 32") {
+		t.Errorf("Prometheus metrics lack the run's step and episodes:\n%.800s", w.Body.String())
+	}
+}
+
+// Prompts that leave the model no room to reply are refused before
+// anything trains, naming the key and the size needed.
+func TestPromptsThatDoNotFitAreRefused(t *testing.T) {
+	c := smallConfig(t, "env.name=countdown", "backend.local.context=128")
+	tr, err := New(context.Background(), c, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	_, err = tr.Train(context.Background())
+	if !usererr.Is(err) || !strings.Contains(err.Error(), "set backend.local.context to at least 512") {
+		t.Fatalf("err = %v", err)
+	}
+	if _, serr := os.Stat(filepath.Join(c.Trainer.DefaultLocalDir, MetricsFile)); serr == nil {
+		t.Error("a run that cannot fit its prompts started writing metrics")
 	}
 }

@@ -14,7 +14,9 @@ import (
 func (t *Trainer) validate(ctx context.Context) (map[string]float64, error) {
 	start := t.now()
 	n := t.plan.Val.N
-	eng, err := rollout.NewRunner(t.plan.Workflow, t.chat, t.plan.Val.Params, n, t.runnerFor(phaseVal), nil)
+	onEvent, done := t.phase("validation", len(t.val)*n)
+	defer done()
+	eng, err := rollout.NewRunner(t.plan.Workflow, t.chat, t.plan.Val.Params, n, t.runnerFor(phaseVal), onEvent)
 	if err != nil {
 		return nil, err
 	}

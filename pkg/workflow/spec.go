@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 
+	"github.com/rllm-org/rllm-go/pkg/agent"
 	"github.com/rllm-org/rllm-go/pkg/config"
 	"github.com/rllm-org/rllm-go/pkg/sampler"
 	"github.com/rllm-org/rllm-go/pkg/tool"
@@ -40,10 +41,23 @@ func SpecFromConfig(c *config.Config) Spec {
 	s.Deps = Deps{ChatTemplateKwargs: kwargs, MaxSteps: c.Agent.MaxSteps,
 		ToolConfig: tool.Config{Builtin: c.Tools.Builtin, MCP: c.Tools.MCP, CallTimeoutS: c.Tools.CallTimeoutS}}
 	if !c.Workflow.UseWorkflow {
-		s.Deps.Agent = Component{Name: c.Agent.Name, Args: c.Agent.Args}
+		s.Deps.Agent = Component{Name: AgentFor(c.Agent.Name, c.Env.Name), Args: c.Agent.Args}
 		s.Deps.Env = Component{Name: c.Env.Name, Args: c.Env.Args}
 	}
 	return s
+}
+
+// AgentFor is the agent a config runs: agent.name when set, else the
+// env's own agent (the agent registered under the env's name, as the
+// built-in tasks have), else the generic chat agent.
+func AgentFor(agentName, envName string) string {
+	if agentName != "" {
+		return agentName
+	}
+	if _, err := agent.Lookup(envName); err == nil {
+		return envName
+	}
+	return "chat"
 }
 
 // String names the workflow and its agent and env.

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/rllm-org/rllm-go/internal/atomicfile"
 	"github.com/rllm-org/rllm-go/pkg/backend"
 )
 
@@ -90,7 +91,7 @@ func (b *Backend) SaveState(ctx context.Context, path string) *backend.Future[st
 }
 
 func (b *Backend) save(dir string) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, atomicfile.DirMode); err != nil {
 		return err
 	}
 	specs, _ := layout(b.cfg)
@@ -125,26 +126,15 @@ func (b *Backend) save(dir string) error {
 	})
 }
 
-// writeFileAtomic writes through a temporary file and a rename, so a
-// crash never leaves half a checkpoint file under the real name.
+// writeFileAtomic writes dir/name through internal/atomicfile (temporary
+// file, fsync, rename), so a crash never leaves half a checkpoint file
+// under the real name.
 func writeFileAtomic(dir, name string, fill func(*bytes.Buffer) error) error {
 	var buf bytes.Buffer
 	if err := fill(&buf); err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(dir, name+".tmp*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(buf.Bytes()); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), filepath.Join(dir, name))
+	return atomicfile.WriteFile(filepath.Join(dir, name), buf.Bytes())
 }
 
 // LoadState replaces the weights (and, with withOptimizer, Adam's moments

@@ -2,13 +2,11 @@ package openai
 
 import (
 	"encoding/json"
-	"errors"
 	"net/http"
+	"strconv"
 	"time"
 
-	"github.com/rllm-org/rllm-go/pkg/backend"
 	"github.com/rllm-org/rllm-go/pkg/backend/local"
-	"github.com/rllm-org/rllm-go/pkg/episode"
 )
 
 // vLLM's default max_tokens for /v1/completions.
@@ -19,228 +17,214 @@ type completionRequest struct {
 	Prompt   json.RawMessage `json:"prompt"`
 	Logprobs *int            `json:"logprobs"`
 	Echo     bool            `json:"echo"`
+	Suffix   *string         `json:"suffix"`
 }
+
+var completionKeys = union(samplingKeys, keySet("prompt", "logprobs", "echo", "suffix"))
 
 type completionLogprobs struct {
 	Tokens        []string             `json:"tokens"`
-	TokenLogprobs []float64            `json:"token_logprobs"`
+	TokenLogprobs []*float64           `json:"token_logprobs"`
 	TopLogprobs   []map[string]float64 `json:"top_logprobs"`
 	TextOffset    []int                `json:"text_offset"`
+}
+
+// completionChunk is a /v1/completions response or stream chunk.
+type completionChunk struct {
+	chunkHead
+	Choices []completionChoice `json:"choices"`
+	Usage   *usage             `json:"usage,omitempty"`
 }
 
 type completionChoice struct {
 	Index          int                 `json:"index"`
 	Text           string              `json:"text"`
 	Logprobs       *completionLogprobs `json:"logprobs"`
-	FinishReason   string              `json:"finish_reason"`
+	FinishReason   any                 `json:"finish_reason"`
 	StopReason     any                 `json:"stop_reason"`
+	PromptLogprobs []map[string]any    `json:"prompt_logprobs,omitempty"`
 	TokenIDs       []int               `json:"token_ids,omitempty"`
 	PromptTokenIDs []int               `json:"prompt_token_ids,omitempty"`
 }
 
-type usage struct {
-	PromptTokens     int `json:"prompt_tokens"`
-	CompletionTokens int `json:"completion_tokens"`
-	TotalTokens      int `json:"total_tokens"`
-}
-
 func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
 	var req completionRequest
-	if !decode(w, r, &req) || !s.checkModel(w, req.Model) {
+	if !s.decodeBody(w, r, completionKeys, &req) || !s.checkModel(w, req.Model) {
 		return
 	}
-	params, n, param, msg := req.params(defaultCompletionTokens)
-	if msg != "" {
-		writeError(w, http.StatusBadRequest, param, "%s", msg)
-		return
+	o, perr := req.options(s, defaultCompletionTokens)
+	if perr == nil {
+		perr = s.completionOptions(&req, &o)
 	}
-	if req.Echo {
-		writeError(w, http.StatusBadRequest, "echo", "echo is not supported by the embedded policy server")
+	if perr != nil {
+		writeParamError(w, perr)
 		return
 	}
 	if len(req.Prompt) == 0 {
 		writeError(w, http.StatusBadRequest, "prompt", "prompt is required")
 		return
 	}
-	prompts, _, msg := parsePrompts(req.Prompt)
-	if msg != "" {
-		writeError(w, http.StatusBadRequest, "prompt", "%s", msg)
+	prompts, perr := parsePrompts(req.Prompt)
+	if perr != nil {
+		writeParamError(w, perr)
 		return
 	}
-	snap := s.snapshot()
-	resp := map[string]any{"id": s.nextID("cmpl-"), "object": "text_completion", "created": time.Now().Unix(), "model": s.opts.ModelName}
-	var choices []completionChoice
-	var use usage
-	for pi, prompt := range prompts {
-		prompt, msg := s.fitPrompt(prompt, snap.Config().Context, req.TruncatePromptTokens)
-		if msg != "" {
-			writeError(w, http.StatusBadRequest, "prompt", "%s", msg)
+	snap, _ := s.eng.Weights()
+	for i, p := range prompts {
+		if prompts[i], perr = s.fitPrompt(p, snap.Config().Context, req.TruncatePromptTokens, o.maxTokens, "prompt"); perr != nil {
+			writeParamError(w, perr)
 			return
-		}
-		res, ok := s.sample(w, r, snap, prompt, n, params)
-		if !ok {
-			return
-		}
-		use.PromptTokens += len(prompt)
-		for j, seq := range res.Sequences {
-			text, _ := local.ReplyText(seq)
-			c := completionChoice{Index: pi*n + j, Text: text, FinishReason: seq.StopReason, StopReason: stopReason(seq)}
-			if req.ReturnTokenIDs {
-				c.TokenIDs, c.PromptTokenIDs = nonNil(seq.Tokens), prompt
-			}
-			if req.Logprobs != nil {
-				c.Logprobs = completionLogprobsOf(seq)
-			}
-			use.CompletionTokens += len(seq.Tokens)
-			choices = append(choices, c)
 		}
 	}
-	use.TotalTokens = use.PromptTokens + use.CompletionTokens
-	resp["choices"], resp["usage"] = choices, use
-	writeJSON(w, http.StatusOK, resp)
+	ctx, cancel := s.requestContext(r)
+	defer cancel()
+	run := s.newRun(&o, prompts, start)
+	if !run.begin(w, ctx) {
+		return
+	}
+	defer run.finish()
+	head := s.head("cmpl-", "text_completion", run.version)
+	k := -1
+	if req.Logprobs != nil {
+		k = *req.Logprobs
+	}
+	if o.stream {
+		sse := newSSE(w, s.opts.WriteTimeout, run.version)
+		usageChunk := func(u usage) any { return completionChunk{chunkHead: head, Choices: []completionChoice{}, Usage: &u} }
+		run.streamChoices(ctx, sse, usageChunk, func(c *choice, delta string) any {
+			ch := completionChoice{Index: c.index, Text: delta, FinishReason: c.finishReason(), StopReason: c.stopReason()}
+			if k >= 0 {
+				ch.Logprobs = completionLogprobsOf(c, c.sentTok, k, o.tokensAsIDs, nil)
+			}
+			if o.returnIDs {
+				ch.TokenIDs = nonNil(c.ids[c.sentTok:])
+				if !c.started {
+					ch.PromptTokenIDs = c.prompt
+				}
+			}
+			return completionChunk{chunkHead: head, Choices: []completionChoice{ch}, Usage: run.runningUsage()}
+		})
+		return
+	}
+	if err := run.wait(ctx); err != nil {
+		run.failed(w, err)
+		return
+	}
+	choices := make([]completionChoice, len(run.choices))
+	for i, c := range run.choices {
+		p := i / o.req.N
+		text := string(c.visible(&o))
+		ch := completionChoice{Index: c.index, FinishReason: c.finishReason(), StopReason: c.stopReason()}
+		var promptLP [][]local.TokenLogprob
+		if o.req.PromptLogprobs >= 0 || req.Echo {
+			promptLP = run.streams[p].PromptLogprobs()
+		}
+		if o.req.PromptLogprobs >= 0 {
+			ch.PromptLogprobs = vllmPromptLogprobs(promptLP, c.prompt, o.req.PromptLogprobs, o.tokensAsIDs)
+		}
+		var echo []int
+		if req.Echo {
+			echo = c.prompt
+			pt, _ := local.Tokenizer{}.Decode(c.prompt, false)
+			text = pt + text
+		}
+		ch.Text = text
+		if k >= 0 {
+			ch.Logprobs = completionLogprobsOf(c, 0, k, o.tokensAsIDs, &echoLogprobs{ids: echo, lps: promptLP})
+		}
+		if o.returnIDs {
+			ch.TokenIDs, ch.PromptTokenIDs = nonNil(c.ids), c.prompt
+		}
+		choices[i] = ch
+	}
+	u := run.usage()
+	s.writeResult(w, run.version, completionChunk{chunkHead: head, Choices: choices, Usage: &u})
 }
 
-func completionLogprobsOf(seq backend.SampledSequence) *completionLogprobs {
-	tok := local.Tokenizer{}
-	lp := &completionLogprobs{Tokens: []string{}, TokenLogprobs: []float64{}, TopLogprobs: []map[string]float64{}, TextOffset: []int{}}
-	off := 0
-	for i, id := range seq.Tokens {
-		t := tok.TokenText(id)
-		lp.Tokens = append(lp.Tokens, t)
-		lp.TokenLogprobs = append(lp.TokenLogprobs, finite(seq.Logprobs[i]))
-		lp.TopLogprobs = append(lp.TopLogprobs, map[string]float64{t: finite(seq.Logprobs[i])})
-		lp.TextOffset = append(lp.TextOffset, off)
-		if !tok.IsSpecial(id) {
-			off += len(t)
+// completionOptions checks the completions-only fields.
+func (s *Server) completionOptions(req *completionRequest, o *genOptions) *paramError {
+	if req.Logprobs != nil {
+		if k := *req.Logprobs; k < 0 || k > s.opts.MaxLogprobs {
+			return badParam("logprobs", "logprobs is %d; use 0 to %d", k, s.opts.MaxLogprobs)
 		}
+		o.req.TopLogprobs = *req.Logprobs
+	}
+	if req.Suffix != nil && *req.Suffix != "" {
+		return badParam("suffix", "suffix (fill-in-the-middle) is not supported by rllm serve")
+	}
+	if req.Echo {
+		if o.stream {
+			return badParam("echo", "echo is not supported with stream: true by rllm serve; send echo without streaming")
+		}
+		if req.Logprobs != nil && o.req.PromptLogprobs < 0 {
+			o.req.PromptLogprobs = 0 // the prompt's logprobs are part of the echo
+		}
+	}
+	return nil
+}
+
+type echoLogprobs struct {
+	ids []int
+	lps [][]local.TokenLogprob
+}
+
+// completionLogprobsOf lists the logprobs of tokens from on, each with its
+// k most likely alternatives plus itself (vLLM's shape); an echoed prompt
+// comes first, its first token with null logprobs.
+func completionLogprobsOf(c *choice, from, k int, asIDs bool, echo *echoLogprobs) *completionLogprobs {
+	lp := &completionLogprobs{Tokens: []string{}, TokenLogprobs: []*float64{}, TopLogprobs: []map[string]float64{}, TextOffset: []int{}}
+	off := 0
+	if echo != nil && len(echo.ids) > 0 {
+		for i, id := range echo.ids {
+			t := tokenString(id, asIDs)
+			lp.Tokens = append(lp.Tokens, t)
+			lp.TextOffset = append(lp.TextOffset, off)
+			off += len(local.Tokenizer{}.TokenText(id))
+			if i == 0 || i >= len(echo.lps) || echo.lps[i] == nil {
+				lp.TokenLogprobs = append(lp.TokenLogprobs, nil)
+				lp.TopLogprobs = append(lp.TopLogprobs, nil)
+				continue
+			}
+			own := finite(echo.lps[i][0].Logprob)
+			lp.TokenLogprobs = append(lp.TokenLogprobs, &own)
+			top := map[string]float64{t: own}
+			for _, alt := range echo.lps[i][1:min(len(echo.lps[i]), k+1)] {
+				top[tokenString(alt.Token, asIDs)] = finite(alt.Logprob)
+			}
+			lp.TopLogprobs = append(lp.TopLogprobs, top)
+		}
+	}
+	for i := from; i < len(c.ids); i++ {
+		id := c.ids[i]
+		t := tokenString(id, asIDs)
+		own := finite(c.lps[i])
+		lp.Tokens = append(lp.Tokens, t)
+		lp.TokenLogprobs = append(lp.TokenLogprobs, &own)
+		top := map[string]float64{t: own}
+		for _, alt := range c.tops[i] {
+			top[tokenString(alt.Token, asIDs)] = finite(alt.Logprob)
+		}
+		lp.TopLogprobs = append(lp.TopLogprobs, top)
+		lp.TextOffset = append(lp.TextOffset, off+c.offsets[i])
 	}
 	return lp
 }
 
-// finite sends −inf as −9999.0, as vLLM does.
-func finite(x float64) float64 {
-	if x < -9999 {
-		return -9999
-	}
-	return x
-}
-
-// sample runs the snapshot; false means an error was written.
-func (s *Server) sample(w http.ResponseWriter, r *http.Request, snap *local.Snapshot, prompt []int, n int, p backend.SamplingParams) (backend.SampleResult, bool) {
-	res, err := snap.Sample(r.Context(), backend.SampleRequest{Prompt: prompt, NumSamples: n, Params: p})
-	if err != nil {
-		var ie *backend.InputError
-		if errors.As(err, &ie) {
-			writeError(w, http.StatusBadRequest, "", "%s", ie.Msg)
-		} else {
-			writeError(w, http.StatusInternalServerError, "", "sampling failed: %v", err)
-		}
-		return res, false
-	}
-	return res, true
-}
-
-type chatRequest struct {
-	samplingFields
-	Messages            []episode.Message `json:"messages"`
-	MaxCompletionTokens *int              `json:"max_completion_tokens"`
-	Logprobs            bool              `json:"logprobs"`
-	TopLogprobs         int               `json:"top_logprobs"`
-	Tools               []json.RawMessage `json:"tools"`
-	AddGenerationPrompt *bool             `json:"add_generation_prompt"`
-}
-
-type chatLogprob struct {
-	Token       string        `json:"token"`
-	Logprob     float64       `json:"logprob"`
-	Bytes       []int         `json:"bytes"`
-	TopLogprobs []chatLogprob `json:"top_logprobs"`
-}
-
-type chatMessage struct {
-	Role      string             `json:"role"`
-	Content   string             `json:"content"`
-	Reasoning *string            `json:"reasoning"`
-	ToolCalls []episode.ToolCall `json:"tool_calls"`
-}
-
-type chatChoice struct {
-	Index        int                       `json:"index"`
-	Message      chatMessage               `json:"message"`
-	Logprobs     *map[string][]chatLogprob `json:"logprobs"`
-	FinishReason string                    `json:"finish_reason"`
-	StopReason   any                       `json:"stop_reason"`
-	TokenIDs     []int                     `json:"token_ids,omitempty"`
-}
-
-func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
-	var req chatRequest
-	if !decode(w, r, &req) || !s.checkModel(w, req.Model) {
-		return
-	}
-	if req.MaxTokens == nil {
-		req.MaxTokens = req.MaxCompletionTokens
-	}
-	params, n, param, msg := req.params(0)
-	if msg != "" {
-		writeError(w, http.StatusBadRequest, param, "%s", msg)
-		return
-	}
-	if len(req.Messages) == 0 {
-		writeError(w, http.StatusBadRequest, "messages", "messages is required and must not be empty")
-		return
-	}
-	if len(req.Tools) > 0 {
-		writeError(w, http.StatusBadRequest, "tools", "the embedded policy cannot call tools; send the request without tools")
-		return
-	}
-	snap := s.snapshot()
-	prompt := local.Tokenizer{}.ChatTemplate(req.Messages, req.AddGenerationPrompt == nil || *req.AddGenerationPrompt)
-	prompt, msg = s.fitPrompt(prompt, snap.Config().Context, req.TruncatePromptTokens)
-	if msg != "" {
-		writeError(w, http.StatusBadRequest, "messages", "%s", msg)
-		return
-	}
-	res, ok := s.sample(w, r, snap, prompt, n, params)
-	if !ok {
-		return
-	}
-	tok := local.Tokenizer{}
-	var choices []chatChoice
-	use := usage{PromptTokens: len(prompt)}
-	for j, seq := range res.Sequences {
-		text, _ := local.ReplyText(seq)
-		c := chatChoice{Index: j, Message: chatMessage{Role: "assistant", Content: text, ToolCalls: []episode.ToolCall{}},
-			FinishReason: seq.StopReason, StopReason: stopReason(seq)}
-		if req.ReturnTokenIDs {
-			c.TokenIDs = nonNil(seq.Tokens)
-		}
-		if req.Logprobs {
-			content := []chatLogprob{}
-			for i, id := range seq.Tokens {
-				t := tok.TokenText(id)
-				b := []int{}
-				for _, x := range []byte(t) {
-					b = append(b, int(x))
-				}
-				e := chatLogprob{Token: t, Logprob: finite(seq.Logprobs[i]), Bytes: b, TopLogprobs: []chatLogprob{}}
-				if req.TopLogprobs > 0 {
-					e.TopLogprobs = append(e.TopLogprobs, chatLogprob{Token: t, Logprob: e.Logprob, Bytes: b, TopLogprobs: []chatLogprob{}})
-				}
-				content = append(content, e)
+// vllmPromptLogprobs is vLLM's prompt_logprobs: null for the first token,
+// then {token_id: {logprob, rank, decoded_token}} with the token itself
+// and up to k alternatives.
+func vllmPromptLogprobs(lps [][]local.TokenLogprob, prompt []int, k int, asIDs bool) []map[string]any {
+	out := make([]map[string]any, len(prompt))
+	for i := 1; i < len(prompt) && i < len(lps); i++ {
+		m := map[string]any{}
+		for j, e := range lps[i] {
+			if j > k {
+				break
 			}
-			c.Logprobs = &map[string][]chatLogprob{"content": content}
+			m[strconv.Itoa(e.Token)] = map[string]any{"logprob": finite(e.Logprob), "rank": e.Rank, "decoded_token": tokenString(e.Token, asIDs)}
 		}
-		use.CompletionTokens += len(seq.Tokens)
-		choices = append(choices, c)
+		out[i] = m
 	}
-	use.TotalTokens = use.PromptTokens + use.CompletionTokens
-	resp := map[string]any{
-		"id": s.nextID("chatcmpl-"), "object": "chat.completion", "created": time.Now().Unix(), "model": s.opts.ModelName,
-		"choices": choices, "usage": use,
-	}
-	if req.ReturnTokenIDs {
-		resp["prompt_token_ids"] = prompt
-	}
-	writeJSON(w, http.StatusOK, resp)
+	return out
 }

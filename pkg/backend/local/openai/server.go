@@ -1,14 +1,19 @@
-// Package openai serves an embedded-policy snapshot over HTTP with vLLM's
-// OpenAI-compatible API and field names (/v1/completions,
-// /v1/chat/completions, /tokenize, /detokenize, /v1/models, /health), so a
-// rollout takes the same HTTP path against it as against vLLM.
+// Package openai serves the embedded policy over HTTP as a drop-in for a
+// vLLM or SGLang server: vLLM's OpenAI-compatible API with its field names
+// and chunk shapes (/v1/completions and /v1/chat/completions, streamed or
+// not, /tokenize, /detokenize, /v1/models, /health, /metrics) and SGLang's
+// weight-update API (/update_weights_from_disk, /get_weight_version,
+// /pause_generation, /continue_generation). Requests run on a
+// continuous-batching local.Engine. See docs/serve.md.
 package openai
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 	"sync"
@@ -17,58 +22,87 @@ import (
 
 	"github.com/rllm-org/rllm-go/pkg/backend"
 	"github.com/rllm-org/rllm-go/pkg/backend/local"
-	"github.com/rllm-org/rllm-go/pkg/episode"
 )
 
-// maxBody bounds a request body.
-const maxBody = 8 << 20
+// Defaults of the limits in Options.
+const (
+	DefaultMaxBodyBytes = 8 << 20
+	DefaultMaxN         = 64
+	DefaultMaxLogprobs  = 20 // vLLM's --max-logprobs
+	DefaultWriteTimeout = 30 * time.Second
+	bodyTimeout         = time.Minute
+)
 
 // Options configure the server.
 type Options struct {
-	// ModelName is the id in /v1/models and the only "model" accepted
-	// (an empty "model" in a request is accepted too).
+	// ModelName is the id in /v1/models, the "model" of every response
+	// and the only "model" accepted (an empty one is accepted too).
 	ModelName string
 	// TruncateLongPrompts keeps the last context−1 tokens of a prompt
 	// that does not fit instead of answering 400.
 	TruncateLongPrompts bool
+	// MaxBodyBytes bounds a request body.
+	MaxBodyBytes int64
+	// MaxN bounds n (choices per prompt).
+	MaxN int
+	// MaxLogprobs bounds logprobs, top_logprobs and prompt_logprobs.
+	MaxLogprobs int
+	// RequestTimeout ends a request that runs longer (0: no limit).
+	RequestTimeout time.Duration
+	// WriteTimeout bounds each write to a streaming client, so a stalled
+	// client is dropped instead of holding its request open.
+	WriteTimeout time.Duration
+	// Workers is how many goroutines a loaded snapshot may use.
+	Workers int
+	// Logf, when set, receives one line per weight update.
+	Logf func(format string, args ...any)
 }
 
-// Server answers OpenAI-compatible requests from one snapshot, which
-// SetSnapshot may replace while serving.
+// Server answers HTTP requests from an engine.
 type Server struct {
-	opts Options
-	mu   sync.RWMutex
-	snap *local.Snapshot
-	seq  atomic.Int64
-	mux  *http.ServeMux
+	opts    Options
+	eng     *local.Engine
+	seq     atomic.Int64
+	mux     *http.ServeMux
+	metrics *metrics
+	// updateMu serialises weight updates.
+	updateMu sync.Mutex
 }
 
-// New returns a server for snap.
-func New(snap *local.Snapshot, opts Options) *Server {
+// New returns a server for eng. The engine's current snapshot fixes the
+// model's shape for the server's life.
+func New(eng *local.Engine, opts Options) *Server {
+	snap, _ := eng.Weights()
 	if opts.ModelName == "" {
 		opts.ModelName = snap.Name()
 	}
-	s := &Server{opts: opts, snap: snap, mux: http.NewServeMux()}
+	if opts.MaxBodyBytes <= 0 {
+		opts.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if opts.MaxN <= 0 {
+		opts.MaxN = DefaultMaxN
+	}
+	if opts.MaxLogprobs <= 0 {
+		opts.MaxLogprobs = DefaultMaxLogprobs
+	}
+	if opts.WriteTimeout <= 0 {
+		opts.WriteTimeout = DefaultWriteTimeout
+	}
+	s := &Server{opts: opts, eng: eng, mux: http.NewServeMux()}
+	s.metrics = newMetrics(eng, opts.ModelName)
 	s.mux.HandleFunc("GET /health", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
 	s.mux.HandleFunc("GET /v1/models", s.models)
 	s.mux.HandleFunc("POST /tokenize", s.tokenize)
 	s.mux.HandleFunc("POST /detokenize", s.detokenize)
 	s.mux.HandleFunc("POST /v1/completions", s.completions)
 	s.mux.HandleFunc("POST /v1/chat/completions", s.chatCompletions)
+	s.mux.Handle("GET /metrics", s.metrics.handler())
+	s.mux.HandleFunc("POST /update_weights_from_disk", s.updateWeightsFromDisk)
+	s.mux.HandleFunc("GET /get_weight_version", s.getWeightVersion)
+	s.mux.HandleFunc("GET /weight_version", s.getWeightVersion)
+	s.mux.HandleFunc("POST /pause_generation", s.pauseGeneration)
+	s.mux.HandleFunc("POST /continue_generation", s.continueGeneration)
 	return s
-}
-
-// SetSnapshot makes later requests use snap.
-func (s *Server) SetSnapshot(snap *local.Snapshot) {
-	s.mu.Lock()
-	s.snap = snap
-	s.mu.Unlock()
-}
-
-func (s *Server) snapshot() *local.Snapshot {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	return s.snap
 }
 
 // ServeHTTP implements http.Handler.
@@ -87,6 +121,15 @@ func writeError(w http.ResponseWriter, status int, param, format string, args ..
 	switch status {
 	case http.StatusNotFound:
 		e.Type = "NotFoundError"
+	case http.StatusTooManyRequests:
+		e.Type = "RateLimitError"
+		w.Header().Set("Retry-After", "1")
+	case http.StatusRequestEntityTooLarge:
+		e.Type = "RequestTooLargeError"
+	case http.StatusServiceUnavailable:
+		e.Type = "ServiceUnavailableError"
+	case http.StatusGatewayTimeout:
+		e.Type = "TimeoutError"
 	case http.StatusInternalServerError:
 		e.Type = "InternalServerError"
 	}
@@ -96,19 +139,74 @@ func writeError(w http.ResponseWriter, status int, param, format string, args ..
 	writeJSON(w, status, map[string]apiError{"error": e})
 }
 
+// paramError is a request mistake naming its parameter.
+type paramError struct {
+	status int
+	param  string
+	msg    string
+}
+
+func (e *paramError) Error() string { return e.msg }
+
+func badParam(param, format string, args ...any) *paramError {
+	return &paramError{status: http.StatusBadRequest, param: param, msg: fmt.Sprintf(format, args...)}
+}
+
+func writeParamError(w http.ResponseWriter, e *paramError) {
+	writeError(w, e.status, e.param, "%s", e.msg)
+}
+
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	json.NewEncoder(w).Encode(v)
 }
 
-// decode reads a JSON body; false means an error was written.
-func decode(w http.ResponseWriter, r *http.Request, v any) bool {
-	body := http.MaxBytesReader(w, r.Body, maxBody)
-	if err := json.NewDecoder(body).Decode(v); err != nil {
+// readBody reads a JSON object body within the size limit and checks that
+// it names only allowed keys; nil means an error was written.
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request, allowed map[string]bool) []byte {
+	// The body must arrive within the body timeout; the deadline is lifted
+	// once it has (a generation may take longer).
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Now().Add(bodyTimeout))
+	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes))
+	_ = rc.SetReadDeadline(time.Time{})
+	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			writeError(w, http.StatusRequestEntityTooLarge, "", "the request body exceeds %d bytes", maxBody)
+			writeError(w, http.StatusRequestEntityTooLarge, "", "the request body exceeds %d bytes; send a shorter request", s.opts.MaxBodyBytes)
+		} else {
+			writeError(w, http.StatusBadRequest, "", "reading the request body: %v", err)
+		}
+		return nil
+	}
+	var keys map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &keys); err != nil {
+		writeError(w, http.StatusBadRequest, "", "the request body is not valid JSON for this endpoint: %v", err)
+		return nil
+	}
+	if allowed != nil {
+		for k := range keys {
+			if !allowed[k] {
+				writeError(w, http.StatusBadRequest, k, "parameter %q is not supported by rllm serve (the embedded policy); remove it", k)
+				return nil
+			}
+		}
+	}
+	return raw
+}
+
+// decodeBody is readBody then json.Unmarshal into v; false means an error
+// was written.
+func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, allowed map[string]bool, v any) bool {
+	raw := s.readBody(w, r, allowed)
+	if raw == nil {
+		return false
+	}
+	if err := json.Unmarshal(raw, v); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) && te.Field != "" {
+			writeError(w, http.StatusBadRequest, te.Field, "parameter %s has the wrong type: %s given where %s is expected", te.Field, te.Value, te.Type)
 			return false
 		}
 		writeError(w, http.StatusBadRequest, "", "the request body is not valid JSON for this endpoint: %v", err)
@@ -118,7 +216,7 @@ func decode(w http.ResponseWriter, r *http.Request, v any) bool {
 }
 
 func (s *Server) models(w http.ResponseWriter, _ *http.Request) {
-	snap := s.snapshot()
+	snap, _ := s.eng.Weights()
 	writeJSON(w, http.StatusOK, map[string]any{
 		"object": "list",
 		"data": []map[string]any{{
@@ -129,39 +227,47 @@ func (s *Server) models(w http.ResponseWriter, _ *http.Request) {
 }
 
 type tokenizeRequest struct {
-	Prompt              *string           `json:"prompt"`
-	Messages            []episode.Message `json:"messages"`
-	AddGenerationPrompt *bool             `json:"add_generation_prompt"`
-	AddSpecialTokens    *bool             `json:"add_special_tokens"`
+	Model               string         `json:"model"`
+	Prompt              *string        `json:"prompt"`
+	Messages            []inputMessage `json:"messages"`
+	AddGenerationPrompt *bool          `json:"add_generation_prompt"`
+	AddSpecialTokens    *bool          `json:"add_special_tokens"`
 }
+
+var tokenizeKeys = keySet("model", "prompt", "messages", "add_generation_prompt", "add_special_tokens", "chat_template_kwargs", "continue_final_message", "return_token_strs")
 
 func (s *Server) tokenize(w http.ResponseWriter, r *http.Request) {
 	var req tokenizeRequest
-	if !decode(w, r, &req) {
+	if !s.decodeBody(w, r, tokenizeKeys, &req) {
 		return
 	}
-	tok := local.Tokenizer{}
 	var ids []int
 	switch {
 	case req.Prompt != nil && req.Messages != nil:
 		writeError(w, http.StatusBadRequest, "prompt", "give either prompt or messages, not both")
 		return
 	case req.Prompt != nil:
-		ids = tok.Encode(*req.Prompt, true)
+		ids = local.Tokenizer{}.Encode(*req.Prompt, true)
 	case req.Messages != nil:
-		ids = tok.ChatTemplate(req.Messages, req.AddGenerationPrompt == nil || *req.AddGenerationPrompt)
+		var perr *paramError
+		ids, perr = renderChat(req.Messages, req.AddGenerationPrompt == nil || *req.AddGenerationPrompt, false)
+		if perr != nil {
+			writeParamError(w, perr)
+			return
+		}
 	default:
 		writeError(w, http.StatusBadRequest, "prompt", "give prompt (a string) or messages")
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"count": len(ids), "max_model_len": s.snapshot().Config().Context, "tokens": nonNil(ids)})
+	snap, _ := s.eng.Weights()
+	writeJSON(w, http.StatusOK, map[string]any{"count": len(ids), "max_model_len": snap.Config().Context, "tokens": nonNil(ids)})
 }
 
 func (s *Server) detokenize(w http.ResponseWriter, r *http.Request) {
 	var req struct {
 		Tokens []int `json:"tokens"`
 	}
-	if !decode(w, r, &req) {
+	if !s.decodeBody(w, r, keySet("model", "tokens"), &req) {
 		return
 	}
 	text, err := local.Tokenizer{}.Decode(req.Tokens, false)
@@ -170,62 +276,6 @@ func (s *Server) detokenize(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"prompt": text})
-}
-
-// samplingFields are the sampling settings both completion endpoints take.
-type samplingFields struct {
-	Model                string          `json:"model"`
-	MaxTokens            *int            `json:"max_tokens"`
-	Temperature          *float64        `json:"temperature"`
-	TopP                 *float64        `json:"top_p"`
-	TopK                 *int            `json:"top_k"`
-	N                    *int            `json:"n"`
-	Seed                 *int64          `json:"seed"`
-	Stop                 json.RawMessage `json:"stop"`
-	StopTokenIDs         []int           `json:"stop_token_ids"`
-	ReturnTokenIDs       bool            `json:"return_token_ids"`
-	TruncatePromptTokens *int            `json:"truncate_prompt_tokens"`
-	Stream               bool            `json:"stream"`
-}
-
-// params converts the fields; a non-empty string is the error message and
-// its parameter name.
-func (f *samplingFields) params(defaultMax int) (backend.SamplingParams, int, string, string) {
-	p := backend.SamplingParams{Temperature: 1, TopP: 1, TopK: -1, MaxTokens: defaultMax, Seed: f.Seed, StopTokenIDs: f.StopTokenIDs}
-	if f.Temperature != nil {
-		p.Temperature = *f.Temperature
-	}
-	if f.TopP != nil {
-		p.TopP = *f.TopP
-	}
-	if f.TopK != nil {
-		p.TopK = *f.TopK
-	}
-	if f.MaxTokens != nil {
-		if *f.MaxTokens < 1 {
-			return p, 0, "max_tokens", fmt.Sprintf("max_tokens is %d; it must be at least 1", *f.MaxTokens)
-		}
-		p.MaxTokens = *f.MaxTokens
-	}
-	n := 1
-	if f.N != nil {
-		n = *f.N
-		if n < 1 || n > local.MaxSamples {
-			return p, 0, "n", fmt.Sprintf("n is %d; use 1 to %d", n, local.MaxSamples)
-		}
-	}
-	if len(f.Stop) > 0 && string(f.Stop) != "null" {
-		var one string
-		if err := json.Unmarshal(f.Stop, &one); err == nil {
-			p.Stop = []string{one}
-		} else if err := json.Unmarshal(f.Stop, &p.Stop); err != nil {
-			return p, 0, "stop", "stop must be a string or a list of strings"
-		}
-	}
-	if f.Stream {
-		return p, 0, "stream", "streaming is not supported by the embedded policy server; send stream: false"
-	}
-	return p, n, "", ""
 }
 
 // checkModel answers 404 for a model this server does not serve.
@@ -237,11 +287,12 @@ func (s *Server) checkModel(w http.ResponseWriter, model string) bool {
 	return true
 }
 
-// fitPrompt applies truncation or reports a prompt that does not fit.
-func (s *Server) fitPrompt(prompt []int, ctxLen int, truncate *int) ([]int, string) {
+// fitPrompt checks the prompt's tokens and applies truncation, or reports
+// a prompt that does not fit with max_tokens in the context.
+func (s *Server) fitPrompt(prompt []int, ctxLen int, truncate *int, maxTokens *int, param string) ([]int, *paramError) {
 	for i, t := range prompt {
 		if t < 0 || t >= local.TokenizerVocab {
-			return nil, fmt.Sprintf("prompt token %d is %d, outside the vocabulary [0, %d)", i, t, local.TokenizerVocab)
+			return nil, badParam(param, "prompt token %d is %d, outside the vocabulary [0, %d)", i, t, local.TokenizerVocab)
 		}
 	}
 	if truncate != nil && *truncate > 0 && len(prompt) > *truncate {
@@ -249,14 +300,17 @@ func (s *Server) fitPrompt(prompt []int, ctxLen int, truncate *int) ([]int, stri
 	}
 	if len(prompt) >= ctxLen {
 		if !s.opts.TruncateLongPrompts {
-			return nil, fmt.Sprintf("This model's maximum context length is %d tokens. However, your prompt has %d tokens (prompt and completion must fit together); shorten the prompt or set truncate_prompt_tokens.", ctxLen, len(prompt))
+			return nil, badParam(param, "This model's maximum context length is %d tokens. However, your prompt has %d tokens (prompt and completion must fit together); shorten the prompt or set truncate_prompt_tokens.", ctxLen, len(prompt))
 		}
 		prompt = prompt[len(prompt)-(ctxLen-1):]
 	}
 	if len(prompt) == 0 {
-		return nil, "the prompt is empty"
+		return nil, badParam(param, "the prompt is empty")
 	}
-	return prompt, ""
+	if maxTokens != nil && len(prompt)+*maxTokens > ctxLen {
+		return nil, badParam("max_tokens", "This model's maximum context length is %d tokens. However, you requested %d tokens (%d in the prompt, %d in the completion). Please reduce the length of the prompt or completion.", ctxLen, len(prompt)+*maxTokens, len(prompt), *maxTokens)
+	}
+	return prompt, nil
 }
 
 func (s *Server) nextID(prefix string) string {
@@ -270,32 +324,36 @@ func nonNil[T any](xs []T) []T {
 	return xs
 }
 
-// stopReason is vLLM's stop_reason: the matched stop string, the matched
-// stop token id as a number, or null for end of sequence and length.
-func stopReason(seq backend.SampledSequence) any {
-	if seq.MatchedStop == "" {
-		return nil
+func keySet(keys ...string) map[string]bool {
+	m := make(map[string]bool, len(keys))
+	for _, k := range keys {
+		m[k] = true
 	}
-	for _, id := range seq.Tokens[len(seq.Tokens)-1:] {
-		if strconv.Itoa(id) == seq.MatchedStop {
-			return id
+	return m
+}
+
+func union(sets ...map[string]bool) map[string]bool {
+	m := map[string]bool{}
+	for _, s := range sets {
+		for k := range s {
+			m[k] = true
 		}
 	}
-	return seq.MatchedStop
+	return m
 }
 
 // parsePrompts accepts a string, a list of token ids, a list of strings
 // or a list of token-id lists.
-func parsePrompts(raw json.RawMessage) ([][]int, bool, string) {
+func parsePrompts(raw json.RawMessage) ([][]int, *paramError) {
 	tok := local.Tokenizer{}
 	raw = bytes.TrimSpace(raw)
 	var one string
 	if err := json.Unmarshal(raw, &one); err == nil {
-		return [][]int{tok.Encode(one, true)}, false, ""
+		return [][]int{tok.Encode(one, true)}, nil
 	}
 	var ids []int
 	if err := json.Unmarshal(raw, &ids); err == nil && len(ids) > 0 {
-		return [][]int{ids}, true, ""
+		return [][]int{ids}, nil
 	}
 	var strs []string
 	if err := json.Unmarshal(raw, &strs); err == nil && len(strs) > 0 {
@@ -303,11 +361,41 @@ func parsePrompts(raw json.RawMessage) ([][]int, bool, string) {
 		for _, s := range strs {
 			out = append(out, tok.Encode(s, true))
 		}
-		return out, false, ""
+		return out, nil
 	}
 	var lists [][]int
 	if err := json.Unmarshal(raw, &lists); err == nil && len(lists) > 0 {
-		return lists, true, ""
+		return lists, nil
 	}
-	return nil, false, "prompt must be a string, a list of token ids, a list of strings or a list of token-id lists, and not empty"
+	return nil, badParam("prompt", "prompt must be a string, a list of token ids, a list of strings or a list of token-id lists, and not empty")
+}
+
+// submit queues the requests on the engine and maps its refusals to HTTP
+// errors; nil means an error was written.
+func (s *Server) submit(w http.ResponseWriter, ctx context.Context, reqs []local.GenRequest) []*local.GenStream {
+	streams, err := s.eng.Submit(ctx, reqs...)
+	if err == nil {
+		return streams
+	}
+	var ie *backend.InputError
+	switch {
+	case errors.As(err, &ie):
+		writeError(w, http.StatusBadRequest, "", "%s", ie.Msg)
+	case errors.Is(err, local.ErrQueueFull):
+		s.metrics.rejected.Inc()
+		writeError(w, http.StatusTooManyRequests, "", "%v", err)
+	case errors.Is(err, local.ErrEngineClosed):
+		writeError(w, http.StatusServiceUnavailable, "", "the server is shutting down")
+	default:
+		writeError(w, http.StatusInternalServerError, "", "queueing the request: %v", err)
+	}
+	return nil
+}
+
+// requestContext applies the per-request timeout.
+func (s *Server) requestContext(r *http.Request) (context.Context, context.CancelFunc) {
+	if s.opts.RequestTimeout > 0 {
+		return context.WithTimeout(r.Context(), s.opts.RequestTimeout)
+	}
+	return context.WithCancel(r.Context())
 }

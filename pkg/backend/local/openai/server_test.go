@@ -12,9 +12,11 @@ import (
 	"github.com/rllm-org/rllm-go/pkg/backend/local"
 )
 
-func newTestServer(t testing.TB, opts Options) *httptest.Server {
+var testConfig = local.Config{Layers: 1, DModel: 16, Heads: 2, Context: 40, Seed: 2}
+
+func testSnapshot(t testing.TB, c local.Config) *local.Snapshot {
 	t.Helper()
-	b, err := local.New(local.Options{Config: local.Config{Layers: 1, DModel: 16, Heads: 2, Context: 40, Seed: 2}, Workers: 1})
+	b, err := local.New(local.Options{Config: c, Workers: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -23,9 +25,23 @@ func newTestServer(t testing.TB, opts Options) *httptest.Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(New(ts.(*local.Snapshot), opts))
-	t.Cleanup(srv.Close)
+	return ts.(*local.Snapshot)
+}
+
+func newTestServer(t testing.TB, opts Options) *httptest.Server {
+	srv, _ := newTestServerEngine(t, opts, local.EngineOptions{Workers: 2})
 	return srv
+}
+
+func newTestServerEngine(t testing.TB, opts Options, eo local.EngineOptions) (*httptest.Server, *local.Engine) {
+	t.Helper()
+	eng := local.NewEngine(testSnapshot(t, testConfig), "v0", eo)
+	srv := httptest.NewServer(New(eng, opts))
+	t.Cleanup(func() {
+		srv.Close()
+		eng.Close()
+	})
+	return srv, eng
 }
 
 func post(t *testing.T, url, body string) (int, map[string]any) {
@@ -158,7 +174,18 @@ func TestBadRequests(t *testing.T) {
 		{"bad n", "/v1/completions", `{"prompt":"a","n":0}`, 400, "n is 0"},
 		{"bad temperature", "/v1/completions", `{"prompt":"a","temperature":-2}`, 400, "temperature is -2"},
 		{"bad stop", "/v1/completions", `{"prompt":"a","stop":5}`, 400, "stop must be"},
-		{"stream", "/v1/chat/completions", `{"messages":[{"role":"user","content":"a"}],"stream":true}`, 400, "streaming"},
+		{"penalty", "/v1/chat/completions", `{"messages":[{"role":"user","content":"a"}],"frequency_penalty":0.5}`, 400, "frequency_penalty is not supported"},
+		{"unknown parameter", "/v1/completions", `{"prompt":"a","guided_json":{}}`, 400, `parameter "guided_json" is not supported`},
+		{"image part", "/v1/chat/completions", `{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"x"}}]}]}`, 400, `messages[0].content[0] has type "image_url"`},
+		{"top_logprobs without logprobs", "/v1/chat/completions", `{"messages":[{"role":"user","content":"a"}],"top_logprobs":2}`, 400, "top_logprobs needs logprobs"},
+		{"too many logprobs", "/v1/completions", `{"prompt":"a","logprobs":21}`, 400, "logprobs is 21"},
+		{"logit_bias key", "/v1/completions", `{"prompt":"a","logit_bias":{"x":1}}`, 400, `logit_bias key "x"`},
+		{"logit_bias value", "/v1/completions", `{"prompt":"a","logit_bias":{"5":101}}`, 400, "use a number in [-100, 100]"},
+		{"max_tokens over context", "/v1/completions", `{"prompt":"abc","max_tokens":39}`, 400, "you requested 42 tokens (3 in the prompt, 39 in the completion)"},
+		{"wrong type", "/v1/completions", `{"prompt":"a","max_tokens":"5"}`, 400, "max_tokens has the wrong type"},
+		{"prompt_logprobs streamed", "/v1/completions", `{"prompt":"a","prompt_logprobs":1,"stream":true}`, 400, "not available with stream"},
+		{"echo streamed", "/v1/completions", `{"prompt":"a","echo":true,"stream":true}`, 400, "echo is not supported with stream"},
+		{"n too large", "/v1/completions", `{"prompt":"a","n":65}`, 400, "n is 65; use 1 to 64"},
 		{"tools", "/v1/chat/completions", `{"messages":[{"role":"user","content":"a"}],"tools":[{"type":"function"}]}`, 400, "cannot call tools"},
 		{"no messages", "/v1/chat/completions", `{"messages":[]}`, 400, "messages is required"},
 	}
@@ -204,15 +231,20 @@ func FuzzCompletionsBody(f *testing.F) {
 	f.Add(`{"prompt":[1,2,3],"max_tokens":2}`)
 	f.Add(`{"prompt":"hi","stop":["a"],"n":2,"max_tokens":2}`)
 	f.Add(`{"prompt":[[1],[2]],"max_tokens":1}`)
+	f.Add(`{"messages":[{"role":"user","content":[{"type":"text","text":"a"}]}],"stream":true,"stream_options":{"include_usage":true},"logprobs":true,"top_logprobs":2,"n":2,"max_tokens":3}`)
+	f.Add(`{"prompt":"ab","echo":true,"logprobs":2,"prompt_logprobs":1,"logit_bias":{"97":5},"stop":["a"],"min_tokens":1,"max_tokens":3}`)
+	f.Add(`{"model_path":"nowhere","weight_version":"x"}`)
 	b, err := local.New(local.Options{Config: local.Config{Layers: 1, DModel: 8, Heads: 2, Context: 16, Seed: 1}, Workers: 1})
 	if err != nil {
 		f.Fatal(err)
 	}
 	defer b.Close()
 	ts, _ := b.PublishSampler(context.Background(), "").Result(context.Background())
-	h := New(ts.(*local.Snapshot), Options{})
+	eng := local.NewEngine(ts.(*local.Snapshot), "v0", local.EngineOptions{Workers: 1})
+	defer eng.Close()
+	h := New(eng, Options{})
 	f.Fuzz(func(t *testing.T, body string) {
-		for _, path := range []string{"/v1/completions", "/v1/chat/completions", "/tokenize", "/detokenize"} {
+		for _, path := range []string{"/v1/completions", "/v1/chat/completions", "/tokenize", "/detokenize", "/update_weights_from_disk"} {
 			req := httptest.NewRequest("POST", path, strings.NewReader(body))
 			rec := httptest.NewRecorder()
 			h.ServeHTTP(rec, req)

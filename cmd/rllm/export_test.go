@@ -1,0 +1,92 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/rogpeppe/go-internal/testscript"
+
+	"github.com/rllm-org/rllm-go/internal/faketinker"
+	"github.com/rllm-org/rllm-go/pkg/backend"
+	"github.com/rllm-org/rllm-go/pkg/backend/tinker"
+)
+
+const exportTestKey = "tml-export-secret-4242"
+
+// TestExportScripts runs testdata/export/*.txtar against a fake Tinker
+// server ($TINKER_URL, key in $TINKER_API_KEY) holding a run trained for
+// one step, whose checkpoint is $WORK/run/global_step_1.
+func TestExportScripts(t *testing.T) {
+	testscript.Run(t, testscript.Params{
+		Dir:                 "testdata/export",
+		RequireExplicitExec: true,
+		Setup: func(env *testscript.Env) error {
+			srv, err := faketinker.New(faketinker.Options{APIKey: exportTestKey, PollWait: 100 * time.Millisecond})
+			if err != nil {
+				return err
+			}
+			env.Defer(srv.Close)
+			run := filepath.Join(env.WorkDir, "run")
+			if err := trainOneTinkerStep(srv.URL, filepath.Join(run, "global_step_1")); err != nil {
+				return err
+			}
+			if err := os.WriteFile(filepath.Join(run, "latest_checkpointed_iteration.txt"), []byte("1\n"), 0o644); err != nil {
+				return err
+			}
+			env.Setenv("TINKER_URL", srv.URL)
+			env.Setenv("TINKER_API_KEY", exportTestKey)
+			return nil
+		},
+	})
+}
+
+func trainOneTinkerStep(url, dir string) error {
+	ctx := context.Background()
+	b, err := tinker.New(ctx, tinker.Options{
+		ClientOptions: tinker.ClientOptions{BaseURL: url, APIKey: exportTestKey},
+		BaseModel:     faketinker.BaseModel,
+		LoRA:          tinker.LoRAConfig{Rank: 2},
+		Heartbeat:     time.Hour,
+	})
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	d := backend.Datum{Input: []int{259, 104, 105}, LossFnInputs: backend.LossFnInputs{TargetTokens: []int{104, 105, 260}}}
+	if _, err := b.ForwardBackward(ctx, []backend.Datum{d}, backend.Loss{Name: backend.LossCrossEntropy}).Result(ctx); err != nil {
+		return err
+	}
+	if _, err := b.OptimStep(ctx, backend.DefaultAdamParams(1e-3)).Result(ctx); err != nil {
+		return err
+	}
+	weights, err := b.SaveState(ctx, "global_step_1").Result(ctx)
+	if err != nil {
+		return err
+	}
+	snap, err := b.PublishSampler(ctx, "global_step_1").Result(ctx)
+	if err != nil {
+		return err
+	}
+	return tinker.WriteCheckpoint(dir, tinker.Checkpoint{WeightsPath: weights, SamplerPath: snap.(*tinker.Sampler).Path(), BaseModel: faketinker.BaseModel, BaseURL: url})
+}
+
+// TestExampleConfigsValidate: every real-model example config in
+// examples/configs passes validate-config.
+func TestExampleConfigsValidate(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("..", "..", "examples", "configs", "*.yaml"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no example configs (%v)", err)
+	}
+	for _, f := range files {
+		var out, errb bytes.Buffer
+		app := &App{Stdout: &out, Stderr: &errb, Getenv: func(string) string { return "" }, ReadFile: os.ReadFile}
+		code := app.Run(context.Background(), []string{"validate-config", "--config", f})
+		if code != 0 {
+			t.Errorf("%s: exit %d: %s", f, code, errb.String())
+		}
+	}
+}

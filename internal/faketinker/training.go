@@ -1,0 +1,459 @@
+package faketinker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"os"
+	"regexp"
+
+	"github.com/rllm-org/rllm-go/pkg/backend"
+	"github.com/rllm-org/rllm-go/pkg/backend/local"
+)
+
+type tensor struct {
+	Data  []float64 `json:"data"`
+	Dtype string    `json:"dtype"`
+	Shape []int     `json:"shape"`
+}
+
+type wireDatum struct {
+	ModelInput struct {
+		Chunks []struct {
+			Type   string `json:"type"`
+			Tokens []int  `json:"tokens"`
+		} `json:"chunks"`
+	} `json:"model_input"`
+	LossFnInputs map[string]tensor `json:"loss_fn_inputs"`
+}
+
+type fbInput struct {
+	Data         []wireDatum        `json:"data"`
+	LossFn       string             `json:"loss_fn"`
+	LossFnConfig map[string]float64 `json:"loss_fn_config"`
+}
+
+type trainingRequest struct {
+	Type                 string   `json:"type"`
+	ModelID              string   `json:"model_id"`
+	SeqID                *int     `json:"seq_id"`
+	ForwardBackwardInput *fbInput `json:"forward_backward_input"`
+	ForwardInput         *fbInput `json:"forward_input"`
+	AdamParams           *struct {
+		LearningRate *float64 `json:"learning_rate"`
+		Beta1        *float64 `json:"beta1"`
+		Beta2        *float64 `json:"beta2"`
+		Eps          *float64 `json:"eps"`
+		WeightDecay  float64  `json:"weight_decay"`
+		GradClipNorm float64  `json:"grad_clip_norm"`
+	} `json:"adam_params"`
+	Path        *string `json:"path"`
+	Optimizer   *bool   `json:"optimizer"`
+	TTLSeconds  *int    `json:"ttl_seconds"`
+	Overwrite   bool    `json:"overwrite"`
+	SamplingSID *string `json:"sampling_session_seq_id"`
+}
+
+// lossKeys are the loss_fn_inputs each loss reads; anything else is a
+// 400 so that tests catch a client sending keys a loss does not use.
+var lossKeys = map[string][]string{
+	backend.LossCrossEntropy:       {"target_tokens", "weights"},
+	backend.LossImportanceSampling: {"target_tokens", "logprobs", "advantages"},
+	backend.LossPPO:                {"target_tokens", "logprobs", "advantages"},
+	backend.LossCISPO:              {"target_tokens", "logprobs", "advantages"},
+}
+
+var nameRE = regexp.MustCompile(`^[a-zA-Z0-9_-]+$`)
+
+// training handles the seq_id-ordered calls.
+func (s *Server) training(path string, w http.ResponseWriter, _ *http.Request, body []byte) {
+	var req trainingRequest
+	if err := decodeStrict(body, &req); err != nil {
+		writeJSON(w, http.StatusUnprocessableEntity, map[string]string{"detail": err.Error()})
+		return
+	}
+	if req.Type != "" && req.Type != path {
+		writeJSON(w, http.StatusUnprocessableEntity, map[string]string{"detail": fmt.Sprintf("type %q sent to %s", req.Type, path)})
+		return
+	}
+	if req.SeqID == nil || *req.SeqID < 1 {
+		writeJSON(w, http.StatusUnprocessableEntity, map[string]string{"detail": "seq_id is required and starts at 1"})
+		return
+	}
+	seq := *req.SeqID
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m := s.models[req.ModelID]
+	if m == nil {
+		writeJSON(w, http.StatusNotFound, map[string]string{"detail": "model " + req.ModelID + " not found"})
+		return
+	}
+	h := hashBody(body)
+	if e := m.bySeq[seq]; e != nil {
+		if e.hash != h {
+			writeJSON(w, http.StatusConflict, map[string]string{"detail": fmt.Sprintf("seq_id %d was already used with a different request", seq)})
+			return
+		}
+		// A retry: a new request id for the same run.
+		s.nextID++
+		id := fmt.Sprintf("req-%d", s.nextID)
+		s.futures[id] = e.fut
+		markDup(w)
+		writeJSON(w, 200, map[string]string{"request_id": id, "model_id": m.id})
+		return
+	}
+	run, err := s.prepare(m, path, &req)
+	if err != nil {
+		writeJSON(w, http.StatusUnprocessableEntity, map[string]string{"detail": err.Error()})
+		return
+	}
+	f := s.newFuture(path)
+	e := &entry{path: path, hash: h, fut: f, run: run}
+	m.bySeq[seq] = e
+	s.drain(m)
+	writeJSON(w, 200, map[string]string{"request_id": f.id, "model_id": m.id})
+}
+
+// drain queues, in seq_id order, every request whose predecessors have
+// all been queued; the model's worker runs the queue one by one.
+func (s *Server) drain(m *model) {
+	for {
+		e := m.bySeq[m.next]
+		if e == nil {
+			return
+		}
+		s.execs = append(s.execs, Execution{ModelID: m.id, SeqID: m.next, Path: e.path, Failed: e.fut.failed != nil})
+		m.next++
+		m.queue = append(m.queue, e)
+		select {
+		case m.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// work runs a model's queued requests in order until the server closes.
+func (s *Server) work(m *model) {
+	for {
+		s.mu.Lock()
+		if len(m.queue) == 0 {
+			s.mu.Unlock()
+			select {
+			case <-m.wake:
+				continue
+			case <-s.closing:
+				return
+			}
+		}
+		e := m.queue[0]
+		m.queue = m.queue[1:]
+		s.mu.Unlock()
+		if e.fut.failed != nil {
+			resolve(e.fut, nil, nil)
+			continue
+		}
+		v, err := e.run()
+		resolve(e.fut, v, err)
+	}
+}
+
+// prepare checks a request against the wire shapes and returns the work
+// to run when its turn comes.
+func (s *Server) prepare(m *model, path string, req *trainingRequest) (func() (any, error), error) {
+	ctx := context.Background()
+	lb := m.lb
+	switch path {
+	case "forward_backward", "forward":
+		in := req.ForwardBackwardInput
+		if path == "forward" {
+			in = req.ForwardInput
+		}
+		if in == nil || (req.ForwardBackwardInput != nil && req.ForwardInput != nil) {
+			return nil, fmt.Errorf("%s needs exactly its own input field", path)
+		}
+		loss, data, err := s.datums(in)
+		if err != nil {
+			return nil, err
+		}
+		return func() (any, error) {
+			var f *backend.Future[backend.ForwardBackwardOutput]
+			if path == "forward" {
+				f = lb.Forward(ctx, data, loss)
+			} else {
+				f = lb.ForwardBackward(ctx, data, loss)
+			}
+			out, err := f.Result(ctx)
+			if err != nil {
+				return nil, err
+			}
+			outs := make([]map[string]tensor, len(out.LossFnOutputs))
+			for i, o := range out.LossFnOutputs {
+				outs[i] = map[string]tensor{
+					"logprobs":         {Data: f32(o.Logprobs), Dtype: "float32", Shape: []int{len(o.Logprobs)}},
+					"elementwise_loss": {Data: f32(o.ElementwiseLoss), Dtype: "float32", Shape: []int{len(o.ElementwiseLoss)}},
+				}
+			}
+			return map[string]any{"loss_fn_output_type": "ArrayRecord", "loss_fn_outputs": outs,
+				"metrics": map[string]float64{"loss:sum": out.Metrics["loss:sum"]}}, nil
+		}, nil
+	case "optim_step":
+		a := req.AdamParams
+		if a == nil || a.LearningRate == nil || a.Beta1 == nil || a.Beta2 == nil || a.Eps == nil {
+			return nil, errors.New("optim_step needs adam_params with learning_rate, beta1, beta2 and eps")
+		}
+		p := backend.AdamParams{LearningRate: *a.LearningRate, Beta1: *a.Beta1, Beta2: *a.Beta2, Eps: *a.Eps, WeightDecay: a.WeightDecay, GradClipNorm: a.GradClipNorm}
+		if p.Eps <= 0 {
+			return nil, errors.New("adam_params.eps must be > 0")
+		}
+		if err := p.Validate(); err != nil {
+			return nil, err
+		}
+		return func() (any, error) {
+			out, err := lb.OptimStep(ctx, p).Result(ctx)
+			if err != nil {
+				return nil, err
+			}
+			return map[string]any{"metrics": out.Metrics}, nil
+		}, nil
+	case "save_weights", "save_weights_for_sampler":
+		if req.Path == nil || !nameRE.MatchString(*req.Path) {
+			return nil, errors.New("path must match ^[a-zA-Z0-9_-]+$")
+		}
+		name := *req.Path
+		kind := "weights"
+		if path == "save_weights_for_sampler" {
+			kind = "sampler_weights"
+		}
+		dir := s.checkpointDir(m.id, kind, name)
+		tinker := "tinker://" + m.id + "/" + kind + "/" + name
+		overwrite := req.Overwrite
+		return func() (any, error) {
+			if _, err := os.Stat(dir); err == nil && !overwrite {
+				return nil, fmt.Errorf("checkpoint %s already exists", tinker)
+			}
+			if _, err := lb.SaveState(ctx, dir).Result(ctx); err != nil {
+				return nil, err
+			}
+			if kind == "sampler_weights" {
+				snap, err := lb.PublishSampler(ctx, name).Result(ctx)
+				if err != nil {
+					return nil, err
+				}
+				s.mu.Lock()
+				s.samplers[tinker] = snap
+				s.mu.Unlock()
+			}
+			return map[string]string{"path": tinker}, nil
+		}, nil
+	case "load_weights":
+		if req.Path == nil || req.Optimizer == nil {
+			return nil, errors.New("load_weights needs path and optimizer")
+		}
+		run, kind, name, ok := parseTinkerPath(*req.Path)
+		if !ok || kind != "weights" {
+			return nil, fmt.Errorf("%q is not a tinker://…/weights/… path", *req.Path)
+		}
+		dir := s.checkpointDir(run, kind, name)
+		withOpt := *req.Optimizer
+		return func() (any, error) {
+			if _, err := os.Stat(dir); err != nil {
+				return nil, fmt.Errorf("checkpoint %s not found", *req.Path)
+			}
+			if _, err := lb.LoadState(ctx, dir, withOpt).Result(ctx); err != nil {
+				return nil, err
+			}
+			return map[string]string{"type": "load_weights"}, nil
+		}, nil
+	}
+	return nil, fmt.Errorf("request type %q does not match the endpoint", path)
+}
+
+func f32(xs []float64) []float64 {
+	out := make([]float64, len(xs))
+	for i, x := range xs {
+		out[i] = float64(float32(x))
+	}
+	return out
+}
+
+// datums checks and converts the wire datums.
+func (s *Server) datums(in *fbInput) (backend.Loss, []backend.Datum, error) {
+	keys, ok := lossKeys[in.LossFn]
+	if !ok || !s.lossSupported(in.LossFn) {
+		return backend.Loss{}, nil, fmt.Errorf("loss_fn %q is not supported", in.LossFn)
+	}
+	loss := backend.Loss{Name: in.LossFn, Config: in.LossFnConfig}
+	if in.LossFnConfig != nil && (in.LossFn == backend.LossCrossEntropy || in.LossFn == backend.LossImportanceSampling) {
+		return loss, nil, fmt.Errorf("loss_fn %s takes no loss_fn_config", in.LossFn)
+	}
+	if err := loss.Validate(); err != nil {
+		return loss, nil, err
+	}
+	data := make([]backend.Datum, len(in.Data))
+	for i, d := range in.Data {
+		var input []int
+		for _, c := range d.ModelInput.Chunks {
+			if c.Type != "encoded_text" {
+				return loss, nil, fmt.Errorf("datum %d: chunk type %q", i, c.Type)
+			}
+			input = append(input, c.Tokens...)
+		}
+		n := len(input)
+		if n > s.opts.Model.Context {
+			return loss, nil, fmt.Errorf("datum %d: %d tokens exceed the context of %d", i, n, s.opts.Model.Context)
+		}
+		get := func(key, dtype string) ([]float64, error) {
+			t, ok := d.LossFnInputs[key]
+			if !ok {
+				return nil, nil
+			}
+			if t.Dtype != dtype || len(t.Shape) != 1 || t.Shape[0] != n || len(t.Data) != n {
+				return nil, fmt.Errorf("datum %d: %s must be %s of shape [%d], got %s %v with %d values", i, key, dtype, n, t.Dtype, t.Shape, len(t.Data))
+			}
+			for _, x := range t.Data {
+				if math.IsNaN(x) || math.IsInf(x, 0) {
+					return nil, fmt.Errorf("datum %d: %s holds %v", i, key, x)
+				}
+			}
+			return t.Data, nil
+		}
+		for k := range d.LossFnInputs {
+			if !contains(keys, k) {
+				return loss, nil, fmt.Errorf("datum %d: loss_fn_inputs key %q is not used by %s", i, k, in.LossFn)
+			}
+		}
+		tt, err := get("target_tokens", "int64")
+		if err != nil {
+			return loss, nil, err
+		}
+		if tt == nil {
+			return loss, nil, fmt.Errorf("datum %d: target_tokens missing", i)
+		}
+		dt := backend.Datum{Input: input, LossFnInputs: backend.LossFnInputs{TargetTokens: make([]int, n)}}
+		for j, x := range tt {
+			if x != math.Trunc(x) || x < 0 || x >= local.TokenizerVocab {
+				return loss, nil, fmt.Errorf("datum %d: target token %v outside the vocabulary", i, x)
+			}
+			dt.LossFnInputs.TargetTokens[j] = int(x)
+		}
+		li := &dt.LossFnInputs
+		if li.Weights, err = get("weights", "float32"); err != nil {
+			return loss, nil, err
+		}
+		if li.Logprobs, err = get("logprobs", "float32"); err != nil {
+			return loss, nil, err
+		}
+		if li.Advantages, err = get("advantages", "float32"); err != nil {
+			return loss, nil, err
+		}
+		if err := dt.Validate(i, local.TokenizerVocab, s.opts.Model.Context, loss); err != nil {
+			return loss, nil, err
+		}
+		data[i] = dt
+	}
+	return loss, data, nil
+}
+
+func contains(xs []string, x string) bool {
+	for _, y := range xs {
+		if x == y {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *Server) lossSupported(name string) bool {
+	if s.opts.Losses == nil {
+		return true
+	}
+	return contains(s.opts.Losses, name)
+}
+
+// sample handles asample: not ordered with training.
+func (s *Server) sample(w http.ResponseWriter, _ *http.Request, body []byte) {
+	var req struct {
+		Type   string `json:"type"`
+		Prompt struct {
+			Chunks []struct {
+				Type   string `json:"type"`
+				Tokens []int  `json:"tokens"`
+			} `json:"chunks"`
+		} `json:"prompt"`
+		NumSamples     int `json:"num_samples"`
+		SamplingParams *struct {
+			MaxTokens   *int            `json:"max_tokens"`
+			Temperature float64         `json:"temperature"`
+			TopK        int             `json:"top_k"`
+			TopP        float64         `json:"top_p"`
+			Stop        json.RawMessage `json:"stop"`
+			Seed        *int64          `json:"seed"`
+		} `json:"sampling_params"`
+		ModelPath          string `json:"model_path"`
+		BaseModel          string `json:"base_model"`
+		SamplingSessionID  string `json:"sampling_session_id"`
+		SeqID              *int   `json:"seq_id"`
+		PromptLogprobs     bool   `json:"prompt_logprobs"`
+		TopKPromptLogprobs int    `json:"topk_prompt_logprobs"`
+	}
+	if err := decodeStrict(body, &req); err != nil {
+		writeJSON(w, http.StatusUnprocessableEntity, map[string]string{"detail": err.Error()})
+		return
+	}
+	sp := req.SamplingParams
+	if sp == nil || sp.MaxTokens == nil {
+		writeJSON(w, http.StatusUnprocessableEntity, map[string]string{"detail": "sampling_params.max_tokens is required"})
+		return
+	}
+	if (req.ModelPath == "") == (req.BaseModel == "") {
+		badRequest(w, "give exactly one of model_path and base_model")
+		return
+	}
+	params := backend.SamplingParams{MaxTokens: *sp.MaxTokens, Temperature: sp.Temperature, TopP: sp.TopP, TopK: max(sp.TopK, 0), Seed: sp.Seed}
+	if len(sp.Stop) > 0 && string(sp.Stop) != "null" {
+		var ids []int
+		var strs []string
+		if err := json.Unmarshal(sp.Stop, &ids); err == nil {
+			params.StopTokenIDs = ids
+		} else if err := json.Unmarshal(sp.Stop, &strs); err == nil {
+			params.Stop = strs
+		} else {
+			writeJSON(w, http.StatusUnprocessableEntity, map[string]string{"detail": "stop must be a list of token ids or of strings"})
+			return
+		}
+	}
+	var prompt []int
+	for _, c := range req.Prompt.Chunks {
+		prompt = append(prompt, c.Tokens...)
+	}
+	s.mu.Lock()
+	snap := s.base
+	if req.ModelPath != "" {
+		snap = s.samplers[req.ModelPath]
+	} else if req.BaseModel != BaseModel {
+		snap = nil
+	}
+	f := s.newFuture("asample")
+	s.mu.Unlock()
+	if snap == nil {
+		writeJSON(w, http.StatusNotFound, map[string]string{"detail": "unknown model_path or base_model"})
+		return
+	}
+	n := req.NumSamples
+	go func() {
+		res, err := snap.Sample(context.Background(), backend.SampleRequest{Prompt: prompt, NumSamples: n, Params: params})
+		if err != nil {
+			resolve(f, nil, err)
+			return
+		}
+		seqs := make([]map[string]any, len(res.Sequences))
+		for i, q := range res.Sequences {
+			seqs[i] = map[string]any{"tokens": q.Tokens, "logprobs": f32(q.Logprobs), "stop_reason": q.StopReason}
+		}
+		resolve(f, map[string]any{"type": "sample", "sequences": seqs}, nil)
+	}()
+	writeJSON(w, 200, map[string]string{"request_id": f.id})
+}

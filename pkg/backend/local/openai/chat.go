@@ -1,0 +1,341 @@
+package openai
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/rllm-org/rllm-go/pkg/backend/local"
+)
+
+// inputMessage is a chat message as clients send it: content is a
+// string, null, or a list of {"type": "text", "text": ...} parts.
+type inputMessage struct {
+	Role             string            `json:"role"`
+	Content          json.RawMessage   `json:"content"`
+	Name             string            `json:"name"`
+	ToolCalls        []json.RawMessage `json:"tool_calls"`
+	ToolCallID       string            `json:"tool_call_id"`
+	Reasoning        *string           `json:"reasoning"`
+	ReasoningContent *string           `json:"reasoning_content"`
+}
+
+// text is the message's content; text parts are joined with newlines, as
+// vLLM does.
+func (m *inputMessage) text(i int) (string, *paramError) {
+	raw := bytes.TrimSpace(m.Content)
+	if len(raw) == 0 || string(raw) == "null" {
+		return "", nil
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err == nil {
+		return s, nil
+	}
+	var parts []struct {
+		Type string  `json:"type"`
+		Text *string `json:"text"`
+	}
+	if err := json.Unmarshal(raw, &parts); err != nil {
+		return "", badParam(fmt.Sprintf("messages[%d].content", i), "messages[%d].content must be a string or a list of content parts", i)
+	}
+	var texts []string
+	for j, p := range parts {
+		if p.Type != "text" || p.Text == nil {
+			return "", badParam(fmt.Sprintf("messages[%d].content[%d].type", i, j), "messages[%d].content[%d] has type %q; the embedded policy reads only {\"type\": \"text\", \"text\": ...} parts", i, j, p.Type)
+		}
+		texts = append(texts, *p.Text)
+	}
+	return strings.Join(texts, "\n"), nil
+}
+
+// renderChat renders messages with the ChatML template. With
+// continueFinal the last (assistant) message is left open for the model
+// to continue.
+func renderChat(msgs []inputMessage, addGenerationPrompt, continueFinal bool) ([]int, *paramError) {
+	if len(msgs) == 0 {
+		return nil, badParam("messages", "messages is required and must not be empty")
+	}
+	tok := local.Tokenizer{}
+	var ids []int
+	for i := range msgs {
+		m := &msgs[i]
+		if m.Role == "" {
+			return nil, badParam(fmt.Sprintf("messages[%d].role", i), "messages[%d] has no role", i)
+		}
+		if len(m.ToolCalls) > 0 {
+			return nil, badParam(fmt.Sprintf("messages[%d].tool_calls", i), "messages[%d] has tool_calls, which the embedded policy's chat template cannot render; send text only", i)
+		}
+		text, perr := m.text(i)
+		if perr != nil {
+			return nil, perr
+		}
+		if continueFinal && i == len(msgs)-1 {
+			if m.Role != "assistant" {
+				return nil, badParam("continue_final_message", "continue_final_message needs the last message to be the assistant's; it is %q", m.Role)
+			}
+			ids = append(ids, local.TokenImStart)
+			ids = append(ids, tok.Encode(m.Role+"\n"+text, false)...)
+			return ids, nil
+		}
+		ids = append(ids, local.TokenImStart)
+		ids = append(ids, tok.Encode(m.Role+"\n"+text, false)...)
+		ids = append(ids, local.TokenImEnd, '\n')
+	}
+	if addGenerationPrompt {
+		ids = append(ids, local.TokenImStart)
+		ids = append(ids, tok.Encode("assistant\n", false)...)
+	}
+	return ids, nil
+}
+
+type chatRequest struct {
+	samplingFields
+	Messages             []inputMessage    `json:"messages"`
+	MaxCompletionTokens  *int              `json:"max_completion_tokens"`
+	Logprobs             bool              `json:"logprobs"`
+	TopLogprobs          *int              `json:"top_logprobs"`
+	Tools                []json.RawMessage `json:"tools"`
+	ToolChoice           json.RawMessage   `json:"tool_choice"`
+	AddGenerationPrompt  *bool             `json:"add_generation_prompt"`
+	ContinueFinalMessage bool              `json:"continue_final_message"`
+	Echo                 bool              `json:"echo"`
+	Store                bool              `json:"store"`
+	ReasoningEffort      string            `json:"reasoning_effort"`
+	Modalities           []string          `json:"modalities"`
+}
+
+// chatKeys also admit request metadata that changes no output:
+// metadata, parallel_tool_calls (no tools run), chat_template_kwargs (the
+// ChatML template takes none; Jinja ignores unknown ones too).
+var chatKeys = union(samplingKeys, keySet("messages", "max_completion_tokens", "logprobs", "top_logprobs", "tools",
+	"tool_choice", "parallel_tool_calls", "add_generation_prompt", "continue_final_message", "chat_template_kwargs",
+	"echo", "metadata", "store", "reasoning_effort", "modalities"))
+
+type chatTopLogprob struct {
+	Token   string  `json:"token"`
+	Logprob float64 `json:"logprob"`
+	Bytes   []int   `json:"bytes"`
+}
+
+type chatLogprob struct {
+	Token       string           `json:"token"`
+	Logprob     float64          `json:"logprob"`
+	Bytes       []int            `json:"bytes"`
+	TopLogprobs []chatTopLogprob `json:"top_logprobs"`
+}
+
+type chatLogprobs struct {
+	Content []chatLogprob `json:"content"`
+}
+
+type chatMessage struct {
+	Role      string  `json:"role"`
+	Content   string  `json:"content"`
+	Reasoning *string `json:"reasoning"`
+	ToolCalls []any   `json:"tool_calls"`
+}
+
+type chatChoice struct {
+	Index        int           `json:"index"`
+	Message      chatMessage   `json:"message"`
+	Logprobs     *chatLogprobs `json:"logprobs"`
+	FinishReason any           `json:"finish_reason"`
+	StopReason   any           `json:"stop_reason"`
+	TokenIDs     []int         `json:"token_ids,omitempty"`
+}
+
+// chatChunk is a /v1/chat/completions stream chunk.
+type chatChunk struct {
+	chunkHead
+	Choices        []chatStreamChoice `json:"choices"`
+	Usage          *usage             `json:"usage,omitempty"`
+	PromptTokenIDs []int              `json:"prompt_token_ids,omitempty"`
+}
+
+// chatResponse is a whole /v1/chat/completions response.
+type chatResponse struct {
+	chunkHead
+	Choices        []chatChoice     `json:"choices"`
+	Usage          *usage           `json:"usage"`
+	PromptTokenIDs []int            `json:"prompt_token_ids,omitempty"`
+	PromptLogprobs []map[string]any `json:"prompt_logprobs,omitempty"`
+}
+
+type chatDelta struct {
+	Role    string  `json:"role,omitempty"`
+	Content *string `json:"content,omitempty"`
+}
+
+type chatStreamChoice struct {
+	Index        int           `json:"index"`
+	Delta        chatDelta     `json:"delta"`
+	Logprobs     *chatLogprobs `json:"logprobs"`
+	FinishReason any           `json:"finish_reason"`
+	StopReason   any           `json:"stop_reason,omitempty"`
+	TokenIDs     []int         `json:"token_ids,omitempty"`
+}
+
+func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	var req chatRequest
+	if !s.decodeBody(w, r, chatKeys, &req) || !s.checkModel(w, req.Model) {
+		return
+	}
+	if req.MaxTokens == nil {
+		req.MaxTokens = req.MaxCompletionTokens
+	}
+	o, perr := req.options(s, 0)
+	if perr == nil {
+		perr = s.chatOptions(&req, &o)
+	}
+	if perr != nil {
+		writeParamError(w, perr)
+		return
+	}
+	addGen := req.AddGenerationPrompt == nil || *req.AddGenerationPrompt
+	if req.ContinueFinalMessage {
+		if req.AddGenerationPrompt != nil && *req.AddGenerationPrompt {
+			writeError(w, http.StatusBadRequest, "continue_final_message", "continue_final_message and add_generation_prompt cannot both be true")
+			return
+		}
+		addGen = false
+	}
+	prompt, perr := renderChat(req.Messages, addGen, req.ContinueFinalMessage)
+	if perr != nil {
+		writeParamError(w, perr)
+		return
+	}
+	snap, _ := s.eng.Weights()
+	if prompt, perr = s.fitPrompt(prompt, snap.Config().Context, req.TruncatePromptTokens, o.maxTokens, "messages"); perr != nil {
+		writeParamError(w, perr)
+		return
+	}
+	ctx, cancel := s.requestContext(r)
+	defer cancel()
+	run := s.newRun(&o, [][]int{prompt}, start)
+	if !run.begin(w, ctx) {
+		return
+	}
+	defer run.finish()
+	head := s.head("chatcmpl-", "chat.completion.chunk", run.version)
+	k := -1
+	if req.Logprobs {
+		k = 0
+		if req.TopLogprobs != nil {
+			k = *req.TopLogprobs
+		}
+	}
+	if o.stream {
+		sse := newSSE(w, s.opts.WriteTimeout, run.version)
+		// The role comes first, for every choice, as vLLM sends it.
+		for i, c := range run.choices {
+			empty := ""
+			chunk := chatChunk{chunkHead: head, Choices: []chatStreamChoice{{Index: c.index, Delta: chatDelta{Role: "assistant", Content: &empty}}}}
+			if o.returnIDs && i == 0 {
+				chunk.PromptTokenIDs = prompt
+			}
+			chunk.Usage = run.runningUsage()
+			sse.send(chunk)
+		}
+		if !sse.flush() {
+			run.close()
+			return
+		}
+		usageChunk := func(u usage) any { return chatChunk{chunkHead: head, Choices: []chatStreamChoice{}, Usage: &u} }
+		run.streamChoices(ctx, sse, usageChunk, func(c *choice, delta string) any {
+			ch := chatStreamChoice{Index: c.index, Delta: chatDelta{Content: &delta}, FinishReason: c.finishReason()}
+			if c.finish != "" {
+				ch.StopReason = c.stopReason()
+			}
+			if k >= 0 {
+				ch.Logprobs = chatLogprobsOf(c, c.sentTok, k, o.tokensAsIDs)
+			}
+			if o.returnIDs {
+				ch.TokenIDs = nonNil(c.ids[c.sentTok:])
+			}
+			return chatChunk{chunkHead: head, Choices: []chatStreamChoice{ch}, Usage: run.runningUsage()}
+		})
+		return
+	}
+	if err := run.wait(ctx); err != nil {
+		run.failed(w, err)
+		return
+	}
+	choices := make([]chatChoice, len(run.choices))
+	for i, c := range run.choices {
+		ch := chatChoice{Index: c.index, Message: chatMessage{Role: "assistant", Content: string(c.visible(&o)), ToolCalls: []any{}},
+			FinishReason: c.finishReason(), StopReason: c.stopReason()}
+		if k >= 0 {
+			ch.Logprobs = chatLogprobsOf(c, 0, k, o.tokensAsIDs)
+		}
+		if o.returnIDs {
+			ch.TokenIDs = nonNil(c.ids)
+		}
+		choices[i] = ch
+	}
+	head.Object = "chat.completion"
+	u := run.usage()
+	resp := chatResponse{chunkHead: head, Choices: choices, Usage: &u}
+	if o.returnIDs {
+		resp.PromptTokenIDs = prompt
+	}
+	if o.req.PromptLogprobs >= 0 {
+		resp.PromptLogprobs = vllmPromptLogprobs(run.streams[0].PromptLogprobs(), prompt, o.req.PromptLogprobs, o.tokensAsIDs)
+	}
+	s.writeResult(w, run.version, resp)
+}
+
+// chatOptions checks the chat-only fields.
+func (s *Server) chatOptions(req *chatRequest, o *genOptions) *paramError {
+	if req.TopLogprobs != nil {
+		k := *req.TopLogprobs
+		if k < 0 || k > s.opts.MaxLogprobs {
+			return badParam("top_logprobs", "top_logprobs is %d; use 0 to %d", k, s.opts.MaxLogprobs)
+		}
+		if k > 0 && !req.Logprobs {
+			return badParam("top_logprobs", "top_logprobs needs logprobs: true")
+		}
+		if req.Logprobs {
+			o.req.TopLogprobs = k
+		}
+	}
+	if len(req.Tools) > 0 {
+		return badParam("tools", "the embedded policy cannot call tools; send the request without tools")
+	}
+	if len(req.ToolChoice) > 0 {
+		var tc string
+		if json.Unmarshal(req.ToolChoice, &tc) != nil || (tc != "none" && tc != "auto") {
+			return badParam("tool_choice", "tool_choice can only be \"none\" or \"auto\" without tools")
+		}
+	}
+	switch {
+	case req.Echo:
+		return badParam("echo", "echo is not supported on chat completions by rllm serve")
+	case req.Store:
+		return badParam("store", "store is not supported by rllm serve (nothing is stored); send false")
+	case req.ReasoningEffort != "":
+		return badParam("reasoning_effort", "reasoning_effort is not supported by rllm serve (the embedded policy does not reason)")
+	}
+	for _, m := range req.Modalities {
+		if m != "text" {
+			return badParam("modalities", "modality %q is not supported by rllm serve; the embedded policy writes text only", m)
+		}
+	}
+	return nil
+}
+
+func chatLogprobsOf(c *choice, from, k int, asIDs bool) *chatLogprobs {
+	lp := &chatLogprobs{Content: []chatLogprob{}}
+	for i := from; i < len(c.ids); i++ {
+		id := c.ids[i]
+		e := chatLogprob{Token: tokenString(id, asIDs), Logprob: finite(c.lps[i]), Bytes: tokenBytes(id), TopLogprobs: []chatTopLogprob{}}
+		for _, alt := range c.tops[i][:min(k, len(c.tops[i]))] {
+			e.TopLogprobs = append(e.TopLogprobs, chatTopLogprob{Token: tokenString(alt.Token, asIDs), Logprob: finite(alt.Logprob), Bytes: tokenBytes(alt.Token)})
+		}
+		lp.Content = append(lp.Content, e)
+	}
+	return lp
+}

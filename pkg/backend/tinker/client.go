@@ -1,0 +1,468 @@
+package tinker
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rllm-org/rllm-go/pkg/usererr"
+)
+
+// ClientOptions configure the HTTP side of a Tinker client.
+type ClientOptions struct {
+	// BaseURL is the service URL without /api/v1 (backend.tinker.base_url).
+	BaseURL string
+	// APIKey is sent as X-API-Key. It never appears in logs or errors.
+	APIKey string
+	// KeySource names where the key came from, for the 401 message
+	// (e.g. "the environment variable TINKER_API_KEY named by
+	// backend.tinker.api_key_env").
+	KeySource string
+	// HTTPClient is the transport; nil means a client with no overall
+	// timeout (retrieve_future long-polls for minutes).
+	HTTPClient *http.Client
+	// MaxRetries bounds the retries of one call after 5xx answers, 429s,
+	// dropped connections and expired futures (410); 0 means 8.
+	MaxRetries int
+	// RetryAfterCap caps how long a 429's Retry-After is honoured; 0
+	// means 30 s.
+	RetryAfterCap time.Duration
+	// MinBackoff is the first back-off delay (doubling, with jitter, up
+	// to MaxBackoff); 0 means 100 ms.
+	MinBackoff time.Duration
+	// MaxBackoff caps the back-off; 0 means 5 s.
+	MaxBackoff time.Duration
+	// Log receives progress and warning lines; nil discards them.
+	Log io.Writer
+}
+
+// Client speaks the Tinker API over HTTP: JSON bodies, X-API-Key
+// authentication, bounded retries and futures through retrieve_future.
+// It is safe for concurrent use.
+type Client struct {
+	base   *url.URL
+	api    string
+	key    string
+	source string
+	http   *http.Client
+	opts   ClientOptions
+	logMu  sync.Mutex
+}
+
+// NewClient checks the base URL and builds a client.
+func NewClient(opts ClientOptions) (*Client, error) {
+	u, err := url.Parse(strings.TrimRight(opts.BaseURL, "/"))
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, usererr.Errorf("backend.tinker.base_url: %q is not an http:// or https:// URL; set it to the Tinker service, e.g. http://localhost:8000 for SkyRL", opts.BaseURL)
+	}
+	if opts.MaxRetries <= 0 {
+		opts.MaxRetries = 8
+	}
+	if opts.RetryAfterCap <= 0 {
+		opts.RetryAfterCap = 30 * time.Second
+	}
+	if opts.MinBackoff <= 0 {
+		opts.MinBackoff = 100 * time.Millisecond
+	}
+	if opts.MaxBackoff <= 0 {
+		opts.MaxBackoff = 5 * time.Second
+	}
+	if opts.KeySource == "" {
+		opts.KeySource = "backend.tinker.api_key_env"
+	}
+	hc := opts.HTTPClient
+	if hc == nil {
+		hc = &http.Client{}
+	}
+	return &Client{base: u, api: u.String() + APIPrefix, key: opts.APIKey, source: opts.KeySource, http: hc, opts: opts}, nil
+}
+
+// BaseURL is the service URL (it holds no secret).
+func (c *Client) BaseURL() string { return c.base.String() }
+
+func (c *Client) logf(format string, args ...any) {
+	if c.opts.Log == nil {
+		return
+	}
+	c.logMu.Lock()
+	defer c.logMu.Unlock()
+	fmt.Fprintln(c.opts.Log, "tinker: "+c.redact(fmt.Sprintf(format, args...)))
+}
+
+// redact removes the API key from text a server or transport produced,
+// in case one echoes request headers back.
+func (c *Client) redact(s string) string {
+	if len(c.key) >= 4 {
+		s = strings.ReplaceAll(s, c.key, "[redacted]")
+	}
+	return s
+}
+
+// maxResponse bounds what is read of one answer (a forward result of a
+// large batch is tens of MB of JSON).
+const maxResponse = 1 << 30
+
+// HTTPError is an answer with a status that is not 2xx.
+type HTTPError struct {
+	Path       string
+	Status     int
+	Msg        string
+	RetryAfter time.Duration
+}
+
+func (e *HTTPError) Error() string {
+	return fmt.Sprintf("%s: HTTP %d: %s", e.Path, e.Status, e.Msg)
+}
+
+// retryable statuses: the server may succeed if asked again.
+func (e *HTTPError) retryable() bool {
+	return e.Status == http.StatusRequestTimeout || e.Status == http.StatusTooManyRequests || e.Status >= 500
+}
+
+// transportError is a connection that failed or dropped: retryable.
+type transportError struct{ err error }
+
+func (e *transportError) Error() string { return e.err.Error() }
+func (e *transportError) Unwrap() error { return e.err }
+
+// once sends one request and reads the whole answer. A non-2xx status is
+// an *HTTPError (with the server's message); a failed connection a
+// *transportError.
+func (c *Client) once(ctx context.Context, method, path string, body ...[]byte) ([]byte, error) {
+	var rd io.Reader
+	size := 0
+	if len(body) > 0 {
+		readers := make([]io.Reader, len(body))
+		for i, b := range body {
+			readers[i] = bytes.NewReader(b)
+			size += len(b)
+		}
+		rd = io.MultiReader(readers...)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.api+path, rd)
+	if err != nil {
+		return nil, err
+	}
+	if len(body) > 0 {
+		req.ContentLength = int64(size)
+		req.Header.Set("Content-Type", "application/json")
+	}
+	req.Header.Set("Accept", "application/json")
+	if c.key != "" {
+		req.Header.Set("X-API-Key", c.key)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, &transportError{err: errors.New(c.redact(err.Error()))}
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxResponse+1))
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, &transportError{err: fmt.Errorf("reading the answer of %s: %s", path, c.redact(err.Error()))}
+	}
+	if len(data) > maxResponse {
+		return nil, fmt.Errorf("%s: the answer is larger than %d bytes", path, maxResponse)
+	}
+	if resp.StatusCode/100 != 2 {
+		return nil, &HTTPError{Path: path, Status: resp.StatusCode, Msg: c.serverMessage(data), RetryAfter: retryAfter(resp.Header.Get("Retry-After"))}
+	}
+	return data, nil
+}
+
+// serverMessage extracts the readable part of an error body: FastAPI's
+// detail, Tinker's error, or the start of the text.
+func (c *Client) serverMessage(body []byte) string {
+	var m struct {
+		Detail  any    `json:"detail"`
+		Error   string `json:"error"`
+		Message string `json:"message"`
+	}
+	msg := ""
+	if json.Unmarshal(body, &m) == nil {
+		switch {
+		case m.Error != "":
+			msg = m.Error
+		case m.Message != "":
+			msg = m.Message
+		case m.Detail != nil:
+			if s, ok := m.Detail.(string); ok {
+				msg = s
+			} else if b, err := json.Marshal(m.Detail); err == nil {
+				msg = string(b)
+			}
+		}
+	}
+	if msg == "" {
+		msg = strings.TrimSpace(string(body))
+	}
+	if len(msg) > 300 {
+		msg = msg[:300] + "..."
+	}
+	if msg == "" {
+		msg = "(empty body)"
+	}
+	return c.redact(msg)
+}
+
+// retryAfter reads a Retry-After header in seconds or as an HTTP date.
+func retryAfter(h string) time.Duration {
+	if h == "" {
+		return 0
+	}
+	if s, err := strconv.ParseFloat(h, 64); err == nil && s >= 0 {
+		return time.Duration(s * float64(time.Second))
+	}
+	if t, err := http.ParseTime(h); err == nil {
+		if d := time.Until(t); d > 0 {
+			return d
+		}
+	}
+	return 0
+}
+
+// backoff is the delay before retry number n (from 1).
+func (c *Client) backoff(n int, err error) time.Duration {
+	var he *HTTPError
+	if errors.As(err, &he) && he.RetryAfter > 0 {
+		return min(he.RetryAfter, c.opts.RetryAfterCap)
+	}
+	d := c.opts.MinBackoff << min(n-1, 20)
+	d = min(d, c.opts.MaxBackoff)
+	// ±25% jitter so many clients do not retry in lockstep.
+	return d*3/4 + time.Duration(rand.Int64N(int64(d/2)+1))
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// call sends a request, retrying 408, 429, 5xx and dropped connections
+// up to MaxRetries times, and maps the final failure to a readable error.
+func (c *Client) call(ctx context.Context, method, path string, body ...[]byte) ([]byte, error) {
+	for attempt := 0; ; attempt++ {
+		data, err := c.once(ctx, method, path, body...)
+		if err == nil {
+			return data, nil
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		if !isRetryable(err) {
+			return nil, c.classify(err)
+		}
+		if attempt >= c.opts.MaxRetries {
+			return nil, fmt.Errorf("%s at %s failed %d times, giving up: %w", path, c.BaseURL(), attempt+1, c.classify(err))
+		}
+		d := c.backoff(attempt+1, err)
+		c.logf("%s: %v; retrying in %s", path, err, d.Round(time.Millisecond))
+		if err := sleep(ctx, d); err != nil {
+			return nil, err
+		}
+	}
+}
+
+func isRetryable(err error) bool {
+	var he *HTTPError
+	if errors.As(err, &he) {
+		return he.retryable()
+	}
+	var te *transportError
+	return errors.As(err, &te)
+}
+
+// classify turns authentication failures and client errors into user
+// errors with the fix; other errors pass unchanged.
+func (c *Client) classify(err error) error {
+	var he *HTTPError
+	if !errors.As(err, &he) {
+		return err
+	}
+	switch he.Status {
+	case http.StatusUnauthorized, http.StatusForbidden:
+		return &usererr.Error{
+			Subject: c.BaseURL(),
+			Msg:     fmt.Sprintf("the Tinker service refused the API key (HTTP %d: %s)", he.Status, he.Msg),
+			Fix:     "put a valid key in " + c.source,
+			Err:     ErrUnauthorized,
+		}
+	case http.StatusBadRequest, http.StatusUnprocessableEntity:
+		return &usererr.Error{Msg: fmt.Sprintf("the Tinker service at %s refused %s (HTTP %d): %s", c.BaseURL(), he.Path, he.Status, he.Msg), Err: he}
+	}
+	return err
+}
+
+// ErrUnauthorized is what a refused API key's error wraps.
+var ErrUnauthorized = errors.New("tinker: unauthorized")
+
+// RequestError is a queued request whose future failed: the server's
+// message and its category (user, server or unknown). A user error
+// exits with code 2 and is never retried.
+type RequestError struct {
+	Path     string
+	Msg      string
+	Category string
+}
+
+func (e *RequestError) Error() string {
+	return fmt.Sprintf("%s failed on the Tinker service (%s error): %s", e.Path, e.Category, e.Msg)
+}
+
+// ExitCode is 2 for user errors, 1 otherwise.
+func (e *RequestError) ExitCode() int {
+	if e.Category == "user" {
+		return usererr.ExitUsage
+	}
+	return usererr.ExitFailure
+}
+
+// submit posts a queued call and returns its request id.
+func (c *Client) submit(ctx context.Context, path string, body ...[]byte) (SubmitResponse, error) {
+	data, err := c.call(ctx, http.MethodPost, path, body...)
+	if err != nil {
+		return SubmitResponse{}, err
+	}
+	var s SubmitResponse
+	if err := json.Unmarshal(data, &s); err != nil || s.RequestID == "" {
+		return SubmitResponse{}, fmt.Errorf("%s: the answer has no request_id: %s", path, c.serverMessage(data))
+	}
+	return s, nil
+}
+
+// await polls retrieve_future until the request finishes. A pending
+// answer (try_again or 408) polls again; 410 (the promise expired) calls
+// resubmit for a new request id; 429, 5xx and dropped connections are
+// retried up to MaxRetries times in a row.
+func (c *Client) await(ctx context.Context, path, requestID string, resubmit func() (string, error)) (json.RawMessage, error) {
+	fails, resubmits := 0, 0
+	pending := 0
+	lastState := ""
+	for {
+		body, _ := json.Marshal(RetrieveFutureRequest{RequestID: requestID})
+		data, err := c.once(ctx, http.MethodPost, PathRetrieveFuture, body)
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		var he *HTTPError
+		switch {
+		case err == nil:
+			fails = 0
+			var probe struct {
+				Type       string  `json:"type"`
+				QueueState string  `json:"queue_state"`
+				Error      *string `json:"error"`
+				Category   string  `json:"category"`
+			}
+			if err := json.Unmarshal(data, &probe); err != nil {
+				return nil, fmt.Errorf("%s: retrieve_future answered with invalid JSON: %s", path, c.serverMessage(data))
+			}
+			if probe.Type == "try_again" {
+				if probe.QueueState != lastState && probe.QueueState != "" && probe.QueueState != "active" {
+					c.logf("%s is queued (%s)", path, probe.QueueState)
+				}
+				lastState = probe.QueueState
+				pending++
+				if err := sleep(ctx, c.pollDelay(pending)); err != nil {
+					return nil, err
+				}
+				continue
+			}
+			if probe.Error != nil {
+				cat := probe.Category
+				if cat == "" {
+					cat = "unknown"
+				}
+				return nil, &RequestError{Path: path, Msg: c.redact(*probe.Error), Category: cat}
+			}
+			return data, nil
+		case errors.As(err, &he) && he.Status == http.StatusRequestTimeout:
+			// The long poll ended without a result: poll again.
+			pending++
+			if err := sleep(ctx, c.pollDelay(pending)); err != nil {
+				return nil, err
+			}
+		case errors.As(err, &he) && he.Status == http.StatusGone:
+			resubmits++
+			if resubmits > c.opts.MaxRetries {
+				return nil, fmt.Errorf("%s: the result expired (HTTP 410) %d times in a row; giving up", path, resubmits)
+			}
+			c.logf("%s: the result expired (HTTP 410); resubmitting the same request", path)
+			id, err := resubmit()
+			if err != nil {
+				return nil, err
+			}
+			requestID = id
+		case isRetryable(err):
+			fails++
+			if fails > c.opts.MaxRetries {
+				return nil, fmt.Errorf("waiting for %s at %s failed %d times in a row, giving up: %w", path, c.BaseURL(), fails, c.classify(err))
+			}
+			d := c.backoff(fails, err)
+			c.logf("waiting for %s: %v; retrying in %s", path, err, d.Round(time.Millisecond))
+			if err := sleep(ctx, d); err != nil {
+				return nil, err
+			}
+		default:
+			var he *HTTPError
+			if errors.As(err, &he) && he.Status == http.StatusBadRequest {
+				// SkyRL reports a failed request as 400 {detail}.
+				return nil, &RequestError{Path: path, Msg: he.Msg, Category: "user"}
+			}
+			return nil, c.classify(err)
+		}
+	}
+}
+
+// pollDelay spaces out polls of a pending future: servers long-poll, so
+// this only matters for ones that answer try_again at once.
+func (c *Client) pollDelay(n int) time.Duration {
+	d := time.Millisecond << min(n, 10)
+	return min(d, time.Second)
+}
+
+// invoke is submit then await, resubmitting the same body on 410.
+func (c *Client) invoke(ctx context.Context, path string, body []byte) (json.RawMessage, error) {
+	s, err := c.submit(ctx, path, body)
+	if err != nil {
+		return nil, err
+	}
+	return c.await(ctx, path, s.RequestID, func() (string, error) {
+		s, err := c.submit(ctx, path, body)
+		return s.RequestID, err
+	})
+}
+
+// Capabilities asks the server which base models and losses it serves.
+func (c *Client) Capabilities(ctx context.Context) (Capabilities, error) {
+	data, err := c.call(ctx, http.MethodGet, PathCapabilities)
+	if err != nil {
+		return Capabilities{}, err
+	}
+	var caps Capabilities
+	if err := json.Unmarshal(data, &caps); err != nil {
+		return Capabilities{}, fmt.Errorf("%s at %s: the answer is not {supported_models: [...]}: %v", PathCapabilities, c.BaseURL(), err)
+	}
+	return caps, nil
+}

@@ -1,0 +1,112 @@
+package tinker
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/rllm-org/rllm-go/internal/atomicfile"
+	"github.com/rllm-org/rllm-go/pkg/usererr"
+)
+
+// RunFile is the name of the file a trainer writes in each checkpoint
+// directory (RUN_DIR/global_step_N/) of a run on the Tinker backend.
+const RunFile = "tinker.json"
+
+// Checkpoint records where a step's state lives on the Tinker service.
+// It holds paths and names only, never the API key.
+type Checkpoint struct {
+	// WeightsPath is save_weights' tinker://…/weights/… path (weights and
+	// optimizer state, for resume).
+	WeightsPath string `json:"weights_path"`
+	// SamplerPath is save_weights_for_sampler's
+	// tinker://…/sampler_weights/… path (the LoRA adapter export
+	// downloads).
+	SamplerPath string `json:"sampler_path,omitempty"`
+	BaseModel   string `json:"base_model"`
+	// BaseURL is the service the paths belong to.
+	BaseURL string `json:"base_url,omitempty"`
+}
+
+// WriteCheckpoint writes dir/tinker.json atomically.
+func WriteCheckpoint(dir string, c Checkpoint) error {
+	if err := c.check(""); err != nil {
+		return err
+	}
+	b, err := json.MarshalIndent(c, "", "  ")
+	if err != nil {
+		return err
+	}
+	f, err := atomicfile.Create(filepath.Join(dir, RunFile))
+	if err != nil {
+		return err
+	}
+	defer f.Abort()
+	if _, err := f.Write(append(b, '\n')); err != nil {
+		return err
+	}
+	return f.Commit()
+}
+
+// ReadCheckpoint reads dir/tinker.json.
+func ReadCheckpoint(dir string) (Checkpoint, error) {
+	path := filepath.Join(dir, RunFile)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return Checkpoint{}, usererr.Errorf("%s does not exist: %s is not a checkpoint of a run on the Tinker backend", path, dir)
+		}
+		return Checkpoint{}, err
+	}
+	return ParseCheckpoint(path, b)
+}
+
+// ParseCheckpoint decodes the content of a tinker.json read from path.
+func ParseCheckpoint(path string, b []byte) (Checkpoint, error) {
+	var c Checkpoint
+	dec := json.NewDecoder(strings.NewReader(string(b)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&c); err != nil {
+		return Checkpoint{}, usererr.Errorf("%s is not a valid %s: %v", path, RunFile, err)
+	}
+	if err := c.check(path); err != nil {
+		return Checkpoint{}, err
+	}
+	return c, nil
+}
+
+func (c Checkpoint) check(path string) error {
+	where := RunFile
+	if path != "" {
+		where = path
+	}
+	if _, _, _, err := ParsePath(c.WeightsPath); err != nil {
+		return usererr.Errorf("%s: weights_path: %v", where, err)
+	}
+	if c.SamplerPath != "" {
+		if _, kind, _, err := ParsePath(c.SamplerPath); err != nil || kind != "sampler_weights" {
+			return usererr.Errorf("%s: sampler_path %q is not a tinker://RUN/sampler_weights/NAME path", where, c.SamplerPath)
+		}
+	}
+	return nil
+}
+
+// ParsePath splits tinker://RUN/KIND/NAME, KIND being weights or
+// sampler_weights.
+func ParsePath(p string) (run, kind, name string, err error) {
+	rest, ok := strings.CutPrefix(p, "tinker://")
+	parts := strings.Split(rest, "/")
+	if !ok || len(parts) != 3 || parts[0] == "" || parts[2] == "" || (parts[1] != "weights" && parts[1] != "sampler_weights") {
+		return "", "", "", fmt.Errorf("%q is not a tinker://RUN/weights/NAME or tinker://RUN/sampler_weights/NAME path", p)
+	}
+	for _, s := range parts {
+		if s == "." || s == ".." || strings.ContainsAny(s, "?#\\") {
+			return "", "", "", fmt.Errorf("%q has a path segment that cannot be used in a URL", p)
+		}
+	}
+	return parts[0], parts[1], parts[2], nil
+}

@@ -1,0 +1,732 @@
+// Package tinker is a backend.TrainingBackend that trains a LoRA adapter
+// through a service speaking the Tinker API: hosted Tinker, or a
+// self-hosted SkyRL or TuFT server. See docs/real-models.md.
+//
+// Opening a backend creates a session (kept alive by a heartbeat
+// goroutine), checks get_server_capabilities for the base model, and
+// creates the model. Training calls are queued: each is given the
+// model's next seq_id when it is sent (in submission order) and keeps it
+// on every retry, so the server runs them in order and de-duplicates
+// repeats; the caller gets a *backend.Future at once and may queue more
+// calls before waiting. Failures are retried within bounds: 408 and
+// try_again poll again, 410 resubmits the same request, 429 honours
+// Retry-After (capped), 5xx and dropped connections back off. A request
+// that fails with category "user" is never retried.
+package tinker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rllm-org/rllm-go/internal/atomicfile"
+	"github.com/rllm-org/rllm-go/pkg/backend"
+	"github.com/rllm-org/rllm-go/pkg/backend/chatsampler"
+	"github.com/rllm-org/rllm-go/pkg/backend/local"
+	"github.com/rllm-org/rllm-go/pkg/config"
+	"github.com/rllm-org/rllm-go/pkg/sampler"
+	"github.com/rllm-org/rllm-go/pkg/tokenizer"
+	"github.com/rllm-org/rllm-go/pkg/usererr"
+)
+
+func init() { backend.Register("tinker", Open) }
+
+// Options configure a Tinker backend.
+type Options struct {
+	ClientOptions
+	// BaseModel is the model to train a LoRA adapter on.
+	BaseModel string
+	LoRA      LoRAConfig
+	// Heartbeat is the session heartbeat period; 0 means 10 s.
+	Heartbeat time.Duration
+	// Weights, when set, is a tinker://…/weights/… path loaded (without
+	// optimizer state) right after the model is created.
+	Weights string
+	// MaxInFlight bounds the calls sent but not finished; 0 means 32.
+	MaxInFlight int
+	// Tokenizer is the base model's own tokenizer and chat template
+	// (rollout.tokenizer): ChatSampler renders chats with it and Codec is
+	// it. It may be nil only for EmbeddedModel, whose byte tokenizer is
+	// built in.
+	Tokenizer *tokenizer.Tokenizer
+	// TokenizerRef, when Tokenizer is nil, names it (rollout.tokenizer: a
+	// directory or a Hugging Face id in the local cache, found through
+	// Getenv); empty means the base model's id. Loaded after the
+	// capabilities check.
+	TokenizerRef string
+	Getenv       func(string) string
+	// Chat configures the chat samplers.
+	Chat chatsampler.Options
+}
+
+// EmbeddedModel is the base model internal/faketinker serves (the
+// embedded policy behind the Tinker API); its tokenizer and ChatML
+// template are the embedded policy's.
+const EmbeddedModel = "rllm/embedded-tiny"
+
+// DefaultLosses are the built-in losses assumed when a server does not
+// list supported_loss_fns (hosted Tinker and TuFT have them all).
+var DefaultLosses = backend.BuiltinLosses()
+
+// Backend trains one LoRA model on a Tinker service.
+type Backend struct {
+	c         *Client
+	opts      Options
+	sessionID string
+	modelID   string
+	info      backend.ModelInfo
+	supported map[string]bool
+
+	mu        sync.Mutex // guards closed, versions, published and sends on jobs
+	closed    bool
+	versions  int
+	saves     int
+	published map[string]bool
+	brokenMu  sync.Mutex
+	broken    error
+	jobs      chan *job
+	slots     chan struct{}
+	workerWG  sync.WaitGroup
+	waitWG    sync.WaitGroup
+
+	stopHeartbeat context.CancelFunc
+	heartbeatDone chan struct{}
+}
+
+var _ backend.TrainingBackend = (*Backend)(nil)
+
+// ErrClosed is returned by calls made after Close.
+var ErrClosed = errors.New("tinker backend is closed")
+
+// Open builds the backend from backend.tinker.* (the registry's opener).
+func Open(ctx context.Context, cfg *config.Config, o backend.OpenOptions) (backend.TrainingBackend, error) {
+	tk := cfg.Backend.Tinker
+	key, source, err := APIKey(tk, o.Getenv, o.ReadFile)
+	if err != nil {
+		return nil, err
+	}
+	if tk.MaxRetries < 0 || tk.RetryAfterCapS < 0 {
+		return nil, usererr.Errorf("backend.tinker.max_retries and backend.tinker.retry_after_cap_s must be ≥ 0 (got %d and %g)", tk.MaxRetries, tk.RetryAfterCapS)
+	}
+	seed := int64(cfg.Trainer.Seed)
+	opts := Options{
+		ClientOptions: ClientOptions{
+			BaseURL: tk.BaseURL, APIKey: key, KeySource: source, Log: o.Log,
+			MaxRetries: tk.MaxRetries, RetryAfterCap: time.Duration(tk.RetryAfterCapS * float64(time.Second)),
+		},
+		BaseModel: tk.BaseModel,
+		LoRA:      LoRAConfig{Rank: tk.LoRARank, Seed: &seed, TrainUnembed: tk.TrainUnembed, TrainMLP: tk.TrainMLP, TrainAttn: tk.TrainAttn},
+		Heartbeat: time.Duration(tk.HeartbeatS * float64(time.Second)),
+		Weights:   o.Weights,
+		Chat:      chatsampler.Options{ParseToolCalls: true},
+	}
+	opts.TokenizerRef, opts.Getenv = cfg.Rollout.Tokenizer, o.Getenv
+	b, err := New(ctx, opts)
+	if err != nil {
+		return nil, err // not a typed nil
+	}
+	return b, nil
+}
+
+// APIKey reads the key from the variable named by api_key_env or from
+// api_key_file (getenv and readFile may be nil: no environment,
+// os.ReadFile). It returns the key and a description of where it came
+// from for error messages; the key itself never enters an error.
+func APIKey(tk config.Tinker, getenv func(string) string, readFile func(string) ([]byte, error)) (key, source string, err error) {
+	if tk.APIKeyFile != "" {
+		read := readFile
+		if read == nil {
+			read = os.ReadFile
+		}
+		b, err := read(tk.APIKeyFile)
+		if err != nil {
+			return "", "", usererr.Errorf("backend.tinker.api_key_file: cannot read %s (%v); point it at a file holding the API key", tk.APIKeyFile, pathErr(err))
+		}
+		key = strings.TrimSpace(string(b))
+		if key == "" {
+			return "", "", usererr.Errorf("backend.tinker.api_key_file: %s is empty; put the API key in it", tk.APIKeyFile)
+		}
+		return key, "the file " + tk.APIKeyFile + " named by backend.tinker.api_key_file", nil
+	}
+	if getenv != nil {
+		key = strings.TrimSpace(getenv(tk.APIKeyEnv))
+	}
+	if key == "" {
+		return "", "", usererr.Errorf("backend.tinker.api_key_env: the environment variable %s is not set; export the API key in it (SkyRL accepts any value, e.g. tml-dummy) or set backend.tinker.api_key_file", tk.APIKeyEnv)
+	}
+	return key, "the environment variable " + tk.APIKeyEnv + " named by backend.tinker.api_key_env", nil
+}
+
+// pathErr keeps the reason of a file error without repeating the path.
+func pathErr(err error) error {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
+// New opens a session, checks the server's capabilities, creates the
+// model and starts the heartbeat.
+func New(ctx context.Context, opts Options) (*Backend, error) {
+	c, err := NewClient(opts.ClientOptions)
+	if err != nil {
+		return nil, err
+	}
+	if opts.BaseModel == "" {
+		return nil, usererr.Errorf("backend.tinker.base_model is empty; name the base model, e.g. Qwen/Qwen3-8B")
+	}
+	if opts.LoRA.Rank < 1 {
+		return nil, usererr.Errorf("backend.tinker.lora_rank is %d; use a rank ≥ 1, e.g. 32", opts.LoRA.Rank)
+	}
+	if opts.Heartbeat <= 0 {
+		opts.Heartbeat = 10 * time.Second
+	}
+	if opts.MaxInFlight <= 0 {
+		opts.MaxInFlight = 32
+	}
+	b := &Backend{c: c, opts: opts, jobs: make(chan *job, 64), slots: make(chan struct{}, opts.MaxInFlight)}
+	if err := b.checkCapabilities(ctx); err != nil {
+		return nil, err
+	}
+	if err := b.loadTokenizer(); err != nil {
+		return nil, err
+	}
+	if err := b.createSession(ctx); err != nil {
+		return nil, err
+	}
+	hbCtx, stop := context.WithCancel(context.Background())
+	b.stopHeartbeat, b.heartbeatDone = stop, make(chan struct{})
+	go b.heartbeat(hbCtx)
+	if err := b.createModel(ctx); err != nil {
+		b.stopHeartbeat()
+		<-b.heartbeatDone
+		return nil, err
+	}
+	b.workerWG.Add(1)
+	go b.worker()
+	if opts.Weights != "" {
+		if _, err := b.LoadState(ctx, opts.Weights, false).Result(ctx); err != nil {
+			b.Close()
+			return nil, fmt.Errorf("loading the starting weights %s: %w", opts.Weights, err)
+		}
+	}
+	return b, nil
+}
+
+func (b *Backend) checkCapabilities(ctx context.Context) error {
+	caps, err := b.c.Capabilities(ctx)
+	if err != nil {
+		return err
+	}
+	var offered []string
+	found := false
+	for _, m := range caps.SupportedModels {
+		offered = append(offered, m.ModelName)
+		if m.ModelName == b.opts.BaseModel {
+			found = true
+			b.info.MaxContext = m.MaxContextLength
+		}
+	}
+	if !found {
+		list := strings.Join(offered, ", ")
+		if list == "" {
+			list = "no models"
+		}
+		return usererr.Errorf("backend.tinker.base_model: %s is not served by the Tinker service at %s, which offers %s; set backend.tinker.base_model to one of them or start the server with that model", b.opts.BaseModel, b.c.BaseURL(), list)
+	}
+	losses := caps.SupportedLossFns
+	if losses == nil {
+		losses = DefaultLosses
+	}
+	b.supported = map[string]bool{}
+	for _, l := range backend.BuiltinLosses() {
+		for _, s := range losses {
+			if s == l {
+				b.supported[l] = true
+				b.info.SupportedLosses = append(b.info.SupportedLosses, l)
+			}
+		}
+	}
+	b.info.Name = b.opts.BaseModel
+	b.info.Entropy = false
+	return nil
+}
+
+// loadTokenizer finds the base model's tokenizer and checks its chat
+// template once, here, rather than at every swap.
+func (b *Backend) loadTokenizer() error {
+	o := &b.opts
+	if o.Tokenizer == nil && (o.TokenizerRef != "" || o.BaseModel != EmbeddedModel) {
+		ref := o.TokenizerRef
+		if ref == "" {
+			ref = o.BaseModel
+		}
+		tok, err := chatsampler.LoadTokenizer(ref, o.Getenv)
+		if err != nil {
+			return err
+		}
+		o.Tokenizer = tok
+	}
+	if o.Tokenizer == nil {
+		return nil // EmbeddedModel: the built-in byte tokenizer
+	}
+	_, err := chatsampler.New(nil, o.Tokenizer, o.Chat)
+	return err
+}
+
+func (b *Backend) createSession(ctx context.Context) error {
+	body, _ := json.Marshal(CreateSessionRequest{Tags: []string{"rllm"}, UserMetadata: map[string]string{}, SDKVersion: "rllm-go"})
+	data, err := b.c.call(ctx, http.MethodPost, PathCreateSession, body)
+	if err != nil {
+		return fmt.Errorf("creating a session on %s: %w", b.c.BaseURL(), err)
+	}
+	var s CreateSessionResponse
+	if err := json.Unmarshal(data, &s); err != nil || s.SessionID == "" {
+		return fmt.Errorf("%s at %s: the answer has no session_id: %s", PathCreateSession, b.c.BaseURL(), b.c.serverMessage(data))
+	}
+	if s.ErrorMessage != "" {
+		return fmt.Errorf("the Tinker service at %s: %s", b.c.BaseURL(), b.c.redact(s.ErrorMessage))
+	}
+	if s.WarningMessage != "" {
+		b.c.logf("warning from the service: %s", s.WarningMessage)
+	}
+	b.sessionID = s.SessionID
+	return nil
+}
+
+// heartbeat tells the server every period that the session is alive
+// (SkyRL unloads the models of sessions silent for 300 s).
+func (b *Backend) heartbeat(ctx context.Context) {
+	defer close(b.heartbeatDone)
+	t := time.NewTicker(b.opts.Heartbeat)
+	defer t.Stop()
+	body, _ := json.Marshal(SessionRequest{SessionID: b.sessionID})
+	failing := false
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		cctx, cancel := context.WithTimeout(ctx, 2*b.opts.Heartbeat)
+		_, err := b.c.once(cctx, http.MethodPost, PathHeartbeat, body)
+		cancel()
+		if ctx.Err() != nil {
+			return
+		}
+		switch {
+		case err != nil && !failing:
+			b.c.logf("session heartbeat failed (%v); the server may unload the model if this lasts", err)
+			failing = true
+		case err == nil && failing:
+			b.c.logf("session heartbeat works again")
+			failing = false
+		}
+	}
+}
+
+func (b *Backend) createModel(ctx context.Context) error {
+	body, _ := json.Marshal(CreateModelRequest{Type: "create_model", SessionID: b.sessionID, ModelSeqID: 0, BaseModel: b.opts.BaseModel, LoRAConfig: b.opts.LoRA})
+	data, err := b.c.invoke(ctx, PathCreateModel, body)
+	if err != nil {
+		return fmt.Errorf("creating a LoRA model on %s: %w", b.opts.BaseModel, err)
+	}
+	var m ModelIDResult
+	if err := json.Unmarshal(data, &m); err != nil || m.ModelID == "" {
+		return fmt.Errorf("%s: the result has no model_id: %s", PathCreateModel, b.c.serverMessage(data))
+	}
+	b.modelID = m.ModelID
+	b.c.logf("model %s created on %s (LoRA rank %d)", m.ModelID, b.opts.BaseModel, b.opts.LoRA.Rank)
+	return nil
+}
+
+// Info describes the model: its name is the base model; the vocabulary
+// size is not reported by the API (0); MaxContext is the server's
+// max_context_length (0 when it does not say).
+func (b *Backend) Info() backend.ModelInfo {
+	info := b.info
+	info.SupportedLosses = append([]string(nil), b.info.SupportedLosses...)
+	return info
+}
+
+// ChatSampler samples from snap through sampler.Sampler with the base
+// model's own tokenizer and chat template (the embedded policy's for
+// EmbeddedModel): exact token ids and logprobs kept.
+func (b *Backend) ChatSampler(snap backend.TokenSampler) sampler.Sampler {
+	if b.opts.Tokenizer == nil {
+		return local.NewChatSampler(snap)
+	}
+	cs, err := chatsampler.New(snap, b.opts.Tokenizer, b.opts.Chat)
+	if err != nil {
+		// New checked the template at Open; this cannot happen.
+		panic(err)
+	}
+	return cs
+}
+
+// Codec is the base model's tokenizer.
+func (b *Backend) Codec() backend.Codec {
+	if b.opts.Tokenizer == nil {
+		return local.Tokenizer{}
+	}
+	c := chatsampler.NewCodec(b.opts.Tokenizer)
+	if b.opts.Chat.StopTokenIDs != nil {
+		c.Stops = b.opts.Chat.StopTokenIDs
+	}
+	return c
+}
+
+// ModelID is the server's id of the model being trained.
+func (b *Backend) ModelID() string { return b.modelID }
+
+// SessionID is the server's id of the session.
+func (b *Backend) SessionID() string { return b.sessionID }
+
+// Client is the HTTP client (for archive downloads and the like).
+func (b *Backend) Client() *Client { return b.c }
+
+// job is one queued training call. body builds the request with the
+// seq_id it is given when sent; finish receives the result.
+type job struct {
+	ctx    context.Context
+	path   string
+	body   func(seq int) [][]byte
+	finish func(json.RawMessage, error)
+}
+
+// enqueue queues a training call behind every earlier one.
+func enqueue[T any](b *Backend, ctx context.Context, path string, body func(seq int) [][]byte, decode func(json.RawMessage) (T, error)) *backend.Future[T] {
+	f, resolve := backend.NewFuture[T]()
+	var zero T
+	j := &job{ctx: ctx, path: path, body: body, finish: func(raw json.RawMessage, err error) {
+		if err != nil {
+			resolve(zero, err)
+			return
+		}
+		resolve(decode(raw))
+	}}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		resolve(zero, ErrClosed)
+		return f
+	}
+	// A full queue blocks the caller: back-pressure for a trainer racing
+	// ahead of the service.
+	b.jobs <- j
+	return f
+}
+
+// worker sends the queued calls one by one, in order, giving each the
+// next seq_id, and hands each sent call to a goroutine that waits for
+// its result, so later calls are sent while earlier ones run.
+func (b *Backend) worker() {
+	defer b.workerWG.Done()
+	seq := 1
+	for j := range b.jobs {
+		if err := j.ctx.Err(); err != nil {
+			j.finish(nil, err)
+			continue
+		}
+		b.brokenMu.Lock()
+		broken := b.broken
+		b.brokenMu.Unlock()
+		if broken != nil {
+			j.finish(nil, broken)
+			continue
+		}
+		select {
+		case b.slots <- struct{}{}:
+		case <-j.ctx.Done():
+			j.finish(nil, j.ctx.Err())
+			continue
+		}
+		body := j.body(seq)
+		// Sending is not cancelled with the caller's context: once a
+		// seq_id is out, the server must receive it or the model's
+		// queue would have a gap.
+		sendCtx := context.WithoutCancel(j.ctx)
+		s, err := b.c.submit(sendCtx, j.path, body...)
+		if err != nil {
+			<-b.slots
+			if rejected(err) {
+				// The server refused the request outright: the seq_id was
+				// not taken and the next call reuses it.
+				j.finish(nil, err)
+				continue
+			}
+			// Whether the server holds this seq_id is unknown: no later
+			// call can be ordered safely.
+			b.brokenMu.Lock()
+			b.broken = fmt.Errorf("an earlier %s (seq_id %d) could not be delivered to %s, so later calls cannot be ordered; restart from the last checkpoint: %w", j.path, seq, b.c.BaseURL(), err)
+			b.brokenMu.Unlock()
+			j.finish(nil, err)
+			continue
+		}
+		usedSeq := seq
+		seq++
+		b.waitWG.Add(1)
+		go func() {
+			defer b.waitWG.Done()
+			defer func() { <-b.slots }()
+			raw, err := b.c.await(j.ctx, j.path, s.RequestID, func() (string, error) {
+				// 410: the same body, hence the same seq_id; the server
+				// de-duplicates it.
+				r, err := b.c.submit(context.WithoutCancel(j.ctx), j.path, j.body(usedSeq)...)
+				return r.RequestID, err
+			})
+			j.finish(raw, err)
+		}()
+	}
+}
+
+// rejected reports a submit the server refused as a whole (a 4xx other
+// than 408, 409 and 429): the request was not queued.
+func rejected(err error) bool {
+	var he *HTTPError
+	if errors.As(err, &he) {
+		return he.Status/100 == 4 && he.Status != http.StatusConflict && !he.retryable()
+	}
+	var ue *usererr.Error
+	if errors.As(err, &ue) {
+		return errors.As(ue.Err, &he) || errors.Is(err, ErrUnauthorized)
+	}
+	return false
+}
+
+func (b *Backend) checkLoss(loss backend.Loss) error {
+	if err := loss.Validate(); err != nil {
+		return usererr.Wrap(err)
+	}
+	if !b.supported[loss.Name] {
+		return usererr.Errorf("loss %s is not a built-in of the Tinker service at %s (it has %s); compute it client side with forward and cross_entropy weights", loss.Name, b.c.BaseURL(), strings.Join(b.info.SupportedLosses, ", "))
+	}
+	return nil
+}
+
+// ForwardBackward sends the datums with the loss by name and accumulates
+// the gradient on the server.
+func (b *Backend) ForwardBackward(ctx context.Context, data []backend.Datum, loss backend.Loss) *backend.Future[backend.ForwardBackwardOutput] {
+	return b.forward(ctx, PathForwardBackward, data, loss)
+}
+
+// Forward computes logprobs and losses without a gradient.
+func (b *Backend) Forward(ctx context.Context, data []backend.Datum, loss backend.Loss) *backend.Future[backend.ForwardBackwardOutput] {
+	return b.forward(ctx, PathForward, data, loss)
+}
+
+func (b *Backend) forward(ctx context.Context, path string, data []backend.Datum, loss backend.Loss) *backend.Future[backend.ForwardBackwardOutput] {
+	if err := b.checkLoss(loss); err != nil {
+		return backend.Resolved(backend.ForwardBackwardOutput{}, err)
+	}
+	if err := validateDatums(data, loss, b.info.MaxContext, b.info.VocabSize); err != nil {
+		return backend.Resolved(backend.ForwardBackwardOutput{}, err)
+	}
+	// Encoded now, in the caller's goroutine, so the worker only sends.
+	// As with every backend, the datums must not change until the future
+	// resolves (the elementwise loss may be computed from them).
+	head, tail := encodeTrainingBody(path, b.modelID, data, loss)
+	return enqueue(b, ctx, path, spliceSeq(head, tail), func(raw json.RawMessage) (backend.ForwardBackwardOutput, error) {
+		var res ForwardBackwardResult
+		if err := json.Unmarshal(raw, &res); err != nil {
+			return backend.ForwardBackwardOutput{}, fmt.Errorf("%s: the result is not {loss_fn_outputs, metrics}: %v", path, err)
+		}
+		return decodeOutputs(path, res, data, loss)
+	})
+}
+
+func spliceSeq(head, tail []byte) func(int) [][]byte {
+	return func(seq int) [][]byte {
+		return [][]byte{head, strconv.AppendInt(nil, int64(seq), 10), tail}
+	}
+}
+
+func jsonBody(v func(seq int) any) func(int) [][]byte {
+	return func(seq int) [][]byte {
+		b, err := json.Marshal(v(seq))
+		if err != nil {
+			panic(err) // our own structs always marshal
+		}
+		return [][]byte{b}
+	}
+}
+
+// OptimStep applies Adam with the given parameters on the server.
+func (b *Backend) OptimStep(ctx context.Context, p backend.AdamParams) *backend.Future[backend.OptimStepOutput] {
+	if err := p.Validate(); err != nil {
+		return backend.Resolved(backend.OptimStepOutput{}, usererr.Wrap(err))
+	}
+	return enqueue(b, ctx, PathOptimStep, jsonBody(func(seq int) any {
+		return OptimStepRequest{Type: PathOptimStep, ModelID: b.modelID, SeqID: seq, AdamParams: AdamParamsWire(p)}
+	}), func(raw json.RawMessage) (backend.OptimStepOutput, error) {
+		var r OptimStepResult
+		if err := json.Unmarshal(raw, &r); err != nil {
+			return backend.OptimStepOutput{}, fmt.Errorf("%s: the result is not {metrics}: %v", PathOptimStep, err)
+		}
+		if r.Metrics == nil {
+			r.Metrics = map[string]float64{}
+		}
+		r.Metrics["learning_rate"] = p.LearningRate
+		return backend.OptimStepOutput{Metrics: r.Metrics}, nil
+	})
+}
+
+var nameRE = regexp.MustCompile(`^[a-zA-Z0-9_-]+$`)
+
+func checkName(what, name string) error {
+	if !nameRE.MatchString(name) || len(name) > 128 {
+		return usererr.Errorf("%s name %q is not valid on the Tinker service; use letters, digits, _ and - only (e.g. global_step_10)", what, name)
+	}
+	return nil
+}
+
+func decodePath(path string) func(json.RawMessage) (string, error) {
+	return func(raw json.RawMessage) (string, error) {
+		var r PathResult
+		if err := json.Unmarshal(raw, &r); err != nil || !strings.HasPrefix(r.Path, "tinker://") {
+			return "", fmt.Errorf("%s: the result has no tinker:// path: %s", path, strings.TrimSpace(string(raw)))
+		}
+		return r.Path, nil
+	}
+}
+
+// SaveState saves weights and optimizer state under name (letters,
+// digits, _ and -) and returns their tinker://…/weights/name path.
+//
+// A target that is a local directory (the trainer's global_step_N/model)
+// saves under a fresh unique name, also saves the weights for sampling
+// (what `rllm export` downloads), and records both tinker:// paths in
+// target/tinker.json; the returned path is the training checkpoint's.
+func (b *Backend) SaveState(ctx context.Context, name string) *backend.Future[string] {
+	if strings.ContainsAny(name, `/\`) {
+		return b.saveToDir(ctx, name)
+	}
+	if err := checkName("checkpoint", name); err != nil {
+		return backend.Resolved("", err)
+	}
+	return enqueue(b, ctx, PathSaveWeights, jsonBody(func(seq int) any {
+		return SaveWeightsRequest{Type: PathSaveWeights, ModelID: b.modelID, SeqID: seq, Path: name}
+	}), decodePath(PathSaveWeights))
+}
+
+// saveToDir is SaveState for a local directory: save_weights and
+// save_weights_for_sampler under one fresh name (queued back to back),
+// then dir/tinker.json.
+func (b *Backend) saveToDir(ctx context.Context, dir string) *backend.Future[string] {
+	b.mu.Lock()
+	b.saves++
+	// Unique across processes too: a resumed run saves into the same model's
+	// namespace, where an existing name is refused.
+	name := fmt.Sprintf("rllm-%s-%d", strconv.FormatInt(time.Now().UnixNano(), 36), b.saves)
+	b.mu.Unlock()
+	weights := enqueue(b, ctx, PathSaveWeights, jsonBody(func(seq int) any {
+		return SaveWeightsRequest{Type: PathSaveWeights, ModelID: b.modelID, SeqID: seq, Path: name}
+	}), decodePath(PathSaveWeights))
+	sampler := enqueue(b, ctx, PathSaveForSampler, jsonBody(func(seq int) any {
+		return SaveWeightsRequest{Type: PathSaveForSampler, ModelID: b.modelID, SeqID: seq, Path: name}
+	}), decodePath(PathSaveForSampler))
+	f, resolve := backend.NewFuture[string]()
+	go func() {
+		wp, err := weights.Result(context.WithoutCancel(ctx))
+		if err != nil {
+			resolve("", err)
+			return
+		}
+		sp, err := sampler.Result(context.WithoutCancel(ctx))
+		if err != nil {
+			resolve("", err)
+			return
+		}
+		if err := os.MkdirAll(dir, atomicfile.DirMode); err != nil {
+			resolve("", err)
+			return
+		}
+		err = WriteCheckpoint(dir, Checkpoint{WeightsPath: wp, SamplerPath: sp, BaseModel: b.opts.BaseModel, BaseURL: b.c.BaseURL()})
+		resolve(wp, err)
+	}()
+	return f
+}
+
+// LoadState loads a tinker://…/weights/… path that SaveState returned,
+// with the optimizer state when withOptimizer is set.
+func (b *Backend) LoadState(ctx context.Context, path string, withOptimizer bool) *backend.Future[struct{}] {
+	if !strings.HasPrefix(path, "tinker://") || !strings.Contains(path, "/weights/") {
+		return backend.Resolved(struct{}{}, usererr.Errorf("%q is not a Tinker training checkpoint; give the tinker://…/weights/NAME path save_weights returned (recorded in the run directory's tinker.json)", path))
+	}
+	return enqueue(b, ctx, PathLoadWeights, jsonBody(func(seq int) any {
+		return LoadWeightsRequest{Type: PathLoadWeights, ModelID: b.modelID, SeqID: seq, Path: path, Optimizer: withOptimizer}
+	}), func(json.RawMessage) (struct{}, error) { return struct{}{}, nil })
+}
+
+// PublishSampler saves the weights for sampling (save_weights_for_sampler)
+// and returns a sampler on them. An empty name becomes "rllm-v<N>"; a name
+// published before becomes "<name>-v<N>" (N counts this backend's
+// publishes), since sampler weights on the server never change.
+func (b *Backend) PublishSampler(ctx context.Context, name string) *backend.Future[backend.TokenSampler] {
+	if name != "" {
+		if err := checkName("sampler snapshot", name); err != nil {
+			return backend.Resolved[backend.TokenSampler](nil, err)
+		}
+	}
+	b.mu.Lock()
+	b.versions++
+	version := b.versions
+	switch {
+	case name == "":
+		name = fmt.Sprintf("rllm-v%d", version)
+	case b.published[name]:
+		// Sampler weights are immutable on the server: a name published
+		// before gets the version to stay unique.
+		name = fmt.Sprintf("%s-v%d", name, version)
+	}
+	if b.published == nil {
+		b.published = map[string]bool{}
+	}
+	b.published[name] = true
+	b.mu.Unlock()
+	decode := decodePath(PathSaveForSampler)
+	return enqueue(b, ctx, PathSaveForSampler, jsonBody(func(seq int) any {
+		return SaveWeightsRequest{Type: PathSaveForSampler, ModelID: b.modelID, SeqID: seq, Path: name}
+	}), func(raw json.RawMessage) (backend.TokenSampler, error) {
+		path, err := decode(raw)
+		if err != nil {
+			return nil, err
+		}
+		return &Sampler{c: b.c, path: path, name: name, version: version, maxContext: b.info.MaxContext}, nil
+	})
+}
+
+// Close waits for the queued calls, stops the heartbeat and unloads the
+// model (best effort: the saved weights stay on the server).
+func (b *Backend) Close() error {
+	b.mu.Lock()
+	already := b.closed
+	if !b.closed {
+		b.closed = true
+		close(b.jobs)
+	}
+	b.mu.Unlock()
+	if already {
+		return nil
+	}
+	b.workerWG.Wait()
+	b.waitWG.Wait()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	body, _ := json.Marshal(ModelRequest{Type: PathUnloadModel, ModelID: b.modelID})
+	if _, err := b.c.once(ctx, http.MethodPost, PathUnloadModel, body); err != nil {
+		b.c.logf("unloading model %s: %v", b.modelID, err)
+	}
+	b.stopHeartbeat()
+	<-b.heartbeatDone
+	return nil
+}

@@ -1,0 +1,99 @@
+package trainer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/rllm-org/rllm-go/pkg/backend"
+	"github.com/rllm-org/rllm-go/pkg/usererr"
+)
+
+// replyRoom is the least number of tokens a first prompt must leave the
+// model to reply in for training to be worth starting.
+const replyRoom = 16
+
+// checkPromptsFit renders the first prompt of a few training tasks with
+// the backend's own chat template (through a probe that samples nothing)
+// and refuses to start when one leaves the model no room to reply: a run
+// that would end every episode as max_prompt_length_exceeded and train
+// nothing. The error names the context key and the size needed.
+func (t *Trainer) checkPromptsFit(ctx context.Context) error {
+	max := t.be.Info().MaxContext
+	if max <= 0 || len(t.train) == 0 {
+		return nil
+	}
+	probe := &promptProbe{}
+	longest, task := 0, -1
+	for i := range min(len(t.train), 8) {
+		wf, err := t.plan.Workflow.New(t.be.ChatSampler(probe), t.plan.Train.Params)
+		if err != nil {
+			return err
+		}
+		probe.reset()
+		wf.Run(ctx, t.train[i], fmt.Sprintf("prompt-check:%d", i))
+		if n := probe.first(); n > longest {
+			longest, task = n, i
+		}
+	}
+	if longest+replyRoom <= max {
+		return nil
+	}
+	key := "the model's context"
+	if t.plan.Backend == "local" {
+		key = "backend.local.context"
+	}
+	return usererr.Errorf("%s: the first prompt of training task %d is %d tokens, which leaves the model of context %d no room to reply; set %s to at least %d (or shorten the prompts)",
+		contextKey(t.plan.Backend), task, longest, max, key, nextPow2(longest+replyRoom*4))
+}
+
+func contextKey(backendName string) string {
+	if backendName == "local" {
+		return "backend.local.context"
+	}
+	return "backend." + backendName
+}
+
+func nextPow2(n int) int {
+	p := 64
+	for p < n {
+		p *= 2
+	}
+	return p
+}
+
+// promptProbe is a token sampler that records the length of the first
+// prompt it is asked to continue and answers with an empty reply that
+// stops, so a workflow ends after one turn.
+type promptProbe struct {
+	mu     sync.Mutex
+	prompt int
+	seen   bool
+}
+
+func (p *promptProbe) Name() string { return "prompt probe" }
+func (p *promptProbe) Version() int { return 0 }
+
+func (p *promptProbe) reset() {
+	p.mu.Lock()
+	p.prompt, p.seen = 0, false
+	p.mu.Unlock()
+}
+
+func (p *promptProbe) first() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.prompt
+}
+
+var errProbe = errors.New("prompt probe: nothing is sampled")
+
+func (p *promptProbe) Sample(_ context.Context, req backend.SampleRequest) (backend.SampleResult, error) {
+	p.mu.Lock()
+	if !p.seen {
+		p.prompt, p.seen = len(req.Prompt), true
+	}
+	p.mu.Unlock()
+	return backend.SampleResult{}, errProbe
+}

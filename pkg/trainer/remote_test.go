@@ -1,0 +1,113 @@
+package trainer
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/rllm-org/rllm-go/pkg/backend/local"
+	"github.com/rllm-org/rllm-go/pkg/backend/local/openai"
+	"github.com/rllm-org/rllm-go/pkg/config"
+	"github.com/rllm-org/rllm-go/pkg/rollout"
+)
+
+// serveLike starts rllm serve's server in-process on a model of c's
+// shape (its own random weights: the trainer's first publication replaces
+// them) and returns its URL.
+func serveLike(t *testing.T, c *config.Config) string {
+	t.Helper()
+	b, err := local.OpenConfig(context.Background(), c, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	snap, err := b.PublishSampler(context.Background(), "served").Result(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng := local.NewEngine(snap.(*local.Snapshot), "base", local.EngineOptions{})
+	t.Cleanup(eng.Close)
+	srv := httptest.NewServer(openai.New(eng, openai.Options{ModelName: "policy"}))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+func weightVersion(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url + "/get_weight_version")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var v struct {
+		WeightVersion string `json:"weight_version"`
+	}
+	json.NewDecoder(resp.Body).Decode(&v)
+	return v.WeightVersion
+}
+
+// Training with rollouts from two rllm serve endpoints: every step's
+// weights are published to both (SGLang's update_weights_from_disk)
+// before the next rollouts, which sample from them.
+func TestTrainWithRolloutsFromServers(t *testing.T) {
+	base := smallConfig(t)
+	a, b := serveLike(t, base), serveLike(t, base)
+	c := smallConfig(t, "rollout.engine=openai", "rollout.endpoints=["+a+","+b+"]", "rollout.model=policy",
+		"trainer.total_training_steps=2", "backend.local.warmup_steps=0")
+	client, err := rollout.NewClient(rollout.Options{Endpoints: []string{a, b}, Model: "policy"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	tr, err := New(context.Background(), c, Options{Rollouts: client})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	res, err := tr.Train(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Steps != 2 {
+		t.Fatalf("steps %d", res.Steps)
+	}
+	for _, url := range []string{a, b} {
+		if v := weightVersion(t, url); v != "2" {
+			t.Errorf("%s serves weight version %q after 2 steps, want 2", url, v)
+		}
+	}
+	st := client.Stats()
+	if st.Requests == 0 {
+		t.Errorf("no rollout went to the servers: %+v", st)
+	}
+	entries, _ := os.ReadDir(filepath.Join(c.Trainer.DefaultLocalDir, publishedDir))
+	if len(entries) > 2 {
+		t.Errorf("%d published weight directories kept, want at most 2", len(entries))
+	}
+}
+
+// A server that refuses the update (another model shape) stops the run
+// with an error naming it: never sampling from stale weights silently.
+func TestTrainStopsWhenAServerRefusesWeights(t *testing.T) {
+	other := serveLike(t, smallConfig(t, "backend.local.d_model=16"))
+	c := smallConfig(t, "rollout.engine=openai", "rollout.endpoints=["+other+"]", "rollout.model=policy", "backend.local.warmup_steps=0")
+	client, err := rollout.NewClient(rollout.Options{Endpoints: []string{other}, Model: "policy"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	tr, err := New(context.Background(), c, Options{Rollouts: client})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	_, err = tr.Train(context.Background())
+	if err == nil || !strings.Contains(err.Error(), other) || !strings.Contains(err.Error(), "refused the weight update") {
+		t.Fatalf("err = %v", err)
+	}
+}

@@ -1,0 +1,142 @@
+package trainer
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rllm-org/rllm-go/internal/faketinker"
+	"github.com/rllm-org/rllm-go/pkg/backend/tinker"
+	"github.com/rllm-org/rllm-go/pkg/rollout"
+)
+
+// rllm train on the Tinker backend against the fake service: rollouts
+// sample through the Tinker sampler on the newest sampler weights, every
+// update is forward + forward_backward + optim_step in seq_id order,
+// checkpoints record their tinker:// paths, and a resumed run loads them
+// and goes on.
+func TestTrainOnTinker(t *testing.T) {
+	const key = "tml-trainer-test-key"
+	srv, err := faketinker.New(faketinker.Options{APIKey: key, PollWait: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	getenv := func(k string) string {
+		if k == "TINKER_API_KEY" {
+			return key
+		}
+		return ""
+	}
+	sets := []string{"backend.name=tinker", "backend.tinker.base_url=" + srv.URL, "backend.tinker.base_model=" + tinker.EmbeddedModel,
+		"backend.tinker.lora_rank=2", "trainer.save_freq=1", "actor.optim.lr=0.001"}
+	c := smallConfig(t, sets...)
+	dir := c.Trainer.DefaultLocalDir
+	train := func(steps string) *Result {
+		c := smallConfig(t, append(sets, "trainer.total_training_steps="+steps, "trainer.default_local_dir="+filepath.ToSlash(dir))...)
+		tr, err := New(context.Background(), c, Options{Getenv: getenv})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tr.Close()
+		res, err := tr.Train(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	res := train("2")
+	if res.Steps != 2 {
+		t.Fatalf("steps %d", res.Steps)
+	}
+	ck, err := tinker.ReadCheckpoint(filepath.Join(dir, "global_step_2", "model"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ck.WeightsPath == "" || ck.SamplerPath == "" {
+		t.Fatalf("checkpoint record %+v", ck)
+	}
+	res = train("3")
+	if res.Steps != 3 {
+		t.Fatalf("resumed run ended at step %d, want 3", res.Steps)
+	}
+	optims := 0
+	for _, e := range srv.Executions() {
+		if e.Path == "optim_step" {
+			optims++
+		}
+	}
+	if optims != 3 {
+		t.Errorf("%d optimizer steps ran on the service, want 3 (one per step)", optims)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "metrics.jsonl")); err != nil || len(b) == 0 {
+		t.Errorf("no metrics: %v", err)
+	}
+}
+
+// The Tinker backend can publish its policy to vLLM-style servers: each
+// step exports the LoRA adapter and loads it under policy-vN, and the
+// rollouts then request that model.
+func TestTinkerPublishesLoRAToServers(t *testing.T) {
+	const key = "tml-trainer-test-key"
+	srv, err := faketinker.New(faketinker.Options{APIKey: key, PollWait: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	var loads []string
+	var mu sync.Mutex
+	vllm := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var body map[string]string
+		json.NewDecoder(r.Body).Decode(&body)
+		mu.Lock()
+		loads = append(loads, r.URL.Path+" "+body["lora_name"])
+		mu.Unlock()
+		if _, err := os.Stat(filepath.Join(body["lora_path"], "adapter_config.json")); err != nil && strings.HasSuffix(r.URL.Path, "/load_lora_adapter") {
+			http.Error(w, "no adapter at "+body["lora_path"], http.StatusBadRequest)
+			return
+		}
+		w.Write([]byte("Success"))
+	}))
+	defer vllm.Close()
+	c := smallConfig(t, "backend.name=tinker", "backend.tinker.base_url="+srv.URL, "backend.tinker.base_model="+tinker.EmbeddedModel,
+		"backend.tinker.lora_rank=2", "rollout.engine=openai", "rollout.endpoints=["+vllm.URL+"]", "rollout.model=base", "trainer.total_training_steps=1")
+	p, err := NewPlan(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Remote.Mode != rollout.PublishVLLMLoRA {
+		t.Fatalf("publish mode %s", p.Remote.Mode)
+	}
+	tr, err := New(context.Background(), c, Options{Getenv: func(string) string { return key }, Rollouts: mustClient(t, vllm.URL)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	// Publishing the starting policy exports and loads policy-v0.
+	if err := tr.openReference(context.Background(), false); err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.publish(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if len(loads) != 1 || loads[0] != "/v1/load_lora_adapter policy-v0" || tr.opts.Rollouts.Model() != "policy-v0" {
+		t.Errorf("loads %v, requests name %q", loads, tr.opts.Rollouts.Model())
+	}
+}
+
+func mustClient(t *testing.T, url string) *rollout.Client {
+	c, err := rollout.NewClient(rollout.Options{Endpoints: []string{url}, Model: "base"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
