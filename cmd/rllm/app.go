@@ -31,6 +31,16 @@ type App struct {
 	output string
 	// log is the one logger for diagnostics on stderr (see log.go).
 	log *slog.Logger
+	// ctx is Run's context, so reading user files stops on Ctrl-C.
+	ctx context.Context
+}
+
+// context is Run's context (Background outside Run).
+func (a *App) context() context.Context {
+	if a.ctx == nil {
+		return context.Background()
+	}
+	return a.ctx
 }
 
 // Output formats of --output.
@@ -94,6 +104,7 @@ func usagef(format string, args ...any) error { return usererr.Errorf(format, ar
 
 // Run executes the command line and returns the process exit code.
 func (a *App) Run(ctx context.Context, args []string) int {
+	a.ctx = ctx
 	// Errors before the flags are parsed (an unknown command) must already
 	// honour --output json.
 	root := newRootCmd(a)

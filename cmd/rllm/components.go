@@ -74,7 +74,7 @@ func withOrigins(ld *config.Loaded, err error) error {
 		if !errors.As(e, &ue) || ue.Subject == "" || ue.Error() != e.Error() {
 			return false
 		}
-		out = append(out, &config.Error{Key: ue.Subject, Origin: ld.Origin(ue.Subject), Msg: withFix(ue)})
+		out = append(out, config.KeyError(ue.Subject, ld.Origin(ue.Subject), withFix(ue)))
 		return true
 	}
 	if !walk(err) {

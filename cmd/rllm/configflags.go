@@ -35,6 +35,7 @@ func (f *configFlags) load(a *App, args []string) (*config.Loaded, error) {
 		environ = a.Environ()
 	}
 	ld, err := config.Load(config.Sources{
+		Context:  a.ctx,
 		Files:    f.files,
 		ReadFile: a.ReadFile,
 		Environ:  environ,

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -17,9 +18,13 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/rllm-org/rllm-go/internal/atomicfile"
+	"github.com/rllm-org/rllm-go/pkg/config"
 	"github.com/rllm-org/rllm-go/pkg/dataset"
 	"github.com/rllm-org/rllm-go/pkg/dataset/catalog"
+	"github.com/rllm-org/rllm-go/pkg/env"
 	"github.com/rllm-org/rllm-go/pkg/episode"
+	"github.com/rllm-org/rllm-go/pkg/reward"
 	"github.com/rllm-org/rllm-go/pkg/rollout"
 	"github.com/rllm-org/rllm-go/pkg/trainer"
 	"github.com/rllm-org/rllm-go/pkg/workflow"
@@ -32,6 +37,7 @@ type evalOptions struct {
 	n        int
 	output   string
 	episodes string
+	force    bool
 	textOnly bool
 	// progressEvery is the period of progress lines (default 2s).
 	progressEvery time.Duration
@@ -61,8 +67,8 @@ embedded policy (backend.local.weights, or a fresh model).`,
 			if len(opts.data) == 0 {
 				return usagef("rllm eval needs --data FILE (.parquet, .jsonl, .json or .csv); repeat --data for several files")
 			}
-			if cmd.Flags().Changed("n") && opts.n < 1 {
-				return usagef("--n must be at least 1, got %d", opts.n)
+			if cmd.Flags().Changed("n") && (opts.n < 1 || opts.n > config.MaxN) {
+				return usagef("--n must be from 1 to %d, got %d", config.MaxN, opts.n)
 			}
 			opts.output = outputText
 			if a.jsonResults() {
@@ -77,6 +83,7 @@ embedded policy (backend.local.weights, or a fresh model).`,
 	f.StringArrayVar(&opts.data, "data", nil, "dataset `FILE` of tasks (repeatable)")
 	f.IntVar(&opts.n, "n", 0, "attempts per task, the k of pass@k (default rollout.val_kwargs.n)")
 	f.StringVar(&opts.episodes, "episodes", "", "write every episode as JSON lines to `FILE`")
+	f.BoolVar(&opts.force, "force", false, "let --episodes replace an existing file that does not hold rllm episodes")
 	f.BoolVar(&opts.textOnly, "text-only", false, "accept replies without token ids (plain OpenAI APIs); token counts are then 0")
 	return cmd
 }
@@ -85,13 +92,16 @@ embedded policy (backend.local.weights, or a fresh model).`,
 // evaluated and how.
 type evalReport struct {
 	rollout.EvalSummary
-	Model       string       `json:"model"`
-	Sampler     string       `json:"sampler"`
-	Data        []string     `json:"data"`
-	Temperature float64      `json:"temperature"`
-	TopP        float64      `json:"top_p"`
-	TopK        int          `json:"top_k"`
-	Failed      int          `json:"failed"`
+	Model       string   `json:"model"`
+	Sampler     string   `json:"sampler"`
+	Data        []string `json:"data"`
+	Temperature float64  `json:"temperature"`
+	TopP        float64  `json:"top_p"`
+	TopK        int      `json:"top_k"`
+	Failed      int      `json:"failed"`
+	// SkippedLong counts rows whose question is too long for
+	// data.max_prompt_length by its size alone; they were not run.
+	SkippedLong int          `json:"skipped_long_prompts,omitempty"`
 	Client      *clientStats `json:"client,omitempty"`
 	EpisodesOut string       `json:"episodes_file,omitempty"`
 }
@@ -115,11 +125,22 @@ func runEval(ctx context.Context, a *App, opts *evalOptions) error {
 		k = c.Rollout.ValKwargs.N
 	}
 
-	var tasks []episode.Task
 	data, err := catalog.ResolveFiles(c.Data.DatasetsDir, "--data", opts.data) // registered dataset names → their files
 	if err != nil {
 		return err
 	}
+	// Refuse to overwrite an input or a file that is not ours before any
+	// work is done.
+	if opts.episodes != "" {
+		if err := checkEpisodesPath(opts.episodes, data, opts.config.files, opts.force); err != nil {
+			return err
+		}
+	}
+
+	singleTurn := !c.Workflow.UseWorkflow && env.IsSingleTurn(c.Env.Name)
+	maxQuestion := c.Data.MaxPromptLength * maxBytesPerToken
+	var tasks []episode.Task
+	skipped := 0
 	for _, path := range data {
 		ts, err := dataset.Load(ctx, path, dataset.Options{})
 		if err != nil {
@@ -128,7 +149,31 @@ func runEval(ctx context.Context, a *App, opts *evalOptions) error {
 		if len(ts) == 0 {
 			return usagef("%s has no rows; nothing to evaluate", path)
 		}
+		if singleTurn {
+			if err := checkScoredColumns(path, c.Env.Name, ts); err != nil {
+				return err
+			}
+			// A question longer than any tokenization of
+			// data.max_prompt_length tokens is skipped before it is
+			// tokenized or sent.
+			kept := ts[:0]
+			for _, t := range ts {
+				if q, _ := questionText(t); len(q) > maxQuestion {
+					skipped++
+					continue
+				}
+				kept = append(kept, t)
+			}
+			ts = kept
+		}
 		tasks = append(tasks, ts...)
+	}
+	if skipped > 0 {
+		fmt.Fprintf(a.Stderr, "rllm: eval: skipped %d rows whose question is longer than %d bytes (data.max_prompt_length=%d tokens x %d bytes per token at most); raise data.max_prompt_length to run them\n",
+			skipped, maxQuestion, c.Data.MaxPromptLength, maxBytesPerToken)
+	}
+	if len(tasks) == 0 {
+		return usagef("every row of %s is too long for data.max_prompt_length=%d; nothing to evaluate", strings.Join(opts.data, ", "), c.Data.MaxPromptLength)
 	}
 
 	spec := workflow.SpecFromConfig(c)
@@ -138,13 +183,16 @@ func runEval(ctx context.Context, a *App, opts *evalOptions) error {
 	}
 
 	// Open the episodes file first: a long eval must not fail at the end
-	// because its output directory is missing.
-	var out *pendingFile
+	// because its output directory is missing. It appears under its name
+	// only when complete (or interrupted, with what finished).
+	var out *atomicfile.File
+	var epw *rollout.EpisodeWriter
 	if opts.episodes != "" {
-		if out, err = createPending(opts.episodes); err != nil {
-			return err
+		if out, err = atomicfile.Create(opts.episodes); err != nil {
+			return usagef("--episodes %s: %v", opts.episodes, err)
 		}
-		defer out.abort()
+		defer out.Abort()
+		epw = rollout.NewEpisodeWriter(out)
 	}
 
 	pol, err := openPolicy(ctx, a, c, opts.textOnly)
@@ -166,16 +214,41 @@ func runEval(ctx context.Context, a *App, opts *evalOptions) error {
 	}
 	stopTicker := prog.tick(every)
 	began := time.Now()
-	eps, runErr := eng.Run(ctx, tasks)
+	// Episodes stream into the aggregates and the file as they finish;
+	// none is kept.
+	agg := rollout.NewEvalAggregator(k)
+	failed, done := 0, 0
+	var firstErr string
+	var writeErr error
+	runErr := eng.Stream(ctx, tasks, func(ep *episode.Episode) error {
+		done++
+		agg.Add(ep)
+		if ep.TerminationReason == episode.TerminationError || ep.TerminationReason == episode.TerminationTimeout {
+			failed++
+			if firstErr == "" {
+				firstErr = ep.ID + ": " + ep.Error
+			}
+		}
+		if epw != nil {
+			if err := epw.Write(ep); err != nil {
+				writeErr = fmt.Errorf("writing %s: %w", opts.episodes, err)
+				return writeErr
+			}
+		}
+		return nil
+	})
 	elapsed := time.Since(began)
 	stopTicker()
 	prog.finish(elapsed, runErr != nil)
+	if writeErr != nil {
+		return writeErr
+	}
 
 	if out != nil {
-		if err := rollout.WriteEpisodes(out.w, eps); err != nil {
+		if err := epw.Flush(); err != nil {
 			return fmt.Errorf("writing %s: %w", opts.episodes, err)
 		}
-		if err := out.commit(); err != nil {
+		if err := out.Commit(); err != nil {
 			return err
 		}
 	}
@@ -184,23 +257,15 @@ func runEval(ctx context.Context, a *App, opts *evalOptions) error {
 		if out != nil {
 			where = "; they are in " + opts.episodes
 		}
-		return fmt.Errorf("interrupted after %d of %d episodes%s: %w", len(eps), total, where, runErr)
+		return fmt.Errorf("interrupted after %d of %d episodes%s: %w", done, total, where, runErr)
 	}
 
-	sum := rollout.Summarize(eps, k)
+	sum := agg.Summary()
 	vk := c.Rollout.ValKwargs
 	sum.Seconds = elapsed.Seconds()
 	rep := evalReport{EvalSummary: sum, Model: pol.model, Sampler: pol.kind, Data: opts.data,
-		Temperature: vk.Temperature, TopP: vk.TopP, TopK: vk.TopK, EpisodesOut: opts.episodes}
-	var firstErr string
-	for _, ep := range eps {
-		if ep.TerminationReason == episode.TerminationError || ep.TerminationReason == episode.TerminationTimeout {
-			rep.Failed++
-			if firstErr == "" {
-				firstErr = ep.ID + ": " + ep.Error
-			}
-		}
-	}
+		Temperature: vk.Temperature, TopP: vk.TopP, TopK: vk.TopK, EpisodesOut: opts.episodes,
+		Failed: failed, SkippedLong: skipped}
 	if pol.client != nil {
 		st := pol.client.Stats()
 		rep.Client = &clientStats{Requests: st.Requests, Retries: st.Retries, Failures: st.Failures}
@@ -215,10 +280,117 @@ func runEval(ctx context.Context, a *App, opts *evalOptions) error {
 		return err
 	}
 	switch {
-	case rep.Failed > 0 && rep.Failed == len(eps):
+	case rep.Failed > 0 && rep.Failed == done:
 		return fmt.Errorf("every episode failed; the first: %s", firstErr)
 	case rep.Failed > 0:
-		a.warnf("%d of %d episodes failed (counted as incorrect); the first: %s", rep.Failed, len(eps), firstErr)
+		a.warnf("%d of %d episodes failed (counted as incorrect); the first: %s", rep.Failed, done, firstErr)
+	}
+	return nil
+}
+
+// maxBytesPerToken bounds the bytes of one token's text: a question of
+// more than data.max_prompt_length times this many bytes cannot fit,
+// whatever the tokenizer (common ones average 3 to 5 bytes per token).
+const maxBytesPerToken = 16
+
+// questionColumns are the columns the agents read the question from, in
+// their order (pkg/agent ObservationText).
+var questionColumns = []string{"question", "problem", "prompt", "observation"}
+
+// questionText is a row's question as the agents read it.
+func questionText(t episode.Task) (string, string) {
+	for _, col := range questionColumns {
+		if v, ok := t[col]; ok {
+			s, _ := v.(string)
+			return s, col
+		}
+	}
+	return "", ""
+}
+
+// checkScoredColumns refuses, before anything runs, rows a single-turn
+// scored env cannot use: without a text question or without a reference
+// answer they would only score 0.
+func checkScoredColumns(path, envName string, tasks []episode.Task) error {
+	for i, t := range tasks {
+		q, col := questionText(t)
+		switch {
+		case col == "":
+			return usagef("%s: row %d has no question column (%s); env %s reads the question from one of them: rename the column that holds it (columns: %s)",
+				path, i, strings.Join(questionColumns, ", "), envName, columnList(t))
+		case q == "" && t[col] != nil:
+			return usagef("%s: row %d: column %s holds %s, not text; env %s needs the question as a string", path, i, col, kindOf(t[col]), envName)
+		case q == "":
+			return usagef("%s: row %d: column %s is empty; env %s needs a question in every row", path, i, col, envName)
+		}
+		if _, ok := reward.GroundTruth(t); !ok {
+			return usagef("%s: row %d has no reference answer (ground_truth, answer, target or reward_model.ground_truth); env %s scores replies against it: add the column (columns: %s)",
+				path, i, envName, columnList(t))
+		}
+	}
+	return nil
+}
+
+func columnList(t episode.Task) string {
+	cols := make([]string, 0, len(t))
+	for k := range t {
+		cols = append(cols, k)
+	}
+	sort.Strings(cols)
+	if len(cols) > 20 {
+		cols = append(cols[:20], "...")
+	}
+	return strings.Join(cols, ", ")
+}
+
+func kindOf(v any) string {
+	switch v.(type) {
+	case bool:
+		return "a boolean"
+	case int64, float64, json.Number, int:
+		return "a number"
+	case []any:
+		return "a list"
+	case map[string]any:
+		return "an object"
+	}
+	return fmt.Sprintf("a %T", v)
+}
+
+// checkEpisodesPath refuses an --episodes path that is one of the inputs
+// (the dataset or a config file) and, without force, an existing file
+// that is not an episodes file rllm wrote: eval replaces it whole.
+func checkEpisodesPath(path string, data, configs []string, force bool) error {
+	info, err := os.Stat(path)
+	if err != nil {
+		dir := filepath.Dir(path)
+		if _, derr := os.Stat(dir); errors.Is(derr, fs.ErrNotExist) {
+			return usagef("--episodes %s: the directory %s does not exist; create it first", path, dir)
+		}
+		return nil // a new file
+	}
+	if info.IsDir() {
+		return usagef("--episodes %s is a directory; give a file name", path)
+	}
+	for _, in := range data {
+		if fi, err := os.Stat(in); err == nil && os.SameFile(info, fi) {
+			return usagef("--episodes %s is also an input (--data %s); writing episodes there would destroy the dataset: choose another file", path, in)
+		}
+	}
+	for _, in := range configs {
+		if fi, err := os.Stat(in); err == nil && os.SameFile(info, fi) {
+			return usagef("--episodes %s is also an input (--config %s); choose another file", path, in)
+		}
+	}
+	if force || info.Size() == 0 {
+		return nil
+	}
+	ours, err := rollout.IsEpisodesFile(path)
+	if err != nil {
+		return usagef("--episodes %s exists and cannot be read (%v); choose another file", path, err)
+	}
+	if !ours {
+		return usagef("--episodes %s exists and does not hold episodes written by rllm; choose another file, or pass --force to replace it", path)
 	}
 	return nil
 }
@@ -382,48 +554,4 @@ func (p *evalProgress) finish(elapsed time.Duration, interrupted bool) {
 		event = "interrupted"
 	}
 	p.progress(event, elapsed)
-}
-
-// pendingFile is an output file that appears under its name only when
-// complete: it is written to a temporary file in the same directory and
-// renamed at commit.
-type pendingFile struct {
-	path string
-	f    *os.File
-	w    io.Writer
-	done bool
-}
-
-func createPending(path string) (*pendingFile, error) {
-	if info, err := os.Stat(path); err == nil && info.IsDir() {
-		return nil, usagef("--episodes %s is a directory; give a file name", path)
-	}
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*.tmp")
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, usagef("--episodes %s: the directory %s does not exist; create it first", path, dir)
-	}
-	if err != nil {
-		return nil, usagef("--episodes %s: %v", path, err)
-	}
-	return &pendingFile{path: path, f: f, w: f}, nil
-}
-
-func (p *pendingFile) commit() error {
-	if err := p.f.Close(); err != nil {
-		return fmt.Errorf("writing %s: %w", p.path, err)
-	}
-	if err := os.Rename(p.f.Name(), p.path); err != nil {
-		return fmt.Errorf("writing %s: %w", p.path, err)
-	}
-	p.done = true
-	return nil
-}
-
-func (p *pendingFile) abort() {
-	if p.done {
-		return
-	}
-	p.f.Close()
-	os.Remove(p.f.Name())
 }

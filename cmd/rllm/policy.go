@@ -3,11 +3,11 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
+	"github.com/rllm-org/rllm-go/internal/boundedio"
 	"github.com/rllm-org/rllm-go/pkg/backend"
 	"github.com/rllm-org/rllm-go/pkg/config"
 	"github.com/rllm-org/rllm-go/pkg/rollout"
@@ -83,7 +83,8 @@ func openServerPolicy(ctx context.Context, a *App, c *config.Config, textOnly bo
 			BaseBackoff: seconds(r.Retry.BackoffBaseS),
 			MaxBackoff:  seconds(r.Retry.BackoffMaxS),
 		},
-		TextOnly: textOnly,
+		TextOnly:         textOnly,
+		MaxResponseBytes: int64(r.MaxResponseMB) << 20,
 	})
 	if err != nil {
 		return nil, err
@@ -115,7 +116,7 @@ func readAPIKey(a *App, envName, file string) (string, error) {
 	case file != "":
 		read := a.ReadFile
 		if read == nil {
-			read = os.ReadFile
+			read = func(name string) ([]byte, error) { return boundedio.ReadFile(a.context(), name, 64<<10) }
 		}
 		data, err := read(file)
 		if err != nil {
@@ -124,6 +125,9 @@ func readAPIKey(a *App, envName, file string) (string, error) {
 		key := strings.TrimSpace(string(data))
 		if key == "" {
 			return "", usagef("rollout.api_key_file %s is empty; put the API key in it", file)
+		}
+		if strings.ContainsFunc(key, func(r rune) bool { return r <= ' ' || r == 0x7f }) {
+			return "", usagef("rollout.api_key_file %s holds more than one line or a space or control character inside the key; keep only the key on one line", file)
 		}
 		return key, nil
 	}

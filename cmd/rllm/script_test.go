@@ -30,7 +30,7 @@ func mainRLLM() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	app := &App{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr,
-		Getenv: os.Getenv, Environ: os.Environ, ReadFile: os.ReadFile}
+		Getenv: os.Getenv, Environ: os.Environ}
 	os.Exit(app.Run(ctx, os.Args[1:]))
 }
 

@@ -161,7 +161,7 @@ type chatTokenizer interface {
 // as pkg/dataset does (0-based, the index `datasets` shows).
 func sftDatums(file string, rows []episode.Task, promptKey, responseKey string, tok chatTokenizer, context int) ([]backend.Datum, error) {
 	rowError := func(row int, format string, args ...any) error {
-		return &dataset.Error{Path: file, Row: row, Msg: fmt.Sprintf(format, args...)}
+		return dataset.RowError(file, row, format, args...)
 	}
 	data := make([]backend.Datum, 0, len(rows))
 	for i, row := range rows {

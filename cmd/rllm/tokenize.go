@@ -5,13 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strconv"
 	"strings"
 
 	"github.com/nikolalohinski/gonja/v2/exec"
 	"github.com/spf13/cobra"
 
+	"github.com/rllm-org/rllm-go/internal/boundedio"
 	"github.com/rllm-org/rllm-go/pkg/chattemplate"
 	"github.com/rllm-org/rllm-go/pkg/tokenizer"
 )
@@ -95,7 +95,7 @@ func runTokenize(a *App, opts *tokenizeOptions) error {
 	if err != nil {
 		return err
 	}
-	tok, err := tokenizer.Load(dir)
+	tok, err := tokenizer.LoadContext(a.context(), dir)
 	if err != nil {
 		return err
 	}
@@ -128,7 +128,7 @@ func runTokenizeChat(a *App, opts *tokenizeOptions, tok *tokenizer.Tokenizer) er
 	}
 	readFile := a.ReadFile
 	if readFile == nil {
-		readFile = os.ReadFile
+		readFile = func(name string) ([]byte, error) { return boundedio.ReadFile(a.context(), name, 64<<20) }
 	}
 	data, err := readFile(opts.chat)
 	if err != nil {

@@ -7,10 +7,12 @@ package fakevllm
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
+	"io"
 	"math"
 	"net/http"
 	"net/http/httptest"
@@ -39,6 +41,10 @@ const (
 	FaultShortLogprobs       // 200, one logprob fewer than token ids
 	FaultBadTokenID          // 200, a token id at or above the vocabulary size
 	FaultMissingFields       // 200, a choice without finish_reason and token ids
+	FaultErrorOK             // 200 with an OpenAI error object and no choices, as some proxies answer
+	FaultRedirect            // 302 to Config.RedirectTo plus the path (or to the same URL: a loop)
+	FaultHugeBody            // 200 with a body of Config.HugeBody bytes (a JSON string that never ends in time)
+	FaultGzipBomb            // 200, gzip-encoded, inflating to Config.HugeBody bytes
 )
 
 var faultNames = map[Fault]string{
@@ -47,7 +53,8 @@ var faultNames = map[Fault]string{
 	FaultMalformed: "malformed_json", FaultWrongModel: "wrong_model",
 	FaultBadRequest: "bad_request", FaultUnauthorized: "unauthorized",
 	FaultShortLogprobs: "short_logprobs", FaultBadTokenID: "bad_token_id",
-	FaultMissingFields: "missing_fields",
+	FaultMissingFields: "missing_fields", FaultErrorOK: "error_with_200", FaultRedirect: "redirect",
+	FaultHugeBody: "huge_body", FaultGzipBomb: "gzip_bomb",
 }
 
 func (f Fault) String() string {
@@ -127,6 +134,12 @@ type Config struct {
 	ReplyTokens int
 	Seed        int64
 	Latency     time.Duration
+	// RedirectTo is the base URL FaultRedirect sends requests to; empty
+	// redirects to the same URL (a loop).
+	RedirectTo string
+	// HugeBody is the size of FaultHugeBody's and FaultGzipBomb's bodies
+	// (default 100 MB).
+	HugeBody int64
 	// RetryAfter is the Retry-After header of FaultRateLimit, in seconds.
 	RetryAfter int
 	// FaultRate is the probability that a generation request gets one of
@@ -379,6 +392,19 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request) {
 		return
 	case FaultWrongModel:
 		s.writeError(w, 404, "NotFoundError", "The model `fake-injected-other-model` does not exist.")
+		return
+	case FaultErrorOK:
+		writeJSON(w, map[string]any{"error": map[string]any{"message": "fake: model overloaded", "type": "overloaded_error", "param": nil, "code": 529}})
+		return
+	case FaultRedirect:
+		to := s.cfg.RedirectTo
+		if to == "" {
+			to = "http://" + r.Host
+		}
+		http.Redirect(w, r, to+r.URL.Path, http.StatusFound)
+		return
+	case FaultHugeBody, FaultGzipBomb:
+		s.writeHuge(w, fault == FaultGzipBomb)
 		return
 	}
 
@@ -970,4 +996,29 @@ func (s *Server) metrics(w http.ResponseWriter, _ *http.Request) {
 	fmt.Fprintf(w, "# HELP vllm:num_requests_waiting Number of requests waiting to be processed.\n# TYPE vllm:num_requests_waiting gauge\nvllm:num_requests_waiting{model_name=%q} 0\n", m)
 	fmt.Fprintf(w, "# HELP vllm:kv_cache_usage_perc KV-cache usage. 1 means 100 percent usage.\n# TYPE vllm:kv_cache_usage_perc gauge\nvllm:kv_cache_usage_perc{model_name=%q} 0.0\n", m)
 	fmt.Fprintf(w, "# HELP vllm:generation_tokens_total Number of generation tokens processed.\n# TYPE vllm:generation_tokens_total counter\nvllm:generation_tokens_total{model_name=%q} %d\n", m, s.genTokens.Load())
+}
+
+// writeHuge streams a 200 answer whose one string never closes before
+// HugeBody bytes, gzip-encoded for a bomb (zeros compress ~1000:1).
+func (s *Server) writeHuge(w http.ResponseWriter, gz bool) {
+	size := s.cfg.HugeBody
+	if size <= 0 {
+		size = 100 << 20
+	}
+	w.Header().Set("Content-Type", "application/json")
+	var out io.Writer = w
+	if gz {
+		w.Header().Set("Content-Encoding", "gzip")
+		zw, _ := gzip.NewWriterLevel(w, gzip.BestSpeed)
+		defer zw.Close()
+		out = zw
+	}
+	_, _ = io.WriteString(out, `{"choices":[{"text":"`)
+	chunk := bytes.Repeat([]byte("a"), 64<<10)
+	for n := int64(0); n < size; n += int64(len(chunk)) {
+		if _, err := out.Write(chunk); err != nil {
+			return
+		}
+	}
+	_, _ = io.WriteString(out, `"}]}`)
 }

@@ -10,6 +10,7 @@
 package chattemplate
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"maps"
@@ -24,16 +25,17 @@ import (
 
 	"github.com/rllm-org/rllm-go/pkg/episode"
 	"github.com/rllm-org/rllm-go/pkg/sampler"
+	"github.com/rllm-org/rllm-go/pkg/usererr"
 )
 
 // Error is a template that does not parse, or a conversation the template
-// refuses (its raise_exception): something the user can fix. Exit code 2.
-type Error struct{ Msg string }
+// refuses (its raise_exception), or a template that exceeds its bounds:
+// something the user can fix. Exit code 2.
+type Error = usererr.Error
 
-func (e *Error) Error() string { return e.Msg }
-
-// ExitCode marks the error as a usage error for cmd/rllm.
-func (e *Error) ExitCode() int { return 2 }
+func templateError(format string, args ...any) *Error {
+	return &Error{Msg: fmt.Sprintf(format, args...)}
+}
 
 // Options set what a template sees besides the conversation.
 type Options struct {
@@ -44,6 +46,8 @@ type Options struct {
 	// Now is the clock for strftime_now (templates print today's date);
 	// nil means time.Now.
 	Now func() time.Time
+	// Limits bound what a template may do; zero fields take defaults.
+	Limits Limits
 }
 
 // Template is a parsed chat template; safe for concurrent Render calls.
@@ -77,9 +81,13 @@ type Values struct {
 func New(source string, opts Options) (t *Template, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			t, err = nil, &Error{Msg: fmt.Sprintf("chat template does not parse: %v", r)}
+			t, err = nil, templateError("chat template does not parse: %v", r)
 		}
 	}()
+	opts.Limits = opts.Limits.withDefaults()
+	if err := checkSource(source, opts.Limits); err != nil {
+		return nil, templateError("chat template refused: %v", err)
+	}
 	loader, err := loaders.NewFileSystemLoader("")
 	if err != nil {
 		return nil, err
@@ -90,8 +98,9 @@ func New(source string, opts Options) (t *Template, err error) {
 	}
 	tpl, err := exec.NewTemplate("chat_template", jinjaConfig(), root, environment())
 	if err != nil {
-		return nil, &Error{Msg: "chat template does not parse: " + oneLine(err.Error())}
+		return nil, templateError("chat template does not parse: %s", oneLine(err.Error()))
 	}
+	rewrite(tpl.Root())
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
@@ -118,17 +127,24 @@ func environment() *exec.Environment {
 	methods := builtins.Methods
 	methods.Str = pythonStrMethods(builtins.Methods.Str)
 	methods.Dict = orderedDictMethods(builtins.Methods.Dict)
+	ctx := gonja.DefaultContext.Inherit()
+	ctx.Set("range", boundedRange)
 	return &exec.Environment{
-		Context:           gonja.DefaultContext.Inherit(),
-		Filters:           filters,
+		Context:           ctx,
+		Filters:           guardFilters(filters),
 		Tests:             builtins.Tests,
-		ControlStructures: builtins.ControlStructures,
+		ControlStructures: controlStructureSet(),
 		Methods:           methods,
 	}
 }
 
 // Render renders a conversation.
 func (t *Template) Render(in Input) (string, error) {
+	return t.RenderContext(context.Background(), in)
+}
+
+// RenderContext renders a conversation, stopping when ctx is cancelled.
+func (t *Template) RenderContext(ctx context.Context, in Input) (string, error) {
 	v := Values{AddGenerationPrompt: in.AddGenerationPrompt, Kwargs: in.Kwargs}
 	v.Messages = make([]any, len(in.Messages))
 	for i, m := range in.Messages {
@@ -141,7 +157,7 @@ func (t *Template) Render(in Input) (string, error) {
 		}
 		v.Tools = append(v.Tools, tv)
 	}
-	return t.RenderValues(v)
+	return t.RenderValuesContext(ctx, v)
 }
 
 // raised carries a raise_exception message out of the engine.
@@ -149,13 +165,23 @@ type raised struct{ msg string }
 
 // RenderValues renders messages and tools given as generic values.
 func (t *Template) RenderValues(in Values) (out string, err error) {
+	return t.RenderValuesContext(context.Background(), in)
+}
+
+// RenderValuesContext is RenderValues stopping when ctx is cancelled.
+func (t *Template) RenderValuesContext(ctx context.Context, in Values) (out string, err error) {
 	var raisedMsg *raised
+	g := &guard{ctx: ctx, limits: t.opts.Limits}
 	defer func() {
 		if r := recover(); r != nil {
-			out, err = "", &Error{Msg: fmt.Sprintf("chat template failed: %v", r)}
+			if a, ok := r.(abort); ok {
+				out, err = "", guardError(ctx, a.err)
+				return
+			}
+			out, err = "", templateError("chat template failed: %v", r)
 		}
 	}()
-	data := map[string]any{}
+	data := map[string]any{guardKey: g}
 	for k, v := range t.opts.SpecialTokens {
 		data[k] = v
 	}
@@ -182,14 +208,38 @@ func (t *Template) RenderValues(in Values) (out string, err error) {
 		}
 		return exec.AsValue(strftime(now(), params.Args[0].String()))
 	}
-	out, err = t.tpl.ExecuteToString(exec.NewContext(data))
+	var b strings.Builder
+	err = t.tpl.Execute(&guardedWriter{g: g, w: &b}, exec.NewContext(data))
+	if g.err != nil { // a bound reached inside a call gonja turned into an error
+		return "", guardError(ctx, g.err)
+	}
 	if err != nil {
 		if raisedMsg != nil {
-			return "", &Error{Msg: "chat template refused the conversation: " + raisedMsg.msg}
+			return "", templateError("chat template refused the conversation: %s", raisedMsg.msg)
 		}
-		return "", &Error{Msg: "chat template failed: " + oneLine(err.Error())}
+		return "", templateError("chat template failed: %s", oneLine(err.Error()))
 	}
-	return out, nil
+	return b.String(), nil
+}
+
+// guardedWriter counts the output against the bound before keeping it.
+type guardedWriter struct {
+	g *guard
+	w *strings.Builder
+}
+
+func (w *guardedWriter) Write(p []byte) (int, error) {
+	w.g.Write(p)
+	return w.w.Write(p)
+}
+
+// guardError is the context's own error when the render was cancelled,
+// else a user error naming the bound.
+func guardError(ctx context.Context, err error) error {
+	if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+		return err
+	}
+	return templateError("chat template stopped: %v", err)
 }
 
 func orEmpty(l []any) []any {

@@ -64,6 +64,7 @@ type Rollout struct {
 	DisableThinking     bool           `koanf:"disable_thinking" json:"disable_thinking" yaml:"disable_thinking"`
 	AccumulateReasoning bool           `koanf:"accumulate_reasoning" json:"accumulate_reasoning" yaml:"accumulate_reasoning"`
 	RequestTimeoutS     float64        `koanf:"request_timeout_s" json:"request_timeout_s" yaml:"request_timeout_s"`
+	MaxResponseMB       int            `koanf:"max_response_mb" json:"max_response_mb" yaml:"max_response_mb"`
 	Retry               Retry          `koanf:"retry" json:"retry" yaml:"retry"`
 	ValKwargs           ValKwargs      `koanf:"val_kwargs" json:"val_kwargs" yaml:"val_kwargs"`
 }

@@ -160,7 +160,7 @@ func TestErrors(t *testing.T) {
 		{"resume_path without a path", Sources{Sets: []string{"trainer.resume_mode=resume_path"}}, []string{"trainer.resume_from_path: is not set"}},
 		{"heads divide width", Sources{Sets: []string{"backend.local.heads=3"}}, []string{"backend.local.heads: (3) must divide backend.local.d_model (64)"}},
 		{"env var value", Sources{Environ: []string{"RLLM_ROLLOUT__N=[1"}}, []string{"rollout.n: value \"[1\" is not valid YAML", "RLLM_ROLLOUT__N"}},
-		{"all problems at once", Sources{Sets: []string{"rollout.n=0", "data.train_batch_size=0", "x=1"}}, []string{"x: unknown key", "data.train_batch_size: must be at least 1", "rollout.n: must be at least 1"}},
+		{"all problems at once", Sources{Sets: []string{"rollout.n=0", "data.train_batch_size=0", "x=1"}}, []string{"x: unknown key", "data.train_batch_size: must be at least 1", "rollout.n: must be from 1 to 100000, got 0"}},
 		{"key with whitespace", Sources{Sets: []string{"data. seed=1"}}, []string{"contains whitespace"}},
 		{"empty key part", Sources{Sets: []string{"data..seed=1"}}, []string{"empty part between dots"}},
 	}

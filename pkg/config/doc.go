@@ -42,9 +42,9 @@ func Doc(key string) ([]KeyDoc, error) {
 		}
 	} else {
 		if sug := s.suggest(key); sug != "" {
-			return nil, &Error{Key: key, Msg: fmt.Sprintf("unknown key; did you mean %s?", sug)}
+			return nil, newError(key, Origin{}, fmt.Sprintf("unknown key; did you mean %s?", sug))
 		}
-		return nil, &Error{Key: key, Msg: "unknown key; rllm config show lists every key"}
+		return nil, newError(key, Origin{}, "unknown key; rllm config show lists every key")
 	}
 	nodes, err := defaultNodes()
 	if err != nil {
@@ -128,7 +128,10 @@ func commentText(c string) string {
 	return strings.Join(lines, " ")
 }
 
-var gotSuffix = regexp.MustCompile(`,? got .*$`)
+var (
+	gotSuffix  = regexp.MustCompile(`,? got .*$`)
+	fromSuffix = regexp.MustCompile(` \(from [^()]*\)$`)
+)
 
 // probeRange sets the key alone to values outside any sensible range and
 // collects what validation says about it.
@@ -155,10 +158,10 @@ func probeRange(l *leaf) []string {
 			continue
 		}
 		for _, e := range errs {
-			if e.Key != l.key {
+			if e.Subject != l.key { // an argument's error is "key: msg (from ...)"
 				continue
 			}
-			msg := strings.TrimSpace(gotSuffix.ReplaceAllString(e.Msg, ""))
+			msg := strings.TrimSpace(gotSuffix.ReplaceAllString(fromSuffix.ReplaceAllString(e.Msg, ""), ""))
 			if msg != "" && !seen[msg] {
 				seen[msg] = true
 				out = append(out, msg)

@@ -3,6 +3,8 @@ package config
 import (
 	"fmt"
 	"strings"
+
+	"github.com/rllm-org/rllm-go/pkg/usererr"
 )
 
 // Origin says which layer set a value, precisely enough for a user to go
@@ -35,36 +37,32 @@ func (o Origin) String() string {
 	return o.Source
 }
 
-// Error is one configuration problem: which key, where it was set, and
-// what is wrong with it (the message says how to fix it).
-type Error struct {
-	Key    string
-	Origin Origin
-	Msg    string
+// newError is one configuration problem: which key, where it was set,
+// and what is wrong with it (the message says how to fix it). A problem
+// in a file is named "file:line: key: msg"; one from an override or a
+// variable "key: msg (from where)".
+func newError(key string, o Origin, msg string) *usererr.Error {
+	inFile := o.Layer == "file" || o.Layer == "default"
+	var subject []string
+	if inFile || (key == "" && o.Layer != "") {
+		subject = append(subject, o.String())
+	}
+	if key != "" {
+		subject = append(subject, key)
+	}
+	if key != "" && o.Layer != "" && !inFile {
+		msg += " (from " + o.String() + ")"
+	}
+	return &usererr.Error{Subject: strings.Join(subject, ": "), Msg: msg}
 }
 
-func (e *Error) Error() string {
-	var b strings.Builder
-	inFile := e.Origin.Layer == "file" || e.Origin.Layer == "default"
-	if inFile || (e.Key == "" && e.Origin.Layer != "") {
-		fmt.Fprintf(&b, "%s: ", e.Origin)
-	}
-	if e.Key != "" {
-		fmt.Fprintf(&b, "%s: ", e.Key)
-	}
-	b.WriteString(e.Msg)
-	if e.Key != "" && e.Origin.Layer != "" && !inFile {
-		fmt.Fprintf(&b, " (from %s)", e.Origin)
-	}
-	return b.String()
-}
+// KeyError is the error about key set at o, worded as Load words its own
+// (for callers that check values Load cannot, such as component args).
+func KeyError(key string, o Origin, msg string) *usererr.Error { return newError(key, o, msg) }
 
-// ExitCode marks configuration errors as usage errors (exit code 2).
-func (e *Error) ExitCode() int { return 2 }
-
-// Errors is every problem found in one load, reported together so a user
-// fixes them in one go.
-type Errors []*Error
+// Errors is every problem found in one load, reported together (one per
+// line) so a user fixes them in one go. Its exit code is 2.
+type Errors []*usererr.Error
 
 func (es Errors) Error() string {
 	lines := make([]string, len(es))
@@ -74,11 +72,20 @@ func (es Errors) Error() string {
 	return strings.Join(lines, "\n")
 }
 
-// ExitCode marks configuration errors as usage errors (exit code 2).
-func (es Errors) ExitCode() int { return 2 }
+// ExitCode is usererr.ExitUsage: configuration errors are the user's.
+func (es Errors) ExitCode() int { return usererr.ExitUsage }
+
+// Unwrap exposes each problem to errors.As and errors.Is.
+func (es Errors) Unwrap() []error {
+	out := make([]error, len(es))
+	for i, e := range es {
+		out[i] = e
+	}
+	return out
+}
 
 func (es *Errors) add(key string, o Origin, format string, args ...any) {
-	*es = append(*es, &Error{Key: key, Origin: o, Msg: fmt.Sprintf(format, args...)})
+	*es = append(*es, newError(key, o, fmt.Sprintf(format, args...)))
 }
 
 func (es Errors) err() error {

@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/rllm-org/rllm-go/pkg/usererr"
 )
 
 // op is what an entry does to its key.
@@ -184,8 +186,14 @@ func parseMap(m map[string]any) ([]entry, Errors) {
 // parseOverride reads one Hydra-style override: key=value, key+=value
 // (append to a list), ~key (delete an optional key); a leading + or ++ is
 // accepted and ignored, as rLLM/verl command lines carry them.
-func parseOverride(s string, layer string) (entry, *Error) {
-	o := Origin{Layer: layer, Source: s}
+func parseOverride(s string, layer string) (entry, *usererr.Error) {
+	return parseOverrideAt(s, Origin{Layer: layer, Source: s})
+}
+
+// parseOverrideAt is parseOverride for an override that came from o (an
+// environment variable names itself, not its value).
+func parseOverrideAt(s string, o Origin) (entry, *usererr.Error) {
+	typed := o.Source == s
 	body := strings.TrimPrefix(strings.TrimPrefix(s, "+"), "+")
 	e := entry{origin: o}
 	var key, val string
@@ -196,7 +204,7 @@ func parseOverride(s string, layer string) (entry, *Error) {
 	default:
 		k, v, ok := strings.Cut(body, "=")
 		if !ok {
-			return e, &Error{Origin: o, Msg: "has no '='; write key=value, key+=value or ~key"}
+			return e, newError("", o, "has no '='; write key=value, key+=value or ~key")
 		}
 		key, val = k, v
 		if strings.HasSuffix(key, "+") {
@@ -205,12 +213,15 @@ func parseOverride(s string, layer string) (entry, *Error) {
 		}
 	}
 	if msg := checkKeySyntax(key); msg != "" {
-		return e, &Error{Origin: o, Msg: msg}
+		return e, newError("", o, msg)
 	}
 	e.rawKey = key
 	e.key, e.aliased = canonical(key)
-	if last := key[strings.LastIndexByte(key, '.')+1:]; secretKey.MatchString(last) && e.op != opDelete &&
-		!strings.HasSuffix(last, "_env") && !strings.HasSuffix(last, "_file") {
+	last := key[strings.LastIndexByte(key, '.')+1:]
+	secret := secretKey.MatchString(last) && e.op != opDelete &&
+		((!strings.HasSuffix(last, "_env") && !strings.HasSuffix(last, "_file")) ||
+			(strings.HasSuffix(last, "_env") && !envNameOrEmpty(val)))
+	if typed && secret {
 		// The origin is printed by config show and in errors: never the secret.
 		e.origin.Source = key + "=" + redactedValue
 		o = e.origin
@@ -218,17 +229,20 @@ func parseOverride(s string, layer string) (entry, *Error) {
 	s2 := schema()
 	if s2.leaves[e.key] == nil && s2.mapLeaf(e.key) == nil {
 		if s2.sections[e.key] {
-			return e, &Error{Key: e.key, Origin: o, Msg: "is a section, not a value; set one of its keys (rllm config show lists them)"}
+			return e, newError(e.key, o, "is a section, not a value; set one of its keys (rllm config show lists them)")
 		}
-		return e, &Error{Key: key, Origin: o, Msg: unknownKeyMsg(e.key)}
+		return e, newError(key, o, unknownKeyMsg(e.key))
 	}
 	if e.op == opDelete {
 		return e, nil
 	}
 	e.raw, e.hasRaw = val, true
 	if err := yaml.Unmarshal([]byte(val), &e.value); err != nil {
-		return e, &Error{Key: e.key, Origin: o, Msg: fmt.Sprintf("value %q is not valid YAML (%s); quote it, e.g. %s='\"...\"'",
-			val, strings.TrimPrefix(err.Error(), "yaml: "), key)}
+		if secret {
+			return e, newError(e.key, o, "value (not shown) is not valid YAML; quote it")
+		}
+		return e, newError(e.key, o, fmt.Sprintf("value %q is not valid YAML (%s); quote it, e.g. %s='\"...\"'",
+			val, strings.TrimPrefix(err.Error(), "yaml: "), key))
 	}
 	return e, nil
 }
@@ -276,14 +290,23 @@ func parseEnv(environ []string) ([]entry, Errors, []string) {
 			continue
 		}
 		key := strings.ToLower(strings.ReplaceAll(rest, "__", "."))
-		e, err := parseOverride(key+"="+val, "env")
-		e.origin = Origin{Layer: "env", Source: name}
+		e, err := parseOverrideAt(key+"="+val, Origin{Layer: "env", Source: name})
 		if err != nil {
-			err.Origin = e.origin
 			errs = append(errs, err)
 			continue
 		}
 		out = append(out, e)
 	}
 	return out, errs, notices
+}
+
+// envName matches an environment variable name as shells write them.
+var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// envNameOrEmpty reports whether v (a value typed for an *_env key,
+// possibly quoted) is empty or a variable name, not something else such
+// as the key itself pasted in.
+func envNameOrEmpty(v string) bool {
+	v = strings.Trim(strings.TrimSpace(v), `"'`)
+	return v == "" || envName.MatchString(v)
 }

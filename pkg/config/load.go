@@ -1,13 +1,15 @@
 package config
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
+	"maps"
 	"reflect"
 	"sort"
 	"strings"
+	"sync"
 	"syscall"
 
 	"github.com/go-viper/mapstructure/v2"
@@ -15,14 +17,19 @@ import (
 	"github.com/knadh/koanf/v2"
 
 	"github.com/rllm-org/rllm-go/configs"
+	"github.com/rllm-org/rllm-go/internal/boundedio"
 )
 
 // Sources are the layers of one load, applied in this order on top of the
 // embedded defaults: Files, Environ, Map, Overrides, Sets, Args.
 type Sources struct {
+	// Context stops reading files when it is cancelled (a FIFO with no
+	// writer, a slow pipe); nil means context.Background().
+	Context context.Context
 	// Files are YAML files (--config), later ones overriding earlier ones.
 	Files []string
-	// ReadFile reads a file; nil means os.ReadFile. Tests inject their own.
+	// ReadFile reads a file; nil reads at most MaxFileBytes, stopping when
+	// Context is cancelled. Tests inject their own.
 	ReadFile func(name string) ([]byte, error)
 	// Environ is the process environment as "NAME=value"; only RLLM_
 	// variables are read.
@@ -51,24 +58,35 @@ type Loaded struct {
 // against the schema and validates the result. Every problem is returned
 // at once, as Errors (exit code 2).
 func Load(src Sources) (*Loaded, error) {
+	base, err := loadDefaults()
+	if err != nil {
+		return nil, err
+	}
 	ld := &loader{
 		store:     koanf.New("."),
-		origins:   map[string]Origin{},
+		origins:   maps.Clone(base.origins),
 		notedKeys: map[string]bool{},
 	}
-	defaults, errs := parseYAML(configs.DefaultName, configs.DefaultYAML, "default")
-	if len(errs) > 0 {
-		return nil, fmt.Errorf("embedded defaults are broken: %w", errs)
+	// A hand-written deep copy: koanf's Copy goes through reflection and
+	// was a third of a load.
+	if err := ld.store.Load(treeProvider(deepCopy(defaults.tree).(map[string]any)), nil); err != nil {
+		return nil, fmt.Errorf("embedded defaults are broken: %w", err)
 	}
-	ld.apply(defaults)
 
+	ctx := src.Context
+	if ctx == nil {
+		ctx = context.Background()
+	}
 	readFile := src.ReadFile
 	if readFile == nil {
-		readFile = os.ReadFile
+		readFile = func(name string) ([]byte, error) { return boundedio.ReadFile(ctx, name, MaxFileBytes) }
 	}
 	for _, name := range src.Files {
 		data, err := readFile(name)
 		if err != nil {
+			if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+				return nil, err // interrupted: not the user's mistake
+			}
 			ld.errs.add("", Origin{Layer: "file", Source: name}, "%s", fileErrorMsg(err))
 			continue
 		}
@@ -95,7 +113,7 @@ func Load(src Sources) (*Loaded, error) {
 	// Values that failed their checks were not applied, so validation
 	// still runs and every problem is reported in one go.
 	ld.interpolate()
-	cfg, err := decode(ld.store)
+	cfg, err := decodeLeaves(ld.store)
 	if err != nil {
 		return nil, err
 	}
@@ -104,6 +122,37 @@ func Load(src Sources) (*Loaded, error) {
 		return nil, errs
 	}
 	return out, nil
+}
+
+// defaults is the embedded defaults, parsed and applied once per process:
+// every load starts from a copy.
+var defaults struct {
+	once    sync.Once
+	store   *koanf.Koanf
+	tree    map[string]any // store's nested map, never handed out
+	origins map[string]Origin
+	err     error
+}
+
+func loadDefaults() (*loader, error) {
+	defaults.once.Do(func() {
+		ld := &loader{store: koanf.New("."), origins: map[string]Origin{}, notedKeys: map[string]bool{}}
+		entries, errs := parseYAML(configs.DefaultName, configs.DefaultYAML, "default")
+		if len(errs) == 0 {
+			ld.apply(entries)
+			errs = ld.errs
+		}
+		if len(errs) > 0 {
+			defaults.err = fmt.Errorf("embedded defaults are broken: %w", errs)
+			return
+		}
+		defaults.store, defaults.origins = ld.store, ld.origins
+		defaults.tree = ld.store.Raw()
+	})
+	if defaults.err != nil {
+		return nil, defaults.err
+	}
+	return &loader{store: defaults.store, origins: defaults.origins}, nil
 }
 
 // FromMap is the library form rLLM's AgentTrainer documents: defaults plus
@@ -153,13 +202,20 @@ func (l *Loaded) origin(key string) Origin {
 // Origin returns where key was set.
 func (l *Loaded) Origin(key string) Origin { return l.origin(key) }
 
+// MaxFileBytes bounds one config file; a config is a few kilobytes, so
+// anything near this is a mistake such as -c /dev/zero.
+const MaxFileBytes = 8 << 20
+
 func fileErrorMsg(err error) string {
 	var pe *fs.PathError
 	name := ""
 	if errors.As(err, &pe) {
 		name = pe.Path
 	}
+	var tl *boundedio.TooLargeError
 	switch {
+	case errors.As(err, &tl):
+		return fmt.Sprintf("config file %s is larger than the limit of %s; --config takes a YAML file of a few kilobytes", tl.Path, boundedio.Size(tl.Limit))
 	case errors.Is(err, fs.ErrNotExist):
 		return fmt.Sprintf("config file %s does not exist; check the --config path", name)
 	case errors.Is(err, syscall.EISDIR):
@@ -380,4 +436,167 @@ func SortedKeys() []string {
 	k := Keys()
 	sort.Strings(k)
 	return k
+}
+
+// deepCopy copies the maps and slices of a configuration tree; scalars
+// are immutable and shared.
+func deepCopy(v any) any {
+	switch x := v.(type) {
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			out[k] = deepCopy(e)
+		}
+		return out
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = deepCopy(e)
+		}
+		return out
+	case []string:
+		return append([]string(nil), x...)
+	case []float64:
+		return append([]float64(nil), x...)
+	case map[string]string:
+		return maps.Clone(x)
+	}
+	return v
+}
+
+// treeProvider hands koanf a nested map it may keep (confmap copies it
+// again through reflection).
+type treeProvider map[string]any
+
+func (p treeProvider) ReadBytes() ([]byte, error) {
+	return nil, errors.New("treeProvider has no bytes")
+}
+func (p treeProvider) Read() (map[string]any, error) { return p, nil }
+
+// decodeLeaves fills a Config from the store leaf by leaf through the
+// schema: every value was type-checked when it was applied, so this is a
+// plain copy, without the reflection-driven deep copy and decoding of
+// koanf's Unmarshal (half of a load). decode is the reference it is
+// tested against.
+func decodeLeaves(store *koanf.Koanf) (*Config, error) {
+	var cfg Config
+	root := reflect.ValueOf(&cfg).Elem()
+	s := schema()
+	for _, key := range s.order {
+		l := s.leaves[key]
+		if err := setLeaf(root.FieldByIndex(l.index), l, store.Get(key)); err != nil {
+			return nil, fmt.Errorf("internal error decoding the configuration: %s: %w", key, err)
+		}
+	}
+	return &cfg, nil
+}
+
+func setLeaf(f reflect.Value, l *leaf, v any) error {
+	if v == nil {
+		if l.nullable || l.kind == kindOpenMap || l.kind == kindStringMap || l.kind == kindStringList || l.kind == kindFloatList {
+			return nil
+		}
+		return errors.New("missing value")
+	}
+	if l.nullable {
+		p := reflect.New(f.Type().Elem())
+		f.Set(p)
+		f = p.Elem()
+	}
+	switch l.kind {
+	case kindInt:
+		n, ok := numberOf(v)
+		if !ok || n != float64(int(n)) {
+			return fmt.Errorf("%v is not a whole number", v)
+		}
+		f.SetInt(int64(n))
+	case kindFloat:
+		n, ok := numberOf(v)
+		if !ok {
+			return fmt.Errorf("%v is not a number", v)
+		}
+		f.SetFloat(n)
+	case kindBool:
+		b, ok := v.(bool)
+		if !ok {
+			return fmt.Errorf("%v is not a boolean", v)
+		}
+		f.SetBool(b)
+	case kindString:
+		str, ok := v.(string)
+		if !ok {
+			return fmt.Errorf("%v is not a string", v)
+		}
+		f.SetString(str)
+	case kindStringList:
+		items, ok := asList(v)
+		if !ok {
+			return fmt.Errorf("%v is not a list", v)
+		}
+		if len(items) == 0 {
+			return nil // nil, as mapstructure leaves it
+		}
+		out := make([]string, len(items))
+		for i, it := range items {
+			if out[i], ok = it.(string); !ok {
+				return fmt.Errorf("item %d (%v) is not a string", i, it)
+			}
+		}
+		f.Set(reflect.ValueOf(out))
+	case kindFloatList:
+		items, ok := asList(v)
+		if !ok {
+			return fmt.Errorf("%v is not a list", v)
+		}
+		if len(items) == 0 {
+			return nil
+		}
+		out := make([]float64, len(items))
+		for i, it := range items {
+			if out[i], ok = numberOf(it); !ok {
+				return fmt.Errorf("item %d (%v) is not a number", i, it)
+			}
+		}
+		f.Set(reflect.ValueOf(out))
+	case kindOpenMap:
+		m, ok := v.(map[string]any)
+		if !ok {
+			return fmt.Errorf("%v is not a mapping", v)
+		}
+		f.Set(reflect.ValueOf(m))
+	case kindStringMap:
+		out := map[string]string{}
+		switch m := v.(type) {
+		case map[string]string:
+			maps.Copy(out, m)
+		case map[string]any:
+			for k, e := range m {
+				str, ok := e.(string)
+				if !ok {
+					return fmt.Errorf("%s: %v is not a string", k, e)
+				}
+				out[k] = str
+			}
+		default:
+			return fmt.Errorf("%v is not a mapping", v)
+		}
+		f.Set(reflect.ValueOf(out))
+	}
+	return nil
+}
+
+func numberOf(v any) (float64, bool) {
+	switch n := v.(type) {
+	case int:
+		return float64(n), true
+	case int64:
+		return float64(n), true
+	case float64:
+		return n, true
+	case int32:
+		return float64(n), true
+	case uint64:
+		return float64(n), true
+	}
+	return 0, false
 }

@@ -45,6 +45,7 @@ type leaf struct {
 	key      string
 	kind     kind
 	nullable bool
+	index    []int // the field in Config (reflect.Value.FieldByIndex)
 }
 
 // schemaInfo is the tree derived from the Config struct's koanf tags.
@@ -62,13 +63,13 @@ var (
 func schema() *schemaInfo {
 	schemaOnce.Do(func() {
 		s := &schemaInfo{leaves: map[string]*leaf{}, sections: map[string]bool{}}
-		s.walk(reflect.TypeOf(Config{}), "")
+		s.walk(reflect.TypeOf(Config{}), "", nil)
 		theSchema = s
 	})
 	return theSchema
 }
 
-func (s *schemaInfo) walk(t reflect.Type, prefix string) {
+func (s *schemaInfo) walk(t reflect.Type, prefix string, index []int) {
 	for i := 0; i < t.NumField(); i++ {
 		f := t.Field(i)
 		name := f.Tag.Get("koanf")
@@ -80,7 +81,8 @@ func (s *schemaInfo) walk(t reflect.Type, prefix string) {
 			key = prefix + "." + name
 		}
 		ft := f.Type
-		l := &leaf{key: key}
+		idx := append(append([]int(nil), index...), i)
+		l := &leaf{key: key, index: idx}
 		if ft.Kind() == reflect.Pointer {
 			l.nullable = true
 			ft = ft.Elem()
@@ -88,7 +90,7 @@ func (s *schemaInfo) walk(t reflect.Type, prefix string) {
 		switch ft.Kind() {
 		case reflect.Struct:
 			s.sections[key] = true
-			s.walk(ft, key)
+			s.walk(ft, key, idx)
 			continue
 		case reflect.Int:
 			l.kind = kindInt

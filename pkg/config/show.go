@@ -113,6 +113,13 @@ func redacted(c *Config) *Config {
 	cp.Agent.Args = redactMap(c.Agent.Args)
 	cp.Env.Args = redactMap(c.Env.Args)
 	cp.Workflow.Args = redactMap(c.Workflow.Args)
+	// A value that is not a variable name may be a key pasted in.
+	if !envNameOrEmpty(cp.Rollout.APIKeyEnv) {
+		cp.Rollout.APIKeyEnv = redactedValue
+	}
+	if !envNameOrEmpty(cp.Backend.Tinker.APIKeyEnv) {
+		cp.Backend.Tinker.APIKeyEnv = redactedValue
+	}
 	return &cp
 }
 

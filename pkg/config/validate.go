@@ -8,17 +8,21 @@ import (
 // The values each enumerated key accepts. Packages that implement them
 // (pkg/ppo's estimator registry, the backends) test that they agree.
 var (
-	Engines          = []string{"auto", "openai"}
-	PolicyLosses     = []string{"ppo", "vanilla", "importance_sampling", "cispo", "gspo"}
-	LossAggModes     = []string{"token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"}
-	KLLossTypes      = []string{"kl", "k1", "abs", "mse", "k2", "low_var_kl", "k3"}
-	LRSchedulers     = []string{"constant", "cosine"}
-	AdvEstimators    = []string{"grpo", "drgrpo", "rloo", "reinforce", "reinforce_plus_plus", "reinforce_plus_plus_baseline", "opo", "gae"}
-	StepwiseModes    = []string{"broadcast", "per_step"}
-	Loggers          = []string{"console", "jsonl"}
-	ResumeModes      = []string{"auto", "disable", "resume_path"}
-	BackendNames     = []string{"local", "tinker"}
-	valueModelLacked = "needs a value model (critic), which no rllm backend has yet; use grpo, rloo or reinforce_plus_plus"
+	Engines       = []string{"auto", "openai"}
+	PolicyLosses  = []string{"ppo", "vanilla", "importance_sampling", "cispo", "gspo"}
+	LossAggModes  = []string{"token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"}
+	KLLossTypes   = []string{"kl", "k1", "abs", "mse", "k2", "low_var_kl", "k3"}
+	LRSchedulers  = []string{"constant", "cosine"}
+	AdvEstimators = []string{"grpo", "drgrpo", "rloo", "reinforce", "reinforce_plus_plus", "reinforce_plus_plus_baseline", "opo", "gae"}
+	StepwiseModes = []string{"broadcast", "per_step"}
+	Loggers       = []string{"console", "jsonl"}
+	ResumeModes   = []string{"auto", "disable", "resume_path"}
+	BackendNames  = []string{"local", "tinker"}
+	// MaxN bounds rollout.n, rollout.val_kwargs.n and eval's --n.
+	MaxN = 100000
+	// MaxEpisodesPerStep bounds the episodes of one training step.
+	MaxEpisodesPerStep = 1 << 20
+	valueModelLacked   = "needs a value model (critic), which no rllm backend has yet; use grpo, rloo or reinforce_plus_plus"
 )
 
 type validator struct {
@@ -33,6 +37,21 @@ func (v *validator) fail(key, format string, args ...any) {
 func (v *validator) atLeast(key string, got, lo int) {
 	if got < lo {
 		v.fail(key, "must be at least %d, got %d", lo, got)
+	}
+}
+
+func (v *validator) between(key string, got, lo, hi int) {
+	if got < lo || got > hi {
+		v.fail(key, "must be from %d to %d, got %d", lo, hi, got)
+	}
+}
+
+// envName checks a key that names an environment variable. A value that
+// is not a variable name may be the secret itself pasted in the wrong
+// place, so it is never repeated.
+func (v *validator) envName(key, got string) {
+	if got != "" && !envName.MatchString(got) {
+		v.fail(key, "must be the name of an environment variable (letters, digits and _), and its value is not one (not shown: it may be the key itself); write the variable's name, e.g. %s=OPENAI_API_KEY, and put the key in that variable", key)
 	}
 }
 
@@ -86,7 +105,11 @@ func validate(c *Config, origin func(string) Origin) Errors {
 
 	r := c.Rollout
 	v.oneOf("rollout.engine", r.Engine, Engines)
-	v.atLeast("rollout.n", r.N, 1)
+	v.between("rollout.n", r.N, 1, MaxN)
+	if d.TrainBatchSize >= 1 && r.N >= 1 && r.N <= MaxN && d.TrainBatchSize*r.N*max(c.Filters.RejectionSample.Multiplier, 1) > MaxEpisodesPerStep {
+		v.fail("rollout.n", "(%d) x data.train_batch_size (%d) x filters.rejection_sample.multiplier (%d) is more than %d episodes per step; lower one of them",
+			r.N, d.TrainBatchSize, c.Filters.RejectionSample.Multiplier, MaxEpisodesPerStep)
+	}
 	v.nonNegative("rollout.temperature", r.Temperature)
 	v.inRange("rollout.top_p", r.TopP, 0, 1, true, false)
 	if r.TopK != -1 && r.TopK < 1 {
@@ -96,6 +119,7 @@ func validate(c *Config, origin func(string) Origin) Errors {
 		v.atLeast("rollout.max_tokens", *r.MaxTokens, 1)
 	}
 	v.positive("rollout.request_timeout_s", r.RequestTimeoutS)
+	v.between("rollout.max_response_mb", r.MaxResponseMB, 1, 4096)
 	v.atLeast("rollout.retry.max_attempts", r.Retry.MaxAttempts, 1)
 	v.nonNegative("rollout.retry.backoff_base_s", r.Retry.BackoffBaseS)
 	if r.Retry.BackoffMaxS < r.Retry.BackoffBaseS {
@@ -106,7 +130,9 @@ func validate(c *Config, origin func(string) Origin) Errors {
 	if r.ValKwargs.TopK != -1 && r.ValKwargs.TopK < 1 {
 		v.fail("rollout.val_kwargs.top_k", "must be -1 (off) or at least 1, got %d", r.ValKwargs.TopK)
 	}
-	v.atLeast("rollout.val_kwargs.n", r.ValKwargs.N, 1)
+	v.between("rollout.val_kwargs.n", r.ValKwargs.N, 1, MaxN)
+	v.envName("rollout.api_key_env", r.APIKeyEnv)
+	v.envName("backend.tinker.api_key_env", c.Backend.Tinker.APIKeyEnv)
 	if r.APIKeyEnv != "" && r.APIKeyFile != "" {
 		v.fail("rollout.api_key_file", "and rollout.api_key_env are both set; keep one")
 	}
@@ -241,13 +267,14 @@ func validate(c *Config, origin func(string) Origin) Errors {
 
 	b := c.Backend
 	v.oneOf("backend.name", b.Name, BackendNames)
-	v.atLeast("backend.local.layers", b.Local.Layers, 1)
-	v.atLeast("backend.local.d_model", b.Local.DModel, 1)
+	// The embedded policy's own bounds (pkg/backend/local Config.Validate).
+	v.between("backend.local.layers", b.Local.Layers, 1, 64)
+	v.between("backend.local.d_model", b.Local.DModel, 1, 4096)
 	v.atLeast("backend.local.heads", b.Local.Heads, 1)
 	if b.Local.Heads >= 1 && b.Local.DModel%b.Local.Heads != 0 {
 		v.fail("backend.local.heads", "(%d) must divide backend.local.d_model (%d)", b.Local.Heads, b.Local.DModel)
 	}
-	v.atLeast("backend.local.context", b.Local.Context, 2)
+	v.between("backend.local.context", b.Local.Context, 2, 8192)
 	v.positive("backend.local.lr", b.Local.LR)
 	v.atLeast("backend.local.threads", b.Local.Threads, 0)
 	v.atLeast("backend.local.warmup_steps", b.Local.WarmupSteps, 0)

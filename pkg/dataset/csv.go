@@ -4,11 +4,11 @@ import (
 	"bufio"
 	"encoding/csv"
 	"errors"
-	"fmt"
 	"io"
 	"strconv"
 	"strings"
 
+	"github.com/rllm-org/rllm-go/internal/boundedio"
 	"github.com/rllm-org/rllm-go/pkg/episode"
 )
 
@@ -17,23 +17,29 @@ import (
 // and an empty cell becomes null, the way pandas (and so Hugging Face
 // `datasets`) reads CSV; see typeCSVCell for why only canonical text.
 type csvSource struct {
-	path    string
-	r       *csv.Reader
-	header  []string
-	strings bool
+	path     string
+	r        *csv.Reader
+	header   []string
+	strings  bool
+	budget   *boundedio.LimitReader // reset before each record; nil: none
+	max      int64                  // bound of one record
+	nextLine int                    // the line the next record starts on (about)
 }
 
-func newCSVSource(path string, r *bufio.Reader, keepStrings bool) *csvSource {
+func newCSVSource(path string, r *bufio.Reader, keepStrings bool, budget *boundedio.LimitReader, maxRow int64) *csvSource {
 	if b, err := r.Peek(len(utf8BOM)); err == nil && string(b) == string(utf8BOM) {
 		r.Discard(len(utf8BOM))
 	}
 	cr := csv.NewReader(r)
 	cr.FieldsPerRecord = -1 // counted here, for a clearer message
 	cr.ReuseRecord = true
-	return &csvSource{path: path, r: cr, strings: keepStrings}
+	return &csvSource{path: path, r: cr, strings: keepStrings, budget: budget, max: maxRow, nextLine: 1}
 }
 
 func (s *csvSource) next() (episode.Task, error) {
+	if s.budget != nil {
+		s.budget.Reset()
+	}
 	if s.header == nil {
 		rec, err := s.r.Read()
 		if errors.Is(err, io.EOF) {
@@ -42,6 +48,7 @@ func (s *csvSource) next() (episode.Task, error) {
 		if err != nil {
 			return nil, s.parseError(err)
 		}
+		s.read(rec)
 		s.header = csvHeader(rec)
 	}
 	rec, err := s.r.Read()
@@ -50,6 +57,15 @@ func (s *csvSource) next() (episode.Task, error) {
 	}
 	if err != nil {
 		return nil, s.parseError(err)
+	}
+	s.read(rec)
+	size := 0
+	for _, cell := range rec {
+		size += len(cell) + 1
+	}
+	if int64(size) > s.max+1 {
+		line, _ := s.r.FieldPos(0)
+		return nil, lineError(s.path, line, nil, "%s", rowTooLarge("a row", s.max))
 	}
 	if len(rec) != len(s.header) {
 		line, _ := s.r.FieldPos(0)
@@ -71,7 +87,14 @@ func (s *csvSource) parseError(err error) error {
 	if errors.As(err, &pe) {
 		return lineError(s.path, pe.Line, nil, "invalid CSV at column %d: %v", pe.Column, pe.Err)
 	}
-	return fmt.Errorf("%s: %w", s.path, err)
+	// No record was read: FieldPos would panic; name where it began.
+	return readError(s.path, s.nextLine, err, s.max)
+}
+
+// read notes where the record just read ended.
+func (s *csvSource) read(rec []string) {
+	line, _ := s.r.FieldPos(len(rec) - 1)
+	s.nextLine = line + 1
 }
 
 // csvHeader names the columns as pandas does, so users find the names

@@ -5,59 +5,42 @@ import (
 	"fmt"
 	"io/fs"
 	"strconv"
+
+	"github.com/rllm-org/rllm-go/internal/boundedio"
+	"github.com/rllm-org/rllm-go/pkg/usererr"
 )
 
 // Error is a problem with a dataset file that its owner can fix: the file
-// is missing, has an unknown format, or a row is malformed. It names the
-// file and, when it applies, the line or row, so the message alone is
-// enough to find the fault.
-type Error struct {
-	Path string
-	// Line is the 1-based line (JSON lines, CSV); 0 when not applicable.
-	Line int
-	// Row is the 0-based row index (parquet, JSON, loader checks), the
-	// index `datasets` would show for ds[Row]; -1 when not applicable.
-	Row int
-	// Msg says what is wrong (and, where it helps, what would fix it).
-	Msg string
-	// Err is the underlying cause, if any.
-	Err error
+// is missing, has an unknown format, or a row is malformed. Its subject
+// names the file and, when it applies, the line ("file:line", JSON lines
+// and CSV) or the 0-based row ("file: row N", the index `datasets` would
+// show for ds[N]), so the message alone is enough to find the fault. Exit
+// code 2.
+type Error = usererr.Error
+
+// RowError is an *Error about row (0-based) of the dataset file path.
+func RowError(path string, row int, format string, args ...any) error {
+	return rowError(path, row, nil, format, args...)
 }
 
-func (e *Error) Error() string {
-	s := e.Path
-	switch {
-	case s == "":
-	case e.Line > 0:
-		s += ":" + strconv.Itoa(e.Line)
-	case e.Row >= 0:
-		s += ": row " + strconv.Itoa(e.Row)
+func newError(subject string, err error, format string, args ...any) *Error {
+	msg := fmt.Sprintf(format, args...)
+	if err != nil {
+		msg += ": " + err.Error()
 	}
-	if s != "" {
-		s += ": "
-	}
-	s += e.Msg
-	if e.Err != nil {
-		s += ": " + e.Err.Error()
-	}
-	return s
+	return &Error{Subject: subject, Msg: msg, Err: err}
 }
-
-func (e *Error) Unwrap() error { return e.Err }
-
-// ExitCode marks the error as one the user fixes (exit code 2).
-func (e *Error) ExitCode() int { return 2 }
 
 func fileError(path string, err error, format string, args ...any) *Error {
-	return &Error{Path: path, Row: -1, Msg: fmt.Sprintf(format, args...), Err: err}
+	return newError(path, err, format, args...)
 }
 
 func lineError(path string, line int, err error, format string, args ...any) *Error {
-	return &Error{Path: path, Line: line, Row: -1, Msg: fmt.Sprintf(format, args...), Err: err}
+	return newError(path+":"+strconv.Itoa(line), err, format, args...)
 }
 
 func rowError(path string, row int, err error, format string, args ...any) *Error {
-	return &Error{Path: path, Row: row, Msg: fmt.Sprintf(format, args...), Err: err}
+	return newError(path+": row "+strconv.Itoa(row), err, format, args...)
 }
 
 // openError turns the error of opening a dataset file into one sentence a
@@ -71,4 +54,26 @@ func openError(path string, err error) error {
 		return fileError(path, nil, "permission denied; make the file readable")
 	}
 	return fmt.Errorf("%s: %w", path, err)
+}
+
+// readError words an error met while reading rows: a line or row over
+// the limit is the user's to fix; cancellation and I/O errors are not.
+func readError(path string, line int, err error, maxRow int64) error {
+	var tl *boundedio.TooLargeError
+	if errors.As(err, &tl) {
+		what := "a row"
+		if tl.What != "" {
+			what = "a " + tl.What
+		}
+		msg := rowTooLarge(what, maxRow)
+		if line > 0 {
+			return lineError(path, line, nil, "%s", msg)
+		}
+		return fileError(path, nil, "%s", msg)
+	}
+	return fmt.Errorf("%s: %w", path, err)
+}
+
+func rowTooLarge(what string, maxRow int64) string {
+	return fmt.Sprintf("%s is larger than the limit of %s; split the data or raise the limit (Options.MaxRowBytes)", what, boundedio.Size(maxRow))
 }

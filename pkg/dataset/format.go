@@ -51,7 +51,7 @@ func ParseFormat(s string) (Format, error) {
 	if f, ok := extensions["."+name]; ok {
 		return f, nil
 	}
-	return "", &Error{Row: -1, Msg: fmt.Sprintf("unknown dataset format %q; use one of parquet, jsonl, ndjson, json, csv", s)}
+	return "", &Error{Msg: fmt.Sprintf("unknown dataset format %q; use one of parquet, jsonl, ndjson, json, csv", s)}
 }
 
 // resolveFormat picks the explicit format if set, else the extension's.

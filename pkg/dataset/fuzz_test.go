@@ -11,6 +11,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"github.com/rllm-org/rllm-go/internal/boundedio"
 	"github.com/rllm-org/rllm-go/pkg/episode"
 	"io"
 	"os"
@@ -23,6 +24,15 @@ import (
 // I/O errors to excuse).
 
 const fuzzMaxRows = 1000
+
+// fuzzMaxRow is a row bound small enough for fuzzed inputs to cross it.
+const fuzzMaxRow = 512
+
+func fuzzBudget(b []byte) *boundedio.LimitReader {
+	l := boundedio.NewLimitReader(bytes.NewReader(b), "f", fuzzMaxRow)
+	l.What = "row"
+	return l
+}
 
 func drain(t *testing.T, src rowSource) {
 	for range fuzzMaxRows {
@@ -59,7 +69,7 @@ func FuzzJSONL(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		drain(t, newJSONLSource("f.jsonl", bufio.NewReaderSize(bytes.NewReader(b), 16)))
+		drain(t, newJSONLSource("f.jsonl", bufio.NewReaderSize(bytes.NewReader(b), 16), fuzzMaxRow))
 	})
 }
 
@@ -69,7 +79,8 @@ func FuzzJSON(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		drain(t, newJSONSource("f.json", bufio.NewReaderSize(bytes.NewReader(b), 16)))
+		budget := fuzzBudget(b)
+		drain(t, newJSONSource("f.json", bufio.NewReaderSize(budget, 16), budget, fuzzMaxRow))
 	})
 }
 
@@ -79,7 +90,8 @@ func FuzzCSV(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		drain(t, newCSVSource("f.csv", bufio.NewReaderSize(bytes.NewReader(b), 16), false))
+		budget := fuzzBudget(b)
+		drain(t, newCSVSource("f.csv", bufio.NewReaderSize(budget, 16), false, budget, fuzzMaxRow))
 	})
 }
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/rllm-org/rllm-go/internal/boundedio"
 	"github.com/rllm-org/rllm-go/pkg/episode"
 )
 
@@ -15,11 +16,13 @@ import (
 // elements are the rows; the object's other fields are skipped. Rows are
 // decoded one at a time with json.Decoder tokens, never the whole file.
 type jsonSource struct {
-	path  string
-	dec   *json.Decoder
-	state jsonState
-	row   int    // index of the next row
-	field string // the array field, in object mode
+	path   string
+	dec    *json.Decoder
+	state  jsonState
+	row    int    // index of the next row
+	field  string // the array field, in object mode
+	budget *boundedio.LimitReader
+	max    int64 // bound of one row
 }
 
 type jsonState int
@@ -32,13 +35,13 @@ const (
 	jsonDone
 )
 
-func newJSONSource(path string, r *bufio.Reader) *jsonSource {
+func newJSONSource(path string, r *bufio.Reader, budget *boundedio.LimitReader, maxRow int64) *jsonSource {
 	if b, err := r.Peek(len(utf8BOM)); err == nil && string(b) == string(utf8BOM) {
 		r.Discard(len(utf8BOM))
 	}
 	dec := json.NewDecoder(r)
 	dec.UseNumber()
-	return &jsonSource{path: path, dec: dec}
+	return &jsonSource{path: path, dec: dec, budget: budget, max: maxRow}
 }
 
 func (s *jsonSource) next() (episode.Task, error) {
@@ -94,9 +97,16 @@ func (s *jsonSource) next() (episode.Task, error) {
 }
 
 func (s *jsonSource) decodeRow() (episode.Task, error) {
+	if s.budget != nil {
+		s.budget.Reset()
+	}
 	var v any
+	start := s.dec.InputOffset()
 	if err := s.dec.Decode(&v); err != nil {
 		return nil, s.syntax(err)
+	}
+	if s.dec.InputOffset()-start > s.max {
+		return nil, rowError(s.path, s.row, nil, "%s", rowTooLarge("the row", s.max))
 	}
 	t, err := asTask(v)
 	if err != nil {
@@ -191,6 +201,10 @@ func (s *jsonSource) syntax(err error) error {
 	}
 	var syn *json.SyntaxError
 	if !errors.As(err, &syn) && !errors.Is(err, io.ErrUnexpectedEOF) {
+		var tl *boundedio.TooLargeError
+		if errors.As(err, &tl) {
+			return rowError(s.path, s.row, nil, "%s", rowTooLarge("the row", s.max))
+		}
 		return fmt.Errorf("%s: %w", s.path, err) // an I/O error, not the file's content
 	}
 	if s.state == jsonInArray || s.state == jsonInField {

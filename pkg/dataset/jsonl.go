@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/rllm-org/rllm-go/internal/boundedio"
 	"github.com/rllm-org/rllm-go/pkg/episode"
 )
 
@@ -20,10 +21,11 @@ type jsonlSource struct {
 	r    *bufio.Reader
 	line int
 	buf  []byte
+	max  int64 // bound of one line
 }
 
-func newJSONLSource(path string, r *bufio.Reader) *jsonlSource {
-	return &jsonlSource{path: path, r: r}
+func newJSONLSource(path string, r *bufio.Reader, maxLine int64) *jsonlSource {
+	return &jsonlSource{path: path, r: r, max: maxLine}
 }
 
 // readLine returns the next line without its terminator, valid until the
@@ -32,6 +34,9 @@ func (s *jsonlSource) readLine() ([]byte, error) {
 	s.buf = s.buf[:0]
 	for {
 		chunk, err := s.r.ReadSlice('\n')
+		if int64(len(s.buf)+len(chunk)) > s.max+1 { // +1: the line break
+			return nil, &boundedio.TooLargeError{Path: s.path, Limit: s.max, What: "line"}
+		}
 		s.buf = append(s.buf, chunk...)
 		switch {
 		case err == nil:
@@ -53,7 +58,7 @@ func (s *jsonlSource) next() (episode.Task, error) {
 			if errors.Is(err, io.EOF) {
 				return nil, io.EOF
 			}
-			return nil, fmt.Errorf("%s: %w", s.path, err)
+			return nil, readError(s.path, s.line+1, err, s.max)
 		}
 		s.line++
 		if s.line == 1 {

@@ -63,13 +63,13 @@ type Loader struct {
 // NewLoader makes a loader over tasks at the start of epoch 0.
 func NewLoader(tasks []episode.Task, opts LoaderOptions) (*Loader, error) {
 	if opts.BatchSize <= 0 {
-		return nil, &Error{Row: -1, Msg: fmt.Sprintf("batch size must be at least 1, got %d", opts.BatchSize)}
+		return nil, &Error{Msg: fmt.Sprintf("batch size must be at least 1, got %d", opts.BatchSize)}
 	}
 	if len(tasks) == 0 {
-		return nil, &Error{Row: -1, Msg: "the dataset has no tasks"}
+		return nil, &Error{Msg: "the dataset has no tasks"}
 	}
 	if opts.DropLast && opts.BatchSize > len(tasks) {
-		return nil, &Error{Row: -1, Msg: fmt.Sprintf("batch size %d is larger than the dataset (%d tasks) and drop_last is set, so there would be no batch; lower the batch size", opts.BatchSize, len(tasks))}
+		return nil, &Error{Msg: fmt.Sprintf("batch size %d is larger than the dataset (%d tasks) and drop_last is set, so there would be no batch; lower the batch size", opts.BatchSize, len(tasks))}
 	}
 	l := &Loader{tasks: tasks, opts: opts, order: make([]int, len(tasks))}
 	l.startEpoch(0)
@@ -120,9 +120,9 @@ func (l *Loader) State() LoaderState {
 func (l *Loader) Restore(s LoaderState) error {
 	switch {
 	case s.NumTasks != len(l.tasks):
-		return &Error{Row: -1, Msg: fmt.Sprintf("the saved dataloader state is for %d tasks but the dataset has %d; resume with the same dataset or start a new run", s.NumTasks, len(l.tasks))}
+		return &Error{Msg: fmt.Sprintf("the saved dataloader state is for %d tasks but the dataset has %d; resume with the same dataset or start a new run", s.NumTasks, len(l.tasks))}
 	case s.Epoch < 0 || s.Position < 0 || s.Position > len(l.tasks):
-		return &Error{Row: -1, Msg: fmt.Sprintf("the saved dataloader state (epoch %d, position %d) is out of range for %d tasks", s.Epoch, s.Position, len(l.tasks))}
+		return &Error{Msg: fmt.Sprintf("the saved dataloader state (epoch %d, position %d) is out of range for %d tasks", s.Epoch, s.Position, len(l.tasks))}
 	}
 	l.opts.Seed, l.opts.Shuffle = s.Seed, s.Shuffle
 	l.startEpoch(s.Epoch)

@@ -9,34 +9,31 @@ import (
 	"io"
 	"math"
 	"math/big"
+	"reflect"
 	"strconv"
 	"time"
 
 	"github.com/parquet-go/parquet-go"
+	"github.com/parquet-go/parquet-go/deprecated"
 	"github.com/parquet-go/parquet-go/format"
 
 	"github.com/rllm-org/rllm-go/pkg/episode"
 )
 
-// parquetSource streams the rows of a parquet file, a few at a time per
-// row group, and assembles each row's flat column values back into nested
-// Go values (structs become map[string]any, lists []any) from the
-// repetition and definition levels, as the Dremel encoding defines them.
-//
-// We assemble rows ourselves rather than let parquet-go reflect into
-// map[string]any so that every type maps to one documented Go type (see
-// leafConverter) and so that a corrupt file yields an error, not a panic.
+// parquetSource streams the rows of a parquet file through parquet-go's
+// generic reader, a few at a time, as map[string]any (structs are
+// map[string]any, lists []any). Each row is then normalized against the
+// schema so that every type maps to one documented Go type (see
+// leafConverter) whatever Go type parquet-go chose for it; a corrupt file
+// yields an *Error, not a panic.
 type parquetSource struct {
-	path      string
-	root      *pqNode
-	groups    []parquet.RowGroup
-	group     int           // next row group to open
-	rows      parquet.Rows  // the open row group, or nil
-	buf       []parquet.Row // rows read ahead from the open row group
-	n, i      int           // buf[i:n] are still to be returned
-	row       int           // index of the next row in the file
-	cols      [][]parquet.Value
-	rowsAtEOF bool
+	path   string
+	root   *pqNode
+	reader *parquet.GenericReader[map[string]any]
+	buf    []map[string]any
+	n, i   int // buf[i:n] are still to be returned
+	row    int // index of the next row in the file
+	eof    bool
 }
 
 const parquetReadAhead = 64
@@ -54,6 +51,9 @@ func newParquetSource(path string, r io.ReaderAt, size int64) (src *parquetSourc
 	if err != nil {
 		return nil, fileError(path, err, "not a readable parquet file")
 	}
+	if err := checkRowGroups(f, size); err != nil {
+		return nil, fileError(path, err, "not a readable parquet file")
+	}
 	root, err := compileParquet(f.Root())
 	if err != nil {
 		return nil, fileError(path, err, "unsupported parquet schema")
@@ -61,9 +61,8 @@ func newParquetSource(path string, r io.ReaderAt, size int64) (src *parquetSourc
 	return &parquetSource{
 		path:   path,
 		root:   root,
-		groups: f.RowGroups(),
-		buf:    make([]parquet.Row, parquetReadAhead),
-		cols:   make([][]parquet.Value, root.ncols),
+		reader: parquet.NewGenericReader[map[string]any](f, readSchema(f.Schema())),
+		buf:    make([]map[string]any, parquetReadAhead),
 	}, nil
 }
 
@@ -71,7 +70,12 @@ func newParquetSource(path string, r io.ReaderAt, size int64) (src *parquetSourc
 // malformed files) into an *Error, so no file can crash the program.
 func recoverCorrupt(path string, row int, err *error) {
 	if p := recover(); p != nil {
-		*err = &Error{Path: path, Row: row, Msg: "corrupt parquet file", Err: fmt.Errorf("%v", p)}
+		cause := fmt.Errorf("%v", p)
+		if row >= 0 {
+			*err = rowError(path, row, cause, "corrupt parquet file")
+		} else {
+			*err = fileError(path, cause, "corrupt parquet file")
+		}
 	}
 }
 
@@ -82,9 +86,10 @@ func (s *parquetSource) next() (t episode.Task, err error) {
 		}
 	}
 	defer recoverCorrupt(s.path, s.row, &err)
-	row := s.buf[s.i]
+	m := s.buf[s.i]
+	s.buf[s.i] = nil
 	s.i++
-	v, err := s.root.assembleRow(row, s.cols)
+	v, err := s.root.normalizeFields(m)
 	if err != nil {
 		return nil, rowError(s.path, s.row, err, "corrupt parquet row")
 	}
@@ -92,41 +97,33 @@ func (s *parquetSource) next() (t episode.Task, err error) {
 	return episode.Task(v), nil
 }
 
-// fill reads the next rows into buf, moving through the row groups; it
-// returns io.EOF after the last one.
+// fill reads the next rows into buf; it returns io.EOF after the last.
 func (s *parquetSource) fill() (err error) {
 	defer recoverCorrupt(s.path, s.row, &err)
-	for {
-		if s.rows == nil {
-			if s.group == len(s.groups) {
-				return io.EOF
-			}
-			s.rows = s.groups[s.group].Rows()
-			s.group++
-			s.rowsAtEOF = false
-		}
-		if s.rowsAtEOF {
-			s.rows.Close()
-			s.rows = nil
-			continue
-		}
-		n, err := s.rows.ReadRows(s.buf)
-		s.i, s.n = 0, n
-		if errors.Is(err, io.EOF) {
-			s.rowsAtEOF = true
-		} else if err != nil {
-			return rowError(s.path, s.row, err, "cannot read parquet data")
-		}
-		if n > 0 {
-			return nil
-		}
+	if s.eof {
+		return io.EOF
 	}
+	for i := range s.buf {
+		s.buf[i] = map[string]any{}
+	}
+	n, err := s.reader.Read(s.buf)
+	s.i, s.n = 0, n
+	switch {
+	case errors.Is(err, io.EOF):
+		s.eof = true
+		if n == 0 {
+			return io.EOF
+		}
+	case err != nil:
+		return rowError(s.path, s.row+n, err, "cannot read parquet data")
+	}
+	return nil
 }
 
 func (s *parquetSource) Close() error {
-	if s.rows != nil {
-		err := s.rows.Close()
-		s.rows = nil
+	if s.reader != nil {
+		err := s.reader.Close()
+		s.reader = nil
 		return err
 	}
 	return nil
@@ -141,26 +138,24 @@ const (
 	pqMap
 )
 
-// pqNode is one schema node, compiled for assembly.
+// pqNode is one schema node, compiled for normalization.
 type pqNode struct {
 	name     string
 	kind     pqKind
-	optional bool
 	repeated bool
-	ncols    int       // leaf columns under this node
 	fields   []*pqNode // pqGroup
 	// pqList and pqMap: rep is the repeated child. A list's elements are
 	// elem, or rep itself when elem is nil (the legacy two-level form).
 	rep      *pqNode
 	elem     *pqNode
 	key, val *pqNode // pqMap: the fields of rep
-	conv     func(parquet.Value) (any, error)
+	conv     func(any) (any, error)
 }
 
 func compileParquet(c *parquet.Column) (*pqNode, error) {
-	n := &pqNode{name: c.Name(), optional: c.Optional(), repeated: c.Repeated()}
+	n := &pqNode{name: c.Name(), repeated: c.Repeated()}
 	if c.Leaf() {
-		n.kind, n.ncols, n.conv = pqLeaf, 1, leafConverter(c.Type())
+		n.kind, n.conv = pqLeaf, leafConverter(c.Type())
 		return n, nil
 	}
 	n.kind = pqGroup
@@ -170,7 +165,6 @@ func compileParquet(c *parquet.Column) (*pqNode, error) {
 			return nil, fmt.Errorf("%s: %w", c.Name(), err)
 		}
 		n.fields = append(n.fields, f)
-		n.ncols += f.ncols
 	}
 	var lt any
 	if t := c.Type().LogicalType(); t != nil {
@@ -195,152 +189,114 @@ func compileParquet(c *parquet.Column) (*pqNode, error) {
 	return n, nil
 }
 
-var errCorrupt = errors.New("column values do not match the schema's levels")
+var errCorrupt = errors.New("the value does not match the column's type")
 
-// assembleRow splits a row's values by column and assembles the top-level
-// group. cols is scratch space of root.ncols entries.
-func (n *pqNode) assembleRow(row parquet.Row, cols [][]parquet.Value) (map[string]any, error) {
-	start, col := 0, 0
-	for i, v := range row {
-		c := v.Column()
-		if c < col || c >= len(cols) {
-			return nil, errCorrupt
-		}
-		if c != col {
-			cols[col] = row[start:i]
-			for col++; col < c; col++ {
-				cols[col] = nil
-			}
-			start = i
-		}
-	}
-	if len(cols) > 0 {
-		cols[col] = row[start:]
-		for col++; col < len(cols); col++ {
-			cols[col] = nil
-		}
-	}
-	v, err := n.required(cols, 0, 0)
-	if err != nil {
-		return nil, err
-	}
-	m, _ := v.(map[string]any)
-	return m, nil
+// columnError names the column whose value could not be normalized.
+type columnError struct {
+	path string
+	v    any
+	err  error
 }
 
-// decode assembles the value of node n from its columns' values in this
-// row (or list element). def counts the optional and repeated ancestors
-// known to be present; rep is the repetition depth so far.
-func (n *pqNode) decode(cols [][]parquet.Value, def, rep int) (any, error) {
-	switch {
-	case n.repeated:
-		return n.list(n, nil, cols, def, rep)
-	case n.optional:
-		if n.ncols == 0 {
-			return map[string]any{}, nil
-		}
-		if len(cols[0]) == 0 {
-			return nil, errCorrupt
-		}
-		if cols[0][0].DefinitionLevel() <= def {
-			return nil, nil
-		}
-		return n.required(cols, def+1, rep)
-	}
-	return n.required(cols, def, rep)
+func (e *columnError) Error() string {
+	return fmt.Sprintf("column %s: %v (a Go %T)", e.path, e.err, e.v)
 }
 
-// required assembles n's value once n itself is known to be present.
-func (n *pqNode) required(cols [][]parquet.Value, def, rep int) (any, error) {
+func (e *columnError) Unwrap() error { return e.err }
+
+// normalize maps the value parquet-go reconstructed for node n to the
+// documented Go types. A repeated node holds a list of its values.
+func (n *pqNode) normalize(v any) (any, error) {
+	if v == nil {
+		return nil, nil
+	}
+	if n.repeated {
+		return n.normalizeList(v, func(e any) (any, error) { return n.normalizeOne(e) })
+	}
+	return n.normalizeOne(v)
+}
+
+func (n *pqNode) normalizeOne(v any) (any, error) {
+	if v == nil {
+		return nil, nil
+	}
 	switch n.kind {
 	case pqLeaf:
-		if len(cols) != 1 || len(cols[0]) == 0 {
-			return nil, errCorrupt
-		}
-		v := cols[0][0]
-		if v.IsNull() {
-			return nil, nil
-		}
 		return n.conv(v)
 	case pqList:
-		return n.list(n.rep, n.elem, cols, def, rep)
+		if m, ok := v.(map[string]any); ok { // reconstructed as a plain group
+			v = m[n.rep.name]
+		}
+		if n.elem != nil {
+			return n.normalizeList(v, n.elem.normalize)
+		}
+		return n.normalizeList(v, n.rep.normalizeOne)
 	case pqMap:
-		items, err := n.list(n.rep, nil, cols, def, rep)
-		if err != nil {
-			return nil, err
+		rv := reflect.ValueOf(v)
+		if rv.Kind() != reflect.Map {
+			return nil, errCorrupt
 		}
-		m := make(map[string]any, len(items))
-		for _, it := range items {
-			kv, _ := it.(map[string]any)
-			m[mapKey(kv[n.key.name])] = kv[n.val.name]
+		out := make(map[string]any, rv.Len())
+		for it := rv.MapRange(); it.Next(); {
+			k, err := n.key.normalizeOne(it.Key().Interface())
+			if err != nil {
+				return nil, err
+			}
+			x, err := n.val.normalize(it.Value().Interface())
+			if err != nil {
+				return nil, err
+			}
+			out[mapKey(k)] = x
 		}
-		return m, nil
+		return out, nil
 	}
-	m := make(map[string]any, len(n.fields))
-	off := 0
+	m, ok := v.(map[string]any)
+	if !ok {
+		return nil, errCorrupt
+	}
+	return n.normalizeFields(m)
+}
+
+// normalizeFields normalizes a group's fields in place; a field the row
+// lacks is null.
+func (n *pqNode) normalizeFields(m map[string]any) (map[string]any, error) {
 	for _, f := range n.fields {
-		v, err := f.decode(cols[off:off+f.ncols], def, rep)
+		x, err := f.normalize(m[f.name])
 		if err != nil {
-			return nil, err
+			var ce *columnError
+			if errors.As(err, &ce) {
+				ce.path = f.name + "." + ce.path
+				return nil, ce
+			}
+			return nil, &columnError{path: f.name, v: m[f.name], err: err}
 		}
-		m[f.name] = v
-		off += f.ncols
+		m[f.name] = x
 	}
 	return m, nil
 }
 
-// list assembles the elements of the repeated node rep: each element is
-// elem's value, or rep's own (as a required node) when elem is nil.
-func (n *pqNode) list(rep, elem *pqNode, cols [][]parquet.Value, def, depth int) ([]any, error) {
-	if rep.ncols == 0 {
-		return []any{}, nil
+func (n *pqNode) normalizeList(v any, elem func(any) (any, error)) ([]any, error) {
+	if l, ok := v.([]any); ok { // the usual case: normalize in place
+		for i, e := range l {
+			x, err := elem(e)
+			if err != nil {
+				return nil, err
+			}
+			l[i] = x
+		}
+		return l, nil
 	}
-	if len(cols[0]) == 0 {
+	rv := reflect.ValueOf(v)
+	if rv.Kind() != reflect.Slice && rv.Kind() != reflect.Array {
 		return nil, errCorrupt
 	}
-	if cols[0][0].DefinitionLevel() <= def {
-		return []any{}, nil
-	}
-	def, depth = def+1, depth+1
-	// An element starts at each value whose repetition level is at most
-	// depth; every column must hold the same number of elements.
-	count := 1
-	for _, v := range cols[0][1:] {
-		if v.RepetitionLevel() <= depth {
-			count++
-		}
-	}
-	out := make([]any, 0, count)
-	rest := make([][]parquet.Value, len(cols))
-	copy(rest, cols)
-	sub := make([][]parquet.Value, len(cols))
-	for range count {
-		for j, c := range rest {
-			if len(c) == 0 {
-				return nil, errCorrupt
-			}
-			end := 1
-			for end < len(c) && c[end].RepetitionLevel() > depth {
-				end++
-			}
-			sub[j], rest[j] = c[:end], c[end:]
-		}
-		var v any
-		var err error
-		if elem != nil {
-			v, err = elem.decode(sub, def, depth)
-		} else {
-			v, err = rep.required(sub, def, depth)
-		}
+	out := make([]any, rv.Len())
+	for i := range out {
+		x, err := elem(rv.Index(i).Interface())
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, v)
-	}
-	for _, c := range rest {
-		if len(c) != 0 {
-			return nil, errCorrupt
-		}
+		out[i] = x
 	}
 	return out, nil
 }
@@ -369,17 +325,32 @@ func mapKey(k any) string {
 //	DATE, TIMESTAMP, INT96          time.Time in UTC
 //	TIME                            string "15:04:05.999999999"
 //	other BYTE_ARRAY, FIXED_LEN     []byte
-func leafConverter(t parquet.Type) func(parquet.Value) (any, error) {
+//
+// The converters accept whichever Go type parquet-go reconstructs for the
+// column (a raw int32 for a DATE, a time.Time for a TIMESTAMP, a [16]byte
+// or a string for a UUID...).
+func leafConverter(t parquet.Type) func(any) (any, error) {
 	var lt any
 	if l := t.LogicalType(); l != nil {
 		lt = l.Value
 	}
 	switch lt := lt.(type) {
 	case *format.StringType, *format.EnumType:
-		return func(v parquet.Value) (any, error) { return string(v.ByteArray()), nil }
+		return func(v any) (any, error) {
+			if _, ok := v.(string); ok {
+				return v, nil // no copy: parquet-go's strings are the row's own
+			}
+			if b, ok := asBytes(v); ok {
+				return string(b), nil
+			}
+			return nil, errCorrupt
+		}
 	case *format.JsonType:
-		return func(v parquet.Value) (any, error) {
-			b := v.ByteArray()
+		return func(v any) (any, error) {
+			b, ok := asBytes(v)
+			if !ok {
+				return normalizeJSON(v)
+			}
 			var x any
 			dec := json.NewDecoder(bytes.NewReader(b))
 			dec.UseNumber()
@@ -389,15 +360,35 @@ func leafConverter(t parquet.Type) func(parquet.Value) (any, error) {
 			return normalizeJSON(x)
 		}
 	case *format.UUIDType:
-		return func(v parquet.Value) (any, error) { return formatUUID(v.ByteArray()), nil }
+		return func(v any) (any, error) {
+			if s, ok := v.(string); ok && len(s) == 36 {
+				return s, nil
+			}
+			b, ok := asBytes(v)
+			if !ok {
+				return nil, errCorrupt
+			}
+			return formatUUID(b), nil
+		}
 	case *format.IntType:
 		if !lt.IsSigned {
-			return func(v parquet.Value) (any, error) {
+			return func(v any) (any, error) {
 				var u uint64
-				if v.Kind() == parquet.Int32 {
-					u = uint64(v.Uint32())
-				} else {
-					u = v.Uint64()
+				switch x := v.(type) {
+				case int32:
+					u = uint64(uint32(x))
+				case int64:
+					u = uint64(x)
+				default:
+					rv := reflect.ValueOf(v)
+					switch rv.Kind() {
+					case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+						u = rv.Uint()
+					case reflect.Int, reflect.Int8, reflect.Int16:
+						u = uint64(rv.Int())
+					default:
+						return nil, errCorrupt
+					}
 				}
 				if u > math.MaxInt64 {
 					return u, nil
@@ -407,56 +398,103 @@ func leafConverter(t parquet.Type) func(parquet.Value) (any, error) {
 		}
 	case *format.DecimalType:
 		scale := lt.Scale
-		return func(v parquet.Value) (any, error) { return decimalValue(v, scale), nil }
+		return func(v any) (any, error) { return decimalValue(v, scale) }
 	case *format.DateType:
-		return func(v parquet.Value) (any, error) {
-			return time.Unix(int64(v.Int32())*86400, 0).UTC(), nil
+		return func(v any) (any, error) {
+			if tm, ok := v.(time.Time); ok {
+				return tm.UTC(), nil
+			}
+			d, ok := asInt64(v)
+			if !ok {
+				return nil, errCorrupt
+			}
+			return time.Unix(d*86400, 0).UTC(), nil
 		}
 	case *format.TimestampType:
 		unit := timeUnit(lt.Unit)
-		return func(v parquet.Value) (any, error) {
-			return time.Unix(0, 0).Add(time.Duration(v.Int64()) * unit).UTC(), nil
+		return func(v any) (any, error) {
+			if tm, ok := v.(time.Time); ok {
+				return tm.UTC(), nil
+			}
+			n, ok := asInt64(v)
+			if !ok {
+				return nil, errCorrupt
+			}
+			return time.Unix(0, 0).Add(time.Duration(n) * unit).UTC(), nil
 		}
 	case *format.TimeType:
 		unit := timeUnit(lt.Unit)
-		return func(v parquet.Value) (any, error) {
-			n := v.Int64()
-			if v.Kind() == parquet.Int32 {
-				n = int64(v.Int32())
+		return func(v any) (any, error) {
+			var d time.Duration
+			if x, ok := v.(time.Duration); ok {
+				d = x
+			} else if n, ok := asInt64(v); ok {
+				d = time.Duration(n) * unit
+			} else {
+				return nil, errCorrupt
 			}
-			d := time.Duration(n) * unit
 			return time.Unix(0, 0).UTC().Add(d).Format("15:04:05.999999999"), nil
 		}
 	case *format.NullType:
-		return func(parquet.Value) (any, error) { return nil, nil }
+		return func(any) (any, error) { return nil, nil }
 	}
 	return physicalValue
 }
 
-func physicalValue(v parquet.Value) (any, error) {
-	switch v.Kind() {
-	case parquet.Boolean:
-		return v.Boolean(), nil
-	case parquet.Int32:
-		return int64(v.Int32()), nil
-	case parquet.Int64:
-		return v.Int64(), nil
-	case parquet.Int96:
+func physicalValue(v any) (any, error) {
+	switch x := v.(type) {
+	case bool, int64, float64:
+		return v, nil
+	case float32:
+		f, _ := strconv.ParseFloat(strconv.FormatFloat(float64(x), 'g', -1, 32), 64)
+		return f, nil
+	case deprecated.Int96:
 		// Legacy (Impala/Spark) timestamps: nanoseconds of the day in the
 		// low 8 bytes, the Julian day number in the high 4.
-		i := v.Int96()
-		nanos := int64(uint64(i[1])<<32 | uint64(i[0]))
-		days := int64(i[2]) - 2440588 // Julian day of 1970-01-01
+		nanos := int64(uint64(x[1])<<32 | uint64(x[0]))
+		days := int64(x[2]) - 2440588 // Julian day of 1970-01-01
 		return time.Unix(days*86400, nanos).UTC(), nil
-	case parquet.Float:
-		f, _ := strconv.ParseFloat(strconv.FormatFloat(float64(v.Float()), 'g', -1, 32), 64)
-		return f, nil
-	case parquet.Double:
-		return v.Double(), nil
-	case parquet.ByteArray, parquet.FixedLenByteArray:
-		return append([]byte(nil), v.ByteArray()...), nil
+	case time.Time:
+		return x.UTC(), nil
 	}
-	return nil, fmt.Errorf("unsupported parquet value kind %v", v.Kind())
+	if i, ok := asInt64(v); ok {
+		return i, nil
+	}
+	if b, ok := asBytes(v); ok {
+		return append([]byte(nil), b...), nil
+	}
+	return nil, fmt.Errorf("unsupported parquet value of Go type %T", v)
+}
+
+// asInt64 reads any Go integer that fits in int64.
+func asInt64(v any) (int64, bool) {
+	rv := reflect.ValueOf(v)
+	switch rv.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return rv.Int(), true
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		if u := rv.Uint(); u <= math.MaxInt64 {
+			return int64(u), true
+		}
+	}
+	return 0, false
+}
+
+// asBytes reads a string, a []byte or a byte array.
+func asBytes(v any) ([]byte, bool) {
+	switch x := v.(type) {
+	case []byte:
+		return x, true
+	case string:
+		return []byte(x), true
+	}
+	rv := reflect.ValueOf(v)
+	if rv.Kind() == reflect.Array && rv.Type().Elem().Kind() == reflect.Uint8 {
+		b := make([]byte, rv.Len())
+		reflect.Copy(reflect.ValueOf(b), rv)
+		return b, true
+	}
+	return nil, false
 }
 
 func timeUnit(u format.TimeUnit) time.Duration {
@@ -466,22 +504,27 @@ func timeUnit(u format.TimeUnit) time.Duration {
 	return u.Value.Duration()
 }
 
-func decimalValue(v parquet.Value, scale int32) float64 {
+func decimalValue(v any, scale int32) (any, error) {
 	var unscaled *big.Int
-	switch v.Kind() {
-	case parquet.Int32:
-		unscaled = big.NewInt(int64(v.Int32()))
-	case parquet.Int64:
-		unscaled = big.NewInt(v.Int64())
-	default: // big-endian two's complement
-		b := v.ByteArray()
+	if i, ok := asInt64(v); ok {
+		unscaled = big.NewInt(i)
+	} else if b, ok := asBytes(v); ok { // big-endian two's complement
 		unscaled = new(big.Int).SetBytes(b)
 		if len(b) > 0 && b[0]&0x80 != 0 {
 			unscaled.Sub(unscaled, new(big.Int).Lsh(big.NewInt(1), uint(len(b))*8))
 		}
+	} else if f, ok := v.(float64); ok { // parquet-go applied the scale
+		return f, nil
+	} else if f, ok := v.(float32); ok { // INT32 decimals: 7 digits kept
+		return physicalValue(f)
+	} else if f, ok := v.(*big.Float); ok {
+		x, _ := f.Float64()
+		return x, nil
+	} else {
+		return nil, errCorrupt
 	}
 	f, _ := new(big.Float).Quo(new(big.Float).SetInt(unscaled), new(big.Float).SetFloat64(math.Pow10(int(scale)))).Float64()
-	return f
+	return f, nil
 }
 
 func formatUUID(b []byte) string {
@@ -491,3 +534,87 @@ func formatUUID(b []byte) string {
 	h := hex.EncodeToString(b)
 	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
 }
+
+// readSchema is the file's schema with JSON and DECIMAL leaves read as
+// their plain physical type: parquet-go would decode JSON numbers as
+// float64 (losing 1 versus 1.0) and INT32 decimals as float32; the
+// converters do both exactly from the raw values.
+func readSchema(s *parquet.Schema) *parquet.Schema {
+	n, changed := plainLeaves(s)
+	if !changed {
+		return s
+	}
+	return parquet.NewSchema(s.Name(), n)
+}
+
+func plainLeaves(n parquet.Node) (parquet.Node, bool) {
+	if n.Leaf() {
+		t := n.Type()
+		if lt := t.LogicalType(); lt != nil {
+			switch lt.Value.(type) {
+			case *format.JsonType, *format.DecimalType:
+				return rawLeaf{Node: n, typ: physicalType(t)}, true
+			}
+		}
+		return n, false
+	}
+	fields := n.Fields()
+	out := make([]parquet.Field, len(fields))
+	changed := false
+	for i, f := range fields {
+		c, ch := plainLeaves(f)
+		changed = changed || ch
+		out[i] = namedField{Node: c, Field: f}
+	}
+	if !changed {
+		return n, false
+	}
+	return groupWithFields{Node: n, fields: out}, true
+}
+
+func physicalType(t parquet.Type) parquet.Type {
+	switch t.Kind() {
+	case parquet.Int32:
+		return parquet.Int32Type
+	case parquet.Int64:
+		return parquet.Int64Type
+	case parquet.FixedLenByteArray:
+		return parquet.FixedLenByteArrayType(t.Length())
+	}
+	return parquet.ByteArrayType
+}
+
+// rawLeaf is a leaf read as its physical type.
+type rawLeaf struct {
+	parquet.Node
+	typ parquet.Type
+}
+
+func (l rawLeaf) Type() parquet.Type { return l.typ }
+func (l rawLeaf) GoType() reflect.Type {
+	t := parquet.Leaf(l.typ).GoType()
+	switch {
+	case l.Repeated():
+		return reflect.SliceOf(t)
+	case l.Optional():
+		return reflect.PointerTo(t)
+	}
+	return t
+}
+
+// groupWithFields is a group whose fields were replaced.
+type groupWithFields struct {
+	parquet.Node
+	fields []parquet.Field
+}
+
+func (g groupWithFields) Fields() []parquet.Field { return g.fields }
+
+// namedField is a replaced node under its field's name.
+type namedField struct {
+	parquet.Node
+	Field parquet.Field
+}
+
+func (f namedField) Name() string                           { return f.Field.Name() }
+func (f namedField) Value(base reflect.Value) reflect.Value { return f.Field.Value(base) }

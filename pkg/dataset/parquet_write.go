@@ -6,7 +6,6 @@ import (
 	"io"
 	"math"
 	"reflect"
-	"slices"
 	"strconv"
 	"time"
 
@@ -153,37 +152,18 @@ func kindOf(v any) wKind {
 	return wNull
 }
 
-// wNode is a column of the schema being written, in the schema's (sorted)
-// field order, with the leaf column indexes striping needs.
-type wNode struct {
-	name   string
-	kind   wKind // wStruct, wList, or a leaf kind; wNull is a STRING leaf
-	fields []*wNode
-	elem   *wNode
-	col    int // first leaf column
-	ncols  int
-}
-
-func (t *wType) node(name string, col int) (parquet.Node, *wNode) {
-	n := &wNode{name: name, kind: t.kind, col: col}
+// node is the parquet schema node of a column of type t; every column
+// is optional. Fields are sorted by name, as parquet.Group orders them.
+func (t *wType) node() parquet.Node {
 	var pn parquet.Node
 	switch t.kind {
 	case wStruct:
 		if len(t.fields) == 0 {
-			n.kind, n.ncols = wNull, 1
-			return parquet.Optional(parquet.String()), n
+			return parquet.Optional(parquet.String()) // parquet has no empty struct
 		}
 		g := parquet.Group{}
-		names := make([]string, 0, len(t.fields))
-		for name := range t.fields {
-			names = append(names, name)
-		}
-		slices.Sort(names) // parquet.Group orders fields by name too
-		for _, name := range names {
-			fn, fw := t.fields[name].node(name, col+n.ncols)
-			g[name] = fn
-			n.fields = append(n.fields, fw)
-			n.ncols += fw.ncols
+		for name, f := range t.fields {
+			g[name] = f.node()
 		}
 		pn = g
 	case wList:
@@ -191,76 +171,107 @@ func (t *wType) node(name string, col int) (parquet.Node, *wNode) {
 		if elem == nil {
 			elem = &wType{}
 		}
-		en, ew := elem.node("element", col)
-		n.elem, n.ncols = ew, ew.ncols
-		pn = parquet.List(en)
+		pn = parquet.List(elem.node())
+	case wBool:
+		pn = parquet.Leaf(parquet.BooleanType)
+	case wInt:
+		pn = parquet.Int(64)
+	case wFloat:
+		pn = parquet.Leaf(parquet.DoubleType)
+	case wBytes:
+		pn = parquet.Leaf(parquet.ByteArrayType)
+	case wTime:
+		pn = parquet.Timestamp(parquet.Microsecond)
 	default:
-		n.ncols = 1
-		switch t.kind {
-		case wBool:
-			pn = parquet.Leaf(parquet.BooleanType)
-		case wInt:
-			pn = parquet.Int(64)
-		case wFloat:
-			pn = parquet.Leaf(parquet.DoubleType)
-		case wBytes:
-			pn = parquet.Leaf(parquet.ByteArrayType)
-		case wTime:
-			pn = parquet.Timestamp(parquet.Microsecond)
-		default:
-			pn = parquet.String()
-		}
+		pn = parquet.String()
 	}
-	return parquet.Optional(pn), n
+	return parquet.Optional(pn)
 }
 
+// shape makes v exactly what the column's parquet type takes: integers
+// in a float column become float64, times microseconds since the epoch,
+// and values of a column written as nulls (an always-empty struct) nil.
+func (t *wType) shape(v any) any {
+	if v == nil {
+		return nil
+	}
+	switch t.kind {
+	case wNull:
+		return nil
+	case wStruct:
+		if len(t.fields) == 0 {
+			return nil
+		}
+		m, _ := v.(map[string]any)
+		out := make(map[string]any, len(t.fields))
+		for name, f := range t.fields {
+			out[name] = f.shape(m[name])
+		}
+		return out
+	case wList:
+		l, _ := v.([]any)
+		out := make([]any, len(l))
+		for i, e := range l {
+			out[i] = t.elem.shape(e)
+		}
+		return out
+	case wFloat:
+		if i, ok := v.(int64); ok {
+			v = float64(i)
+		}
+	case wTime:
+		if tm, ok := v.(time.Time); ok {
+			v = tm.UnixMicro()
+		}
+	}
+	// parquet-go writes a zero value in an optional column as null; a
+	// pointer to it is written as the value.
+	switch x := v.(type) {
+	case bool:
+		return &x
+	case int64:
+		return &x
+	case float64:
+		return &x
+	case string:
+		return &x
+	case []byte:
+		return &x
+	}
+	return v
+}
+
+// writeTo writes the rows through parquet-go's generic writer, with the
+// schema inferred from every row.
 func (b *parquetBuilder) writeTo(out io.Writer) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("%s: writing parquet: %v", b.path, p)
 		}
 	}()
-	// The root is a required group of optional columns.
-	root := parquet.Group{}
-	top := &wNode{kind: wStruct}
-	names := make([]string, 0, len(b.root.fields))
-	for name := range b.root.fields {
-		names = append(names, name)
-	}
-	slices.Sort(names)
-	for _, name := range names {
-		pn, wn := b.root.fields[name].node(name, top.ncols)
-		root[name] = pn
-		top.fields = append(top.fields, wn)
-		top.ncols += wn.ncols
-	}
-	if top.ncols == 0 {
+	if len(b.root.fields) == 0 {
 		return fileError(b.path, nil, "cannot write parquet without columns: every task is empty")
 	}
-	schema := parquet.NewSchema("schema", root)
-	pw := parquet.NewWriter(out, schema,
+	root := parquet.Group{}
+	for name, f := range b.root.fields {
+		root[name] = f.node()
+	}
+	pw := parquet.NewGenericWriter[map[string]any](out, parquet.NewSchema("schema", root),
 		parquet.Compression(&parquet.Snappy),
 		parquet.MaxRowsPerRowGroup(16384),
 	)
-	cols := make([][]parquet.Value, top.ncols)
-	batch := make([]parquet.Row, 0, 256)
+	batch := make([]map[string]any, 0, 256)
 	flush := func() error {
-		if _, err := pw.WriteRows(batch); err != nil {
+		if _, err := pw.Write(batch); err != nil {
 			return fmt.Errorf("%s: writing parquet: %w", b.path, err)
 		}
 		batch = batch[:0]
 		return nil
 	}
 	for _, m := range b.rows {
-		for i := range cols {
-			cols[i] = cols[i][:0]
-		}
-		for _, f := range top.fields {
-			f.stripe(m[f.name], 0, 0, 0, cols)
-		}
-		row := make(parquet.Row, 0, top.ncols)
-		for _, c := range cols {
-			row = append(row, c...)
+		row := make(map[string]any, len(b.root.fields))
+		for name, f := range b.root.fields {
+			row[name] = f.shape(m[name])
 		}
 		batch = append(batch, row)
 		if len(batch) == cap(batch) {
@@ -276,66 +287,6 @@ func (b *parquetBuilder) writeTo(out io.Writer) (err error) {
 		return fmt.Errorf("%s: writing parquet: %w", b.path, err)
 	}
 	return nil
-}
-
-// stripe appends v's leaf values, with their repetition and definition
-// levels, to cols. Every written node is optional, so a present value
-// adds one definition level and a non-empty list one more.
-func (n *wNode) stripe(v any, def, rep, depth int, cols [][]parquet.Value) {
-	if v == nil || n.kind == wNull {
-		n.nulls(def, rep, cols)
-		return
-	}
-	def++
-	switch n.kind {
-	case wStruct:
-		m, _ := v.(map[string]any)
-		for _, f := range n.fields {
-			f.stripe(m[f.name], def, rep, depth, cols)
-		}
-	case wList:
-		l, _ := v.([]any)
-		if len(l) == 0 {
-			n.nulls(def, rep, cols)
-			return
-		}
-		for i, e := range l {
-			r := rep
-			if i > 0 {
-				r = depth + 1
-			}
-			n.elem.stripe(e, def+1, r, depth+1, cols)
-		}
-	default:
-		cols[n.col] = append(cols[n.col], leafValue(n.kind, v).Level(rep, def, n.col))
-	}
-}
-
-func (n *wNode) nulls(def, rep int, cols [][]parquet.Value) {
-	for c := n.col; c < n.col+n.ncols; c++ {
-		cols[c] = append(cols[c], parquet.NullValue().Level(rep, def, c))
-	}
-}
-
-func leafValue(kind wKind, v any) parquet.Value {
-	switch x := v.(type) {
-	case bool:
-		return parquet.BooleanValue(x)
-	case int64:
-		if kind == wFloat {
-			return parquet.DoubleValue(float64(x))
-		}
-		return parquet.Int64Value(x)
-	case float64:
-		return parquet.DoubleValue(x)
-	case string:
-		return parquet.ByteArrayValue([]byte(x))
-	case []byte:
-		return parquet.ByteArrayValue(x)
-	case time.Time:
-		return parquet.Int64Value(x.UnixMicro())
-	}
-	return parquet.NullValue()
 }
 
 // plainValue converts a task value to the plain types the parquet writer

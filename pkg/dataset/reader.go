@@ -6,8 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 
+	"github.com/rllm-org/rllm-go/internal/boundedio"
 	"github.com/rllm-org/rllm-go/pkg/episode"
 )
 
@@ -20,7 +20,19 @@ type Options struct {
 	// instead of typing canonical integers and decimals and reading empty
 	// cells as null. See docs/datasets.md.
 	CSVStrings bool
+	// MaxRowBytes bounds one row (a line of JSON lines, a CSV record, an
+	// element of a JSON array); 0 means DefaultMaxRowBytes. A longer row
+	// is an *Error naming the file and line, so a file that never ends
+	// (/dev/zero) or has no line breaks cannot exhaust memory.
+	MaxRowBytes int64
 }
+
+// DefaultMaxRowBytes is the default bound of one row.
+const DefaultMaxRowBytes = 64 << 20
+
+// readAhead is the buffer between the file and the row decoders; a row's
+// byte budget allows for it.
+const readAhead = 256 << 10
 
 // rowSource is one format's row decoder. next returns io.EOF after the
 // last row and an *Error for a malformed row.
@@ -33,7 +45,7 @@ type rowSource interface {
 type Reader struct {
 	path   string
 	format Format
-	file   *os.File
+	file   *boundedio.File
 	src    rowSource
 	rows   int
 	err    error // sticky: after an error or io.EOF, Next keeps returning it
@@ -42,12 +54,24 @@ type Reader struct {
 // Open opens a dataset file for streaming. A missing file, a directory or
 // an unknown extension is an *Error.
 func Open(path string, opts Options) (*Reader, error) {
+	return OpenContext(context.Background(), path, opts)
+}
+
+// OpenContext is Open whose opening and reads stop when ctx is cancelled
+// (a FIFO with no writer, a pipe that stalls).
+func OpenContext(ctx context.Context, path string, opts Options) (*Reader, error) {
 	format, err := resolveFormat(path, opts.Format)
 	if err != nil {
 		return nil, err
 	}
-	f, err := os.Open(path)
+	if opts.MaxRowBytes <= 0 {
+		opts.MaxRowBytes = DefaultMaxRowBytes
+	}
+	f, err := boundedio.Open(ctx, path)
 	if err != nil {
+		if ctx.Err() != nil {
+			return nil, err
+		}
 		return nil, openError(path, err)
 	}
 	info, err := f.Stat()
@@ -60,15 +84,23 @@ func Open(path string, opts Options) (*Reader, error) {
 		return nil, fileError(path, nil, "is a directory; give one dataset file (%s)", knownExtensions)
 	}
 	r := &Reader{path: path, format: format, file: f}
+	// Text formats read through a per-row budget: the row's bound plus
+	// what the buffers may have read ahead.
+	budget := boundedio.NewLimitReader(f, path, opts.MaxRowBytes+2*readAhead)
+	budget.What = "row"
 	switch format {
 	case FormatParquet:
+		if !info.Mode().IsRegular() {
+			f.Close()
+			return nil, fileError(path, nil, "is not a regular file; parquet is read by random access, so give the file itself")
+		}
 		r.src, err = newParquetSource(path, f, info.Size())
 	case FormatJSONL:
-		r.src = newJSONLSource(path, bufio.NewReaderSize(f, 256<<10))
+		r.src = newJSONLSource(path, bufio.NewReaderSize(f, readAhead), opts.MaxRowBytes)
 	case FormatJSON:
-		r.src = newJSONSource(path, bufio.NewReaderSize(f, 256<<10))
+		r.src = newJSONSource(path, bufio.NewReaderSize(budget, readAhead), budget, opts.MaxRowBytes)
 	case FormatCSV:
-		r.src = newCSVSource(path, bufio.NewReaderSize(f, 256<<10), opts.CSVStrings)
+		r.src = newCSVSource(path, bufio.NewReaderSize(budget, readAhead), opts.CSVStrings, budget, opts.MaxRowBytes)
 	}
 	if err != nil {
 		f.Close()
@@ -125,7 +157,7 @@ func (r *Reader) Close() error {
 // ReadAll reads every row of a dataset file. It checks ctx between rows,
 // so a huge file can be abandoned.
 func ReadAll(ctx context.Context, path string, opts Options) ([]episode.Task, error) {
-	r, err := Open(path, opts)
+	r, err := OpenContext(ctx, path, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -142,6 +174,9 @@ func ReadAll(ctx context.Context, path string, opts Options) ([]episode.Task, er
 			return tasks, nil
 		}
 		if err != nil {
+			if cerr := ctx.Err(); cerr != nil {
+				return nil, cerr
+			}
 			return nil, err
 		}
 		tasks = append(tasks, t)

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/parquet-go/parquet-go"
 	"io"
 )
 
@@ -177,3 +178,34 @@ func (c *compactChecker) mapping(depth int) error {
 	}
 	return nil
 }
+
+// checkRowGroups refuses column chunks that claim bytes outside the file
+// or more values than their bytes could hold, before parquet-go reads
+// them: it sizes buffers from these claims.
+func checkRowGroups(f *parquet.File, size int64) error {
+	for i, rg := range f.Metadata().RowGroups {
+		if rg.NumRows < 0 {
+			return fmt.Errorf("row group %d claims %d rows", i, rg.NumRows)
+		}
+		for j, cc := range rg.Columns {
+			md := cc.MetaData
+			end := md.DataPageOffset + md.TotalCompressedSize
+			if md.DictionaryPageOffset > 0 && md.DictionaryPageOffset < md.DataPageOffset {
+				end = md.DictionaryPageOffset + md.TotalCompressedSize
+			}
+			switch {
+			case md.TotalCompressedSize < 0 || md.TotalCompressedSize > size,
+				md.DataPageOffset < 0 || md.DataPageOffset >= size,
+				md.DictionaryPageOffset < 0 || md.DictionaryPageOffset >= size,
+				end > size:
+				return fmt.Errorf("row group %d, column %d claims bytes outside the file", i, j)
+			case md.NumValues < 0 || md.TotalUncompressedSize < 0 || md.TotalUncompressedSize > maxUncompressedChunk:
+				return fmt.Errorf("row group %d, column %d claims %d values in %d bytes", i, j, md.NumValues, md.TotalUncompressedSize)
+			}
+		}
+	}
+	return nil
+}
+
+// maxUncompressedChunk bounds one column chunk once decompressed.
+const maxUncompressedChunk = 1 << 30

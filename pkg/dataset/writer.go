@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/rllm-org/rllm-go/internal/atomicfile"
 	"github.com/rllm-org/rllm-go/pkg/episode"
 )
 
@@ -29,7 +30,7 @@ type WriteOptions struct {
 type Writer struct {
 	path   string
 	format Format
-	tmp    *os.File
+	tmp    *atomicfile.File
 	buf    *bufio.Writer
 	enc    *json.Encoder // encodes one row into line
 	line   bytes.Buffer
@@ -49,17 +50,17 @@ func Create(path string, opts WriteOptions) (*Writer, error) {
 	if format == FormatCSV {
 		return nil, fileError(path, nil, "writing CSV is not supported; write .parquet, .jsonl or .json")
 	}
-	dir, base := filepath.Split(path)
+	dir := filepath.Dir(path)
 	if dir == "" {
 		dir = "."
 	}
 	if info, err := os.Stat(path); err == nil && info.IsDir() {
 		return nil, fileError(path, nil, "is a directory; give a file name")
 	}
-	tmp, err := os.CreateTemp(dir, "."+base+".*.tmp")
-	if errors.Is(err, os.ErrNotExist) {
+	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
 		return nil, fileError(path, nil, "the directory %s does not exist; create it first", dir)
 	}
+	tmp, err := atomicfile.Create(path)
 	if err != nil {
 		return nil, openError(path, err)
 	}
@@ -121,21 +122,12 @@ func (w *Writer) Close() error {
 	if w.err == nil {
 		w.err = w.finish()
 	}
-	if err := w.tmp.Close(); w.err == nil && err != nil {
-		w.err = fmt.Errorf("%s: %w", w.path, err)
-	}
-	if w.err == nil {
-		if err := os.Chmod(w.tmp.Name(), 0o644); err != nil {
-			w.err = fmt.Errorf("%s: %w", w.path, err)
-		}
-	}
-	if w.err == nil {
-		if err := os.Rename(w.tmp.Name(), w.path); err != nil {
-			w.err = fmt.Errorf("%s: %w", w.path, err)
-		}
-	}
 	if w.err != nil {
-		os.Remove(w.tmp.Name())
+		w.tmp.Abort()
+		return w.err
+	}
+	if err := w.tmp.Commit(); err != nil {
+		w.err = err
 	}
 	return w.err
 }
@@ -149,8 +141,7 @@ func (w *Writer) Abort() {
 	if w.err == nil {
 		w.err = errors.New("aborted")
 	}
-	w.tmp.Close()
-	os.Remove(w.tmp.Name())
+	w.tmp.Abort()
 }
 
 func (w *Writer) finish() error {

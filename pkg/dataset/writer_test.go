@@ -317,5 +317,5 @@ func TestWriteJSONText(t *testing.T) {
 func TestCreateInMissingDirectory(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "nope")
 	_, err := Create(filepath.Join(dir, "x.jsonl"), WriteOptions{})
-	assertUserError(t, err, filepath.Join(dir, "x.jsonl")+": the directory "+dir+string(filepath.Separator)+" does not exist; create it first")
+	assertUserError(t, err, filepath.Join(dir, "x.jsonl")+": the directory "+dir+" does not exist; create it first")
 }

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/rllm-org/rllm-go/pkg/sampler"
+	"github.com/rllm-org/rllm-go/pkg/usererr"
 )
 
 // Options configure a Client. Zero durations and counts take the defaults
@@ -55,10 +56,23 @@ type Options struct {
 	// HealthInterval, when positive, checks /health of every endpoint at
 	// that period and ejects those that fail. Close stops it.
 	HealthInterval time.Duration
+	// MaxResponseBytes bounds a generation answer after decompression
+	// (default 32 MiB, far above any real one); small answers (/health,
+	// /v1/models, error bodies) have smaller bounds of their own.
+	MaxResponseBytes int64
 	// HTTPClient replaces the client's own (tuned for many requests in
-	// flight to few hosts).
+	// flight to few hosts). Its redirect policy is replaced by the
+	// client's: redirects that leave an endpoint's host are refused.
 	HTTPClient *http.Client
 }
+
+// Bounds of the answers that are small by nature.
+const (
+	defaultMaxResponse = 32 << 20
+	maxSmallBody       = 1 << 20  // /health, /v1/models
+	maxErrorBody       = 64 << 10 // the body of a non-200 answer
+	maxRedirects       = 5
+)
 
 // RetryPolicy bounds retries of retryable failures: connection errors,
 // malformed bodies and HTTP 408, 429 and 5xx.
@@ -69,13 +83,12 @@ type RetryPolicy struct {
 	Deadline    time.Duration // bound of all attempts of one call (0: none)
 }
 
-// OptionError is a client option a user must fix.
-type OptionError struct{ msg string }
+// OptionError is a client option a user must fix (exit code 2).
+type OptionError = usererr.Error
 
-func (e *OptionError) Error() string { return e.msg }
-
-// ExitCode marks the error as a usage/config mistake.
-func (e *OptionError) ExitCode() int { return 2 }
+func optionErrorf(format string, args ...any) error {
+	return &OptionError{Msg: fmt.Sprintf(format, args...)}
+}
 
 // StatusError is a non-success HTTP answer.
 type StatusError struct {
@@ -124,12 +137,26 @@ func (e *ResponseError) Error() string {
 // RetriesExhaustedError wraps the last error of a call that ran out of
 // attempts or time.
 type RetriesExhaustedError struct {
-	Attempts int
-	Err      error
+	// Attempts is how many times this client sent the request; a caller
+	// that re-runs whole episodes multiplies it.
+	Attempts, MaxAttempts int
+	Err                   error
+	// AskedToWait, when set, is a Retry-After longer than MaxBackoff, the
+	// most the client waits between attempts.
+	AskedToWait, MaxBackoff time.Duration
 }
 
 func (e *RetriesExhaustedError) Error() string {
-	return fmt.Sprintf("gave up after %d attempts: %v", e.Attempts, e.Err)
+	s := fmt.Sprintf("gave up on the request after %d attempts", e.Attempts)
+	if e.MaxAttempts > e.Attempts {
+		s += fmt.Sprintf(" (of rollout.retry.max_attempts=%d, cut short by the retry deadline)", e.MaxAttempts)
+	} else if e.MaxAttempts > 0 {
+		s += fmt.Sprintf(" (rollout.retry.max_attempts=%d)", e.MaxAttempts)
+	}
+	if e.AskedToWait > 0 {
+		s += fmt.Sprintf("; the server asked to wait %v before retrying, more than rollout.retry.backoff_max_s (%v), so rllm waited %v", e.AskedToWait, e.MaxBackoff, e.MaxBackoff)
+	}
+	return s + ": " + e.Err.Error()
 }
 
 func (e *RetriesExhaustedError) Unwrap() error { return e.Err }
@@ -156,10 +183,13 @@ var _ sampler.Sampler = (*Client)(nil)
 // the servers; call Check for that.
 func NewClient(opts Options) (*Client, error) {
 	if len(opts.Endpoints) == 0 {
-		return nil, &OptionError{"rollout.endpoints is empty; give at least one server URL such as http://localhost:8000"}
+		return nil, optionErrorf("rollout.endpoints is empty; give at least one server URL such as http://localhost:8000")
 	}
 	if strings.TrimSpace(opts.Model) == "" {
-		return nil, &OptionError{"rollout.model is empty; set it to the model name the server serves (see its /v1/models)"}
+		return nil, optionErrorf("rollout.model is empty; set it to the model name the server serves (see its /v1/models)")
+	}
+	if strings.ContainsFunc(opts.APIKey, func(r rune) bool { return r < ' ' || r == 0x7f }) {
+		return nil, optionErrorf("the API key holds a line break or a control character, which no HTTP header may carry; keep only the key, on one line")
 	}
 	c := &Client{opts: opts, sleep: sleepCtx, stop: make(chan struct{})}
 	seen := map[string]bool{}
@@ -169,7 +199,7 @@ func NewClient(opts Options) (*Client, error) {
 			return nil, err
 		}
 		if seen[base] {
-			return nil, &OptionError{fmt.Sprintf("rollout.endpoints lists %s twice; list each server once", base)}
+			return nil, optionErrorf("rollout.endpoints lists %s twice; list each server once", base)
 		}
 		seen[base] = true
 		c.endpoints = append(c.endpoints, &endpoint{url: base})
@@ -193,8 +223,13 @@ func NewClient(opts Options) (*Client, error) {
 	if o.ProbeInterval <= 0 {
 		o.ProbeInterval = 2 * time.Second
 	}
-	c.http = opts.HTTPClient
-	if c.http == nil {
+	if o.MaxResponseBytes <= 0 {
+		o.MaxResponseBytes = defaultMaxResponse
+	}
+	if opts.HTTPClient != nil {
+		hc := *opts.HTTPClient
+		c.http = &hc
+	} else {
 		// Many requests in flight to a few hosts: keep that many
 		// connections alive instead of the default two per host.
 		t := http.DefaultTransport.(*http.Transport).Clone()
@@ -203,6 +238,7 @@ func NewClient(opts Options) (*Client, error) {
 		t.ForceAttemptHTTP2 = false
 		c.http = &http.Client{Transport: t}
 	}
+	c.http.CheckRedirect = checkRedirect
 	if o.HealthInterval > 0 {
 		go c.healthLoop()
 	}
@@ -212,7 +248,7 @@ func NewClient(opts Options) (*Client, error) {
 func normalizeEndpoint(raw string) (string, error) {
 	u, err := url.Parse(strings.TrimSpace(raw))
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return "", &OptionError{fmt.Sprintf("rollout.endpoints: %q is not an http(s) URL; write it like http://localhost:8000", raw)}
+		return "", optionErrorf("rollout.endpoints: %q is not an http(s) URL; write it like http://localhost:8000", raw)
 	}
 	p := strings.TrimSuffix(strings.TrimSuffix(u.Path, "/"), "/v1")
 	return u.Scheme + "://" + u.Host + p, nil
@@ -266,12 +302,12 @@ func (c *Client) Sample(ctx context.Context, req sampler.Request) (sampler.Respo
 			ReturnTokenIDs: true, ReturnTokensAsTokenIDs: c.opts.ReturnTokensAsTokenIDs,
 			ChatTemplateKwargs: req.ChatTemplateKwargs, Tools: req.Tools}
 	}
-	err := c.post(ctx, path, body, func(b []byte) error {
+	err := c.post(ctx, path, body, func(r io.Reader) error {
 		var err error
 		if path == "/v1/completions" {
-			out, err = decodeCompletion(b, rules)
+			out, err = decodeCompletion(r, rules)
 		} else {
-			out, err = decodeChat(b, rules)
+			out, err = decodeChat(r, rules)
 		}
 		return err
 	})
@@ -311,12 +347,7 @@ func (c *Client) Chat(ctx context.Context, req *ChatRequest) (*ChatResponse, err
 		req.Model = c.model()
 	}
 	var out ChatResponse
-	err := c.post(ctx, "/v1/chat/completions", req, func(b []byte) error {
-		if err := json.Unmarshal(b, &out); err != nil {
-			return &malformed{err}
-		}
-		return nil
-	})
+	err := c.post(ctx, "/v1/chat/completions", req, func(r io.Reader) error { return decodeJSON(r, &out) })
 	return &out, err
 }
 
@@ -326,18 +357,13 @@ func (c *Client) Complete(ctx context.Context, req *CompletionRequest) (*Complet
 		req.Model = c.model()
 	}
 	var out CompletionResponse
-	err := c.post(ctx, "/v1/completions", req, func(b []byte) error {
-		if err := json.Unmarshal(b, &out); err != nil {
-			return &malformed{err}
-		}
-		return nil
-	})
+	err := c.post(ctx, "/v1/completions", req, func(r io.Reader) error { return decodeJSON(r, &out) })
 	return &out, err
 }
 
 // post sends body to path on the least loaded endpoint, retrying what is
 // worth retrying on a possibly different endpoint.
-func (c *Client) post(ctx context.Context, path string, body any, decode func([]byte) error) error {
+func (c *Client) post(ctx context.Context, path string, body any, decode func(io.Reader) error) error {
 	payload, err := json.Marshal(body)
 	if err != nil {
 		return fmt.Errorf("encoding the request: %w", err)
@@ -350,6 +376,7 @@ func (c *Client) post(ctx context.Context, path string, body any, decode func([]
 		defer cancel()
 	}
 	var last *endpoint
+	var askedMore time.Duration // the longest Retry-After above the cap
 	for attempt := 1; ; attempt++ {
 		ep := c.pick(last)
 		c.attempts.Add(1)
@@ -362,7 +389,7 @@ func (c *Client) post(ctx context.Context, path string, body any, decode func([]
 			c.failures.Add(1)
 			return parent.Err()
 		}
-		retry, wait := c.retryable(err)
+		retry, asked := c.retryable(err)
 		if retry {
 			if ep.failed(c.opts.EjectAfter) {
 				ep.nextProbe.Store(time.Now().Add(c.opts.ProbeInterval).UnixNano())
@@ -372,17 +399,23 @@ func (c *Client) post(ctx context.Context, path string, body any, decode func([]
 			c.failures.Add(1)
 			return err
 		}
+		if asked > c.opts.Retry.MaxBackoff {
+			askedMore = asked
+		}
 		if attempt >= c.opts.Retry.MaxAttempts || ctx.Err() != nil {
 			c.failures.Add(1)
-			return &RetriesExhaustedError{Attempts: attempt, Err: err}
+			return &RetriesExhaustedError{Attempts: attempt, MaxAttempts: c.opts.Retry.MaxAttempts, Err: err, AskedToWait: askedMore, MaxBackoff: c.opts.Retry.MaxBackoff}
 		}
-		backoff := c.backoff(attempt)
-		if wait < backoff {
+		// A server's Retry-After is honoured up to the backoff cap: a
+		// server cannot stall a run for longer than the user allowed.
+		wait := min(asked, c.opts.Retry.MaxBackoff)
+		if backoff := c.backoff(attempt); wait < backoff {
 			wait = backoff
 		}
 		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < wait {
 			c.failures.Add(1)
-			return &RetriesExhaustedError{Attempts: attempt, Err: fmt.Errorf("%w (the retry deadline leaves no time to wait %v)", err, wait.Round(time.Millisecond))}
+			return &RetriesExhaustedError{Attempts: attempt, MaxAttempts: c.opts.Retry.MaxAttempts, AskedToWait: askedMore, MaxBackoff: c.opts.Retry.MaxBackoff,
+				Err: fmt.Errorf("%w (the retry deadline leaves no time to wait %v)", err, wait.Round(time.Millisecond))}
 		}
 		c.retries.Add(1)
 		if err := c.sleep(ctx, wait); err != nil {
@@ -390,7 +423,7 @@ func (c *Client) post(ctx context.Context, path string, body any, decode func([]
 			if parent.Err() != nil {
 				return parent.Err()
 			}
-			return &RetriesExhaustedError{Attempts: attempt, Err: err}
+			return &RetriesExhaustedError{Attempts: attempt, MaxAttempts: c.opts.Retry.MaxAttempts, Err: err}
 		}
 		last = ep
 	}
@@ -420,12 +453,12 @@ func (c *Client) retryable(err error) (bool, time.Duration) {
 	return true, 0
 }
 
-const maxBody = 64 << 20
-
-func (c *Client) attempt(ctx context.Context, ep *endpoint, path string, payload []byte, decode func([]byte) error) error {
+func (c *Client) attempt(ctx context.Context, ep *endpoint, path string, payload []byte, decode func(io.Reader) error) error {
 	ep.inflight.Add(1)
 	defer ep.inflight.Add(-1)
 	ep.requests.Add(1)
+	// The timeout bounds the whole attempt: connecting, waiting and
+	// reading the body (the request's context ends the body's reads).
 	ctx, cancel := context.WithTimeout(ctx, c.opts.RequestTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, ep.url+path, bytes.NewReader(payload))
@@ -441,38 +474,112 @@ func (c *Client) attempt(ctx context.Context, ep *endpoint, path string, payload
 		return fmt.Errorf("%s%s: %w", ep.url, path, stripURL(err))
 	}
 	defer resp.Body.Close()
-	body, err := readBody(resp)
-	if err != nil {
-		return fmt.Errorf("%s%s: reading the response: %w", ep.url, path, err)
-	}
 	if resp.StatusCode != http.StatusOK {
-		msg, typ := errorMessage(body)
-		return &StatusError{Endpoint: ep.url, Path: path, Status: resp.StatusCode, Message: msg, Type: typ,
-			RetryAfter: parseRetryAfter(resp.Header.Get("Retry-After"))}
+		return statusError(ep, path, resp)
 	}
+	body := &capReader{r: resp.Body, left: c.opts.MaxResponseBytes, limit: c.opts.MaxResponseBytes}
 	if err := decode(body); err != nil {
 		var inv *invalidResponse
-		if errors.As(err, &inv) {
+		switch {
+		case errors.As(err, &inv):
 			return &ResponseError{Endpoint: ep.url, Path: path, Reason: inv.msg}
+		case body.over:
+			return &ResponseError{Endpoint: ep.url, Path: path, Reason: fmt.Sprintf("the body is larger than the limit of %d bytes", c.opts.MaxResponseBytes)}
+		case ctx.Err() != nil && errors.Is(err, ctx.Err()):
+			return fmt.Errorf("%s%s: reading the response: %w", ep.url, path, err)
 		}
 		return fmt.Errorf("%s%s: %w", ep.url, path, err)
 	}
 	return nil
 }
 
-func readBody(resp *http.Response) ([]byte, error) {
-	var buf bytes.Buffer
-	if resp.ContentLength > 0 && resp.ContentLength < maxBody {
-		buf.Grow(int(resp.ContentLength))
+// statusError reads the start of a non-200 answer for the server's
+// message. A redirect the client did not follow says where it led.
+func statusError(ep *endpoint, path string, resp *http.Response) *StatusError {
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+	se := &StatusError{Endpoint: ep.url, Path: path, Status: resp.StatusCode,
+		RetryAfter: parseRetryAfter(resp.Header.Get("Retry-After"))}
+	if resp.StatusCode >= 300 && resp.StatusCode < 400 {
+		se.Message = redirectMessage(ep.url+path, resp)
+		return se
 	}
-	n, err := buf.ReadFrom(io.LimitReader(resp.Body, maxBody+1))
-	if err != nil {
-		return nil, err
+	se.Message, se.Type = errorMessage(body)
+	return se
+}
+
+// capReader ends a body at limit bytes with an error, after any
+// decompression (it reads what the transport has already inflated).
+type capReader struct {
+	r           io.Reader
+	left, limit int64
+	over        bool
+}
+
+func (c *capReader) Read(p []byte) (int, error) {
+	if c.left <= 0 {
+		var b [1]byte
+		if n, _ := c.r.Read(b[:]); n > 0 {
+			c.over = true
+			return 0, fmt.Errorf("the body is larger than the limit of %d bytes", c.limit)
+		}
+		return 0, io.EOF
 	}
-	if n > maxBody {
-		return nil, fmt.Errorf("the body is larger than %d bytes", maxBody)
+	if int64(len(p)) > c.left {
+		p = p[:c.left]
 	}
-	return buf.Bytes(), nil
+	n, err := c.r.Read(p)
+	c.left -= int64(n)
+	return n, err
+}
+
+func readBody(resp *http.Response, limit int64) ([]byte, error) {
+	body := &capReader{r: resp.Body, left: limit, limit: limit}
+	return io.ReadAll(body)
+}
+
+// checkRedirect follows a redirect only to the same host and only when
+// it keeps the method (307, 308): a POST turned into a GET, or a request
+// (and its API key) sent to another host, is never what the user meant.
+// Anything else is handed back as the 3xx answer, which becomes an error
+// that names both URLs.
+func checkRedirect(req *http.Request, via []*http.Request) error {
+	first := via[0]
+	if req.URL.Host != first.URL.Host || req.URL.Scheme != first.URL.Scheme ||
+		req.Method != first.Method || len(via) >= maxRedirects {
+		return http.ErrUseLastResponse
+	}
+	for _, v := range via {
+		if v.URL.String() == req.URL.String() {
+			return http.ErrUseLastResponse
+		}
+	}
+	return nil
+}
+
+// redirectMessage says why a 3xx answer was not followed.
+func redirectMessage(from string, resp *http.Response) string {
+	loc := resp.Header.Get("Location")
+	to, err := resp.Request.URL.Parse(loc)
+	if loc == "" || err != nil {
+		return fmt.Sprintf("a redirect without a usable Location (%q); point rollout.endpoints at the server itself", loc)
+	}
+	orig := resp.Request.URL
+	if resp.Request.Response != nil { // the first request of the chain
+		for r := resp.Request; r != nil; {
+			orig = r.URL
+			if r.Response == nil {
+				break
+			}
+			r = r.Response.Request
+		}
+	}
+	switch {
+	case to.Host != orig.Host || to.Scheme != orig.Scheme:
+		return fmt.Sprintf("a redirect from %s to %s, on another host; rllm does not follow it (the request and its API key would go there); put the URL you trust in rollout.endpoints", from, to)
+	case resp.Request.Method == http.MethodPost && resp.StatusCode != http.StatusTemporaryRedirect && resp.StatusCode != http.StatusPermanentRedirect:
+		return fmt.Sprintf("a redirect from %s to %s that would turn the POST into a GET; put the final URL in rollout.endpoints", from, to)
+	}
+	return fmt.Sprintf("redirects in a loop or too many redirects (last from %s to %s); fix the server or rollout.endpoints", resp.Request.URL, to)
 }
 
 // stripURL drops url.Error's "Post \"...\":" prefix; we name the endpoint

@@ -2,7 +2,9 @@ package rollout
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 
 	"github.com/rllm-org/rllm-go/pkg/sampler"
 )
@@ -29,13 +31,67 @@ type malformed struct{ err error }
 
 func (e *malformed) Error() string { return "malformed JSON: " + e.err.Error() }
 
-// decodeChat decodes and checks a chat answer and returns its first choice.
-func decodeChat(body []byte, rules responseRules) (sampler.Response, error) {
-	var r leanChatResponse
-	if err := json.Unmarshal(body, &r); err != nil {
-		return sampler.Response{}, &malformed{err}
+// decodeJSON decodes one JSON value from a body as it streams in, so a
+// large answer is never held twice; an error is *malformed unless it
+// comes from the reader (a body over its limit, a timeout).
+func decodeJSON(r io.Reader, v any) error {
+	er := &errReader{r: r}
+	if err := json.NewDecoder(er).Decode(v); err != nil {
+		if er.err != nil && !errors.Is(er.err, io.EOF) {
+			return er.err
+		}
+		return &malformed{err}
 	}
-	return rules.chat(&r)
+	return nil
+}
+
+// errReader remembers the reader's own error, to tell it from the JSON's.
+type errReader struct {
+	r   io.Reader
+	err error
+}
+
+func (e *errReader) Read(p []byte) (int, error) {
+	n, err := e.r.Read(p)
+	if err != nil {
+		e.err = err
+	}
+	return n, err
+}
+
+// serverError is the OpenAI error object some servers send with a 200.
+type serverError struct {
+	Error json.RawMessage `json:"error"`
+}
+
+// check turns an error object in place of choices into the server's own
+// message and type.
+func (e serverError) check() error {
+	if len(e.Error) == 0 || string(e.Error) == "null" {
+		return nil
+	}
+	msg, typ := errorMessage([]byte(`{"error":` + string(e.Error) + `}`))
+	if typ != "" {
+		return invalidf("the server answered 200 with an error instead of choices: %s (type %s)", msg, typ)
+	}
+	return invalidf("the server answered 200 with an error instead of choices: %s", msg)
+}
+
+// decodeChat decodes and checks a chat answer and returns its first choice.
+func decodeChat(body io.Reader, rules responseRules) (sampler.Response, error) {
+	var r struct {
+		leanChatResponse
+		serverError
+	}
+	if err := decodeJSON(body, &r); err != nil {
+		return sampler.Response{}, err
+	}
+	if len(r.Choices) == 0 {
+		if err := r.check(); err != nil {
+			return sampler.Response{}, err
+		}
+	}
+	return rules.chat(&r.leanChatResponse)
 }
 
 // leanChatResponse is ChatResponse without the fields Sample never reads
@@ -62,12 +118,20 @@ type leanChatChoice struct {
 }
 
 // decodeCompletion decodes and checks a completions answer.
-func decodeCompletion(body []byte, rules responseRules) (sampler.Response, error) {
-	var r CompletionResponse
-	if err := json.Unmarshal(body, &r); err != nil {
-		return sampler.Response{}, &malformed{err}
+func decodeCompletion(body io.Reader, rules responseRules) (sampler.Response, error) {
+	var r struct {
+		CompletionResponse
+		serverError
 	}
-	return rules.completion(&r)
+	if err := decodeJSON(body, &r); err != nil {
+		return sampler.Response{}, err
+	}
+	if len(r.Choices) == 0 {
+		if err := r.check(); err != nil {
+			return sampler.Response{}, err
+		}
+	}
+	return rules.completion(&r.CompletionResponse)
 }
 
 func (rules responseRules) chat(r *leanChatResponse) (sampler.Response, error) {

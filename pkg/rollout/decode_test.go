@@ -1,6 +1,7 @@
 package rollout
 
 import (
+	"bytes"
 	"math"
 	"strings"
 	"testing"
@@ -52,7 +53,7 @@ func TestDecodeChat(t *testing.T) {
 		{name: "stop reason of a wrong type", body: `{"choices":[{"stop_reason":{}}]}`, wantErr: "malformed JSON"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r, err := decodeChat([]byte(tc.body), tc.rules)
+			r, err := decodeChat(strings.NewReader(tc.body), tc.rules)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("error %v, want %q", err, tc.wantErr)
@@ -84,7 +85,7 @@ func TestDecodeCompletion(t *testing.T) {
 		{name: "ids and logprobs disagree", body: `{"choices":[{"text":"a","logprobs":{"tokens":["a"],"token_logprobs":[-1]},"finish_reason":"stop","token_ids":[1,2],"prompt_token_ids":[1]}]}`, wantErr: "2 token ids but 1 logprobs"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r, err := decodeCompletion([]byte(tc.body), tc.rules)
+			r, err := decodeCompletion(strings.NewReader(tc.body), tc.rules)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("error %v, want %q", err, tc.wantErr)
@@ -122,7 +123,7 @@ func FuzzDecodeChat(f *testing.F) {
 	f.Add([]byte(`{"choices":[{"message":null,"stop_reason":12}]}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		for _, rules := range []responseRules{{vocabSize: 100}, {textOnly: true}} {
-			r, err := decodeChat(body, rules)
+			r, err := decodeChat(bytes.NewReader(body), rules)
 			if err == nil && !rules.textOnly && (len(r.CompletionIDs) != len(r.Logprobs) || r.FinishReason == "") {
 				t.Fatalf("accepted an inconsistent response: %+v", r)
 			}
@@ -138,7 +139,7 @@ func FuzzDecodeChat(f *testing.F) {
 func FuzzDecodeCompletion(f *testing.F) {
 	f.Add([]byte(`{"choices":[{"text":"ab","logprobs":{"tokens":["a","b"],"token_logprobs":[-1,-2]},"finish_reason":"length","token_ids":[3,4],"prompt_token_ids":[1]}]}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
-		r, err := decodeCompletion(body, responseRules{vocabSize: 100})
+		r, err := decodeCompletion(bytes.NewReader(body), responseRules{vocabSize: 100})
 		if err == nil && (len(r.CompletionIDs) != len(r.Logprobs) || r.FinishReason == "") {
 			t.Fatalf("accepted an inconsistent response: %+v", r)
 		}

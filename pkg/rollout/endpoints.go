@@ -139,15 +139,11 @@ func (c *Client) get(ctx context.Context, ep *endpoint, path string) ([]byte, er
 		return nil, stripURL(err)
 	}
 	defer resp.Body.Close()
-	body, err := readBody(resp)
-	if err != nil {
-		return nil, err
-	}
 	if resp.StatusCode != http.StatusOK {
-		msg, typ := errorMessage(body)
-		return nil, &StatusError{Endpoint: ep.url, Path: path, Status: resp.StatusCode, Message: msg, Type: typ}
+		return nil, statusError(ep, path, resp)
 	}
-	return body, nil
+	// Health and model lists are small: cap them small.
+	return readBody(resp, maxSmallBody)
 }
 
 // healthy asks /health. A 404 counts as healthy: the server answered and

@@ -104,8 +104,8 @@ func NewEngine(factory WorkflowFactory, opts EngineOptions) (*Engine, error) {
 		return nil, errors.New("rollout engine needs a workflow factory")
 	}
 	if opts.N < 0 || opts.NParallel < 0 || opts.RetryLimit < 0 || opts.EpisodeTimeout < 0 {
-		return nil, &OptionError{fmt.Sprintf("rollout.n (%d), workflow.n_parallel_tasks (%d), workflow.retry_limit (%d) and the episode timeout (%v) must not be negative",
-			opts.N, opts.NParallel, opts.RetryLimit, opts.EpisodeTimeout)}
+		return nil, optionErrorf("rollout.n (%d), workflow.n_parallel_tasks (%d), workflow.retry_limit (%d) and the episode timeout (%v) must not be negative",
+			opts.N, opts.NParallel, opts.RetryLimit, opts.EpisodeTimeout)
 	}
 	if opts.N == 0 {
 		opts.N = 1
@@ -149,25 +149,12 @@ func DefaultTaskID(index int, task episode.Task) string {
 // When ctx is cancelled Run stops starting episodes and returns the
 // finished ones, still in order, with ctx's error.
 func (e *Engine) Run(ctx context.Context, tasks []episode.Task) ([]*episode.Episode, error) {
-	ids := e.taskIDs(tasks)
-	n := e.opts.N
-	results := make([]*episode.Episode, len(tasks)*n)
-	var g errgroup.Group
-	g.SetLimit(e.opts.NParallel)
-launch:
-	for ti, task := range tasks {
-		for r := 0; r < n; r++ {
-			if ctx.Err() != nil {
-				break launch
-			}
-			g.Go(func() error {
-				results[ti*n+r] = e.runEpisode(ctx, ti, r, task, episode.EpisodeID(ids[ti], r))
-				return nil
-			})
-		}
-	}
-	_ = g.Wait()
-	if err := ctx.Err(); err != nil {
+	results := make([]*episode.Episode, len(tasks)*e.opts.N)
+	err := e.run(ctx, tasks, func(i int, ep *episode.Episode) error {
+		results[i] = ep
+		return nil
+	})
+	if err != nil {
 		done := results[:0]
 		for _, ep := range results {
 			if ep != nil {
@@ -177,6 +164,108 @@ launch:
 		return done, err
 	}
 	return results, nil
+}
+
+// Stream runs every task N times like Run but hands each episode to fn
+// (one call at a time, in Run's order) as soon as it and those before it
+// have finished, and keeps none. An episode starts only while fewer than
+// a window of episodes (4 x NParallel, at least 64) wait for an earlier
+// one, so memory stays bounded however many tasks and rollouts there are.
+// An error from fn stops the run and is returned; so is ctx's error,
+// after the episodes already started are handed over.
+func (e *Engine) Stream(ctx context.Context, tasks []episode.Task, fn func(*episode.Episode) error) error {
+	ids := e.taskIDs(tasks)
+	n := e.opts.N
+	total := len(tasks) * n
+	window := max(4*e.opts.NParallel, 64)
+	runCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+
+	var mu sync.Mutex
+	cond := sync.NewCond(&mu)
+	stopWake := context.AfterFunc(runCtx, func() { mu.Lock(); cond.Broadcast(); mu.Unlock() })
+	defer stopWake()
+	pending := map[int]*episode.Episode{}
+	next := 0
+	var fnErr error
+	deliver := func(i int, ep *episode.Episode) {
+		mu.Lock()
+		defer mu.Unlock()
+		pending[i] = ep
+		for {
+			ep, ok := pending[next]
+			if !ok {
+				break
+			}
+			delete(pending, next)
+			next++
+			if ep != nil && fnErr == nil {
+				if err := fn(ep); err != nil {
+					fnErr = err
+					cancel(err)
+				}
+			}
+		}
+		cond.Broadcast()
+	}
+
+	var g errgroup.Group
+	g.SetLimit(e.opts.NParallel)
+	for i := 0; i < total; i++ {
+		mu.Lock()
+		for i-next >= window && runCtx.Err() == nil {
+			cond.Wait()
+		}
+		mu.Unlock()
+		if runCtx.Err() != nil {
+			break
+		}
+		ti, r := i/n, i%n
+		g.Go(func() error {
+			deliver(i, e.runEpisode(runCtx, ti, r, tasks[ti], episode.EpisodeID(ids[ti], r)))
+			return nil
+		})
+	}
+	_ = g.Wait()
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return fnErr
+}
+
+// run starts the episodes with at most NParallel in flight and delivers
+// each with its index task*N+rollout.
+func (e *Engine) run(ctx context.Context, tasks []episode.Task, deliver func(int, *episode.Episode) error) error {
+	ids := e.taskIDs(tasks)
+	n := e.opts.N
+	runCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var g errgroup.Group
+	g.SetLimit(e.opts.NParallel)
+launch:
+	for ti, task := range tasks {
+		for r := 0; r < n; r++ {
+			if runCtx.Err() != nil {
+				break launch
+			}
+			g.Go(func() error {
+				ep := e.runEpisode(runCtx, ti, r, task, episode.EpisodeID(ids[ti], r))
+				if runCtx.Err() != nil && ctx.Err() == nil {
+					return nil // stopped by deliver's error: drop it
+				}
+				if err := deliver(ti*n+r, ep); err != nil {
+					cancel(err)
+					return err
+				}
+				return nil
+			})
+		}
+	}
+	err := g.Wait()
+	if cerr := ctx.Err(); cerr != nil {
+		return cerr
+	}
+	return err
 }
 
 func (e *Engine) taskIDs(tasks []episode.Task) []string {

@@ -4,7 +4,9 @@ import (
 	"bufio"
 	"encoding/json"
 	"io"
+	"maps"
 	"math"
+	"os"
 	"sort"
 	"strings"
 
@@ -62,72 +64,104 @@ type SourceSummary struct {
 // averaged over tasks, each task using its own number of attempts; an
 // episode's reward is the mean of its trajectories' rewards.
 func Summarize(episodes []*episode.Episode, k int) EvalSummary {
-	type group struct {
-		source string
-		n, c   int
-	}
-	s := EvalSummary{K: k, Terminations: map[episode.TerminationReason]int{}, BySource: map[string]*SourceSummary{}}
-	groups := map[string]*group{}
-	var order []string
-	rewardBySource := map[string]float64{}
-	var rewardSum float64
+	agg := NewEvalAggregator(k)
 	for _, ep := range episodes {
-		if ep == nil {
-			continue
-		}
-		s.Episodes++
-		s.Terminations[ep.TerminationReason]++
-		pt, rt := tokenCounts(ep)
-		s.PromptTokens += pt
-		s.ResponseTokens += rt
-		task := ep.ID
-		if i := strings.LastIndexByte(task, ':'); i >= 0 {
-			task = task[:i]
-		}
-		g := groups[task]
-		if g == nil {
-			src, _ := ep.Task["data_source"].(string)
-			if src == "" {
-				src = "unknown"
-			}
-			g = &group{source: src}
-			groups[task] = g
-			order = append(order, task)
-		}
-		g.n++
-		if ep.IsCorrect {
-			g.c++
-		}
-		r := episodeReward(ep)
-		rewardSum += r
-		rewardBySource[g.source] += r
-		src := s.BySource[g.source]
-		if src == nil {
-			src = &SourceSummary{}
-			s.BySource[g.source] = src
-		}
-		src.Episodes++
+		agg.Add(ep)
 	}
-	for _, task := range order {
-		g := groups[task]
+	return agg.Summary()
+}
+
+// EvalAggregator is Summarize fed one episode at a time, for episodes
+// streamed from the engine: it keeps counts per task, not episodes, so
+// its memory does not grow with rollouts per task.
+type EvalAggregator struct {
+	k              int
+	s              EvalSummary
+	groups         map[string]*evalGroup
+	order          []string
+	rewardBySource map[string]float64
+	rewardSum      float64
+}
+
+type evalGroup struct {
+	source string
+	n, c   int
+}
+
+// NewEvalAggregator starts an empty summary for pass@k.
+func NewEvalAggregator(k int) *EvalAggregator {
+	return &EvalAggregator{k: k, groups: map[string]*evalGroup{}, rewardBySource: map[string]float64{},
+		s: EvalSummary{K: k, Terminations: map[episode.TerminationReason]int{}, BySource: map[string]*SourceSummary{}}}
+}
+
+// Add counts one episode; nil is ignored.
+func (a *EvalAggregator) Add(ep *episode.Episode) {
+	if ep == nil {
+		return
+	}
+	s := &a.s
+	s.Episodes++
+	s.Terminations[ep.TerminationReason]++
+	pt, rt := tokenCounts(ep)
+	s.PromptTokens += pt
+	s.ResponseTokens += rt
+	task := ep.ID
+	if i := strings.LastIndexByte(task, ':'); i >= 0 {
+		task = task[:i]
+	}
+	g := a.groups[task]
+	if g == nil {
+		src, _ := ep.Task["data_source"].(string)
+		if src == "" {
+			src = "unknown"
+		}
+		g = &evalGroup{source: src}
+		a.groups[task] = g
+		a.order = append(a.order, task)
+	}
+	g.n++
+	if ep.IsCorrect {
+		g.c++
+	}
+	r := episodeReward(ep)
+	a.rewardSum += r
+	a.rewardBySource[g.source] += r
+	src := s.BySource[g.source]
+	if src == nil {
+		src = &SourceSummary{}
+		s.BySource[g.source] = src
+	}
+	src.Episodes++
+}
+
+// Summary is the summary of the episodes added so far.
+func (a *EvalAggregator) Summary() EvalSummary {
+	s := a.s
+	s.Terminations = maps.Clone(a.s.Terminations)
+	s.BySource = make(map[string]*SourceSummary, len(a.s.BySource))
+	for name, src := range a.s.BySource {
+		s.BySource[name] = &SourceSummary{Episodes: src.Episodes}
+	}
+	for _, task := range a.order {
+		g := a.groups[task]
 		src := s.BySource[g.source]
 		src.Tasks++
-		p1, pk := PassAtK(g.n, g.c, 1), PassAtK(g.n, g.c, k)
+		p1, pk := PassAtK(g.n, g.c, 1), PassAtK(g.n, g.c, a.k)
 		src.PassAt1 += p1
 		src.PassAtK += pk
 		s.PassAt1 += p1
 		s.PassAtK += pk
 	}
-	s.Tasks = len(order)
+	s.Tasks = len(a.order)
 	if s.Tasks > 0 {
 		s.PassAt1 /= float64(s.Tasks)
 		s.PassAtK /= float64(s.Tasks)
-		s.MeanReward = rewardSum / float64(s.Episodes)
+		s.MeanReward = a.rewardSum / float64(s.Episodes)
 	}
 	for name, src := range s.BySource {
 		src.PassAt1 /= float64(src.Tasks)
 		src.PassAtK /= float64(src.Tasks)
-		src.MeanReward = rewardBySource[name] / float64(src.Episodes)
+		src.MeanReward = a.rewardBySource[name] / float64(src.Episodes)
 	}
 	return s
 }
@@ -152,6 +186,30 @@ func (s EvalSummary) Sources() []string {
 	sort.Strings(names)
 	return names
 }
+
+// EpisodeWriter writes episodes as JSON lines one at a time, as
+// WriteEpisodes does; Flush when done.
+type EpisodeWriter struct {
+	bw  *bufio.Writer
+	enc *json.Encoder
+}
+
+// NewEpisodeWriter writes to w.
+func NewEpisodeWriter(w io.Writer) *EpisodeWriter {
+	bw := bufio.NewWriter(w)
+	return &EpisodeWriter{bw: bw, enc: json.NewEncoder(bw)}
+}
+
+// Write writes one episode (nil is skipped).
+func (w *EpisodeWriter) Write(ep *episode.Episode) error {
+	if ep == nil {
+		return nil
+	}
+	return w.enc.Encode(finiteLogprobs(ep))
+}
+
+// Flush writes out what is buffered.
+func (w *EpisodeWriter) Flush() error { return w.bw.Flush() }
 
 // WriteEpisodes writes one JSON object per line. JSON has no infinities,
 // so -inf logprobs are written as -9999.0, vLLM's own convention, which
@@ -203,4 +261,25 @@ func finiteLogprobs(ep *episode.Episode) *episode.Episode {
 		cp.Trajectories[i] = tr
 	}
 	return &cp
+}
+
+// IsEpisodesFile reports whether path starts with an episode as
+// WriteEpisodes writes it, so a command may replace it without losing a
+// file of the user's.
+func IsEpisodesFile(path string) (bool, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	var first struct {
+		ID           *string          `json:"id"`
+		Termination  *string          `json:"termination_reason"`
+		Trajectories *json.RawMessage `json:"trajectories"`
+	}
+	dec := json.NewDecoder(io.LimitReader(f, 64<<20))
+	if err := dec.Decode(&first); err != nil {
+		return false, nil
+	}
+	return first.ID != nil && first.Termination != nil && first.Trajectories != nil, nil
 }

@@ -1,28 +1,35 @@
 package tokenizer
 
 import (
+	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/rllm-org/rllm-go/internal/boundedio"
+	"github.com/rllm-org/rllm-go/pkg/usererr"
 )
 
-// Error is a problem a user can fix: a missing or malformed tokenizer
-// file, or a tokenizer kind this package does not support. The CLI maps
-// it to exit code 2.
-type Error struct{ msg string }
+// Error is a problem a user can fix: a missing, oversized or malformed
+// tokenizer file, or a tokenizer kind this package does not support.
+// Exit code 2.
+type Error = usererr.Error
 
-func (e *Error) Error() string { return e.msg }
+func errorf(format string, args ...any) error { return &Error{Msg: fmt.Sprintf(format, args...)} }
 
-// ExitCode marks the error as a usage/config error for cmd/rllm.
-func (e *Error) ExitCode() int { return 2 }
-
-func errorf(format string, args ...any) error { return &Error{msg: fmt.Sprintf(format, args...)} }
+// Bounds of the files read from a tokenizer directory: the largest
+// tokenizer.json files published are tens of megabytes.
+const (
+	MaxTokenizerBytes = 256 << 20
+	MaxConfigBytes    = 64 << 20
+)
 
 // Files read from a tokenizer directory.
 const (
@@ -32,17 +39,23 @@ const (
 
 // Load reads tokenizer.json and (if present) tokenizer_config.json from dir.
 func Load(dir string) (*Tokenizer, error) {
-	data, err := os.ReadFile(filepath.Join(dir, TokenizerFile))
+	return LoadContext(context.Background(), dir)
+}
+
+// LoadContext is Load whose reads are bounded (MaxTokenizerBytes,
+// MaxConfigBytes) and stop when ctx is cancelled.
+func LoadContext(ctx context.Context, dir string) (*Tokenizer, error) {
+	data, err := readJSONFile(ctx, filepath.Join(dir, TokenizerFile), MaxTokenizerBytes)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, errorf("no %s in %s: point the tokenizer at a directory holding a Hugging Face %s", TokenizerFile, dir, TokenizerFile)
 		}
-		return nil, errorf("cannot read %s: %v", filepath.Join(dir, TokenizerFile), err)
+		return nil, readError(ctx, err)
 	}
 	var config []byte
-	config, err = os.ReadFile(filepath.Join(dir, ConfigFile))
+	config, err = readJSONFile(ctx, filepath.Join(dir, ConfigFile), MaxConfigBytes)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return nil, errorf("cannot read %s: %v", filepath.Join(dir, ConfigFile), err)
+		return nil, readError(ctx, err)
 	}
 	t, err := Parse(data, config)
 	if err != nil {
@@ -56,14 +69,54 @@ func Load(dir string) (*Tokenizer, error) {
 	return t, nil
 }
 
+// readJSONFile reads a JSON object file of at most limit bytes, giving
+// up at once on one that does not start like an object (/dev/zero, a
+// binary file) rather than reading it to the limit.
+func readJSONFile(ctx context.Context, path string, limit int64) ([]byte, error) {
+	f, err := boundedio.Open(ctx, path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() && fi.Size() > limit {
+		return nil, &boundedio.TooLargeError{Path: path, Limit: limit}
+	}
+	r := bufio.NewReaderSize(boundedio.NewLimitReader(f, path, limit), 64<<10)
+	head, err := r.Peek(4096)
+	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, bufio.ErrBufferFull) {
+		return nil, err
+	}
+	if t := bytes.TrimLeft(head, " \t\r\n\ufeff"); len(t) > 0 && t[0] != '{' {
+		return nil, errorf("%s is not a JSON object (it starts with %q); is it a tokenizer file?", path, t[:min(len(t), 8)])
+	}
+	return boundedio.ReadAll(r, limit)
+}
+
+// readError words a failed read: cancellation stays itself; a file over
+// its bound or unreadable is the user's to fix.
+func readError(ctx context.Context, err error) error {
+	if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+		return err
+	}
+	var tl *boundedio.TooLargeError
+	if errors.As(err, &tl) {
+		return errorf("%s is larger than the limit of %s; is it a tokenizer file?", tl.Path, boundedio.Size(tl.Limit))
+	}
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return errorf("cannot read %s: %v", pe.Path, pe.Err)
+	}
+	return errorf("cannot read the tokenizer: %v", err)
+}
+
 // parseError carries which file a parse problem is in, so Load can name
-// the path.
+// the path; Parse hands it out as the cause of an *Error.
 type parseError struct{ file, msg string }
 
 func (e *parseError) Error() string { return e.file + e.msg }
-func (e *parseError) ExitCode() int { return 2 }
 func fileErrorf(file, format string, args ...any) error {
-	return &parseError{file: file, msg: fmt.Sprintf(format, args...)}
+	pe := &parseError{file: file, msg: fmt.Sprintf(format, args...)}
+	return &Error{Msg: pe.Error(), Err: pe}
 }
 
 // jsonError turns a decoding error into ":line: message" using the byte
@@ -303,8 +356,11 @@ func build(f *fileJSON, tables *modelTables, cfg *configJSON) (*Tokenizer, error
 		maxID = max(maxID, a.ID)
 		addedLen += len(a.Content)
 	}
-	if maxID >= 1<<24 {
-		return nil, fileErrorf(TokenizerFile, ": token id %d is implausibly large", maxID)
+	// Tables are sized by the largest id: a stray huge id would make a
+	// small file allocate hundreds of megabytes. Real vocabularies are
+	// dense (ids 0..n-1, added tokens just above).
+	if count := n + len(f.AddedTokens); maxID >= 1<<24 || maxID >= 2*count+1024 {
+		return nil, fileErrorf(TokenizerFile, ": token id %d is implausibly large for %d tokens (ids should run from 0 without large gaps)", maxID, count)
 	}
 
 	// one arena for the tokens as written (the vocab text, then the added

@@ -1,10 +1,13 @@
 package tokenizer
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/rllm-org/rllm-go/internal/boundedio"
 )
 
 // Resolve finds the directory holding a tokenizer named by ref: either a
@@ -39,7 +42,7 @@ func Resolve(ref, hubCache string) (string, error) {
 	}
 	model := filepath.Join(hubCache, "models--"+org+"--"+name)
 	snapshots := filepath.Join(model, "snapshots")
-	if ref, err := os.ReadFile(filepath.Join(model, "refs", "main")); err == nil {
+	if ref, err := boundedio.ReadFile(context.Background(), filepath.Join(model, "refs", "main"), 4<<10); err == nil {
 		dir := filepath.Join(snapshots, strings.TrimSpace(string(ref)))
 		if _, err := os.Stat(filepath.Join(dir, TokenizerFile)); err == nil {
 			return dir, nil
