@@ -131,8 +131,8 @@ type UpdatePlan struct {
 	// rollouts came from the backend's own sampler on the current weights,
 	// so their raw (temperature-1) logprobs are the policy's.
 	OnPolicyFirst bool
-	LR                     LRSchedule
-	Adam                   backend.AdamParams // LearningRate set per step
+	LR            LRSchedule
+	Adam          backend.AdamParams // LearningRate set per step
 }
 
 // LRSchedule is Hugging Face's warm-up then constant or cosine, as verl
