@@ -113,6 +113,7 @@ func redacted(c *Config) *Config {
 	cp.Agent.Args = redactMap(c.Agent.Args)
 	cp.Env.Args = redactMap(c.Env.Args)
 	cp.Workflow.Args = redactMap(c.Workflow.Args)
+	cp.Tools.MCP = redactMap(c.Tools.MCP)
 	// A value that is not a variable name may be a key pasted in.
 	if !envNameOrEmpty(cp.Rollout.APIKeyEnv) {
 		cp.Rollout.APIKeyEnv = redactedValue
@@ -131,6 +132,16 @@ func redactMap(m map[string]any) map[string]any {
 	for k, v := range m {
 		switch x := v.(type) {
 		case map[string]any:
+			if k == "env_vars" {
+				// Variables handed to a child process (exec envs, MCP
+				// servers): any of them may be a credential, whatever its name.
+				vars := make(map[string]any, len(x))
+				for name := range x {
+					vars[name] = redactedValue
+				}
+				out[k] = vars
+				continue
+			}
 			out[k] = redactMap(x)
 		case string:
 			if secretKey.MatchString(k) && x != "" {

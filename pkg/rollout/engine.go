@@ -306,6 +306,11 @@ func (e *Engine) runEpisode(ctx context.Context, ti, r int, task episode.Task, i
 			return nil
 		}
 		if ep.TerminationReason != episode.TerminationError || attempt >= e.opts.RetryLimit {
+			if ep.TerminationReason == episode.TerminationError && attempt > 1 {
+				// The two retry layers multiply: say so, so that "gave up
+				// after N attempts" from one request is not the whole story.
+				ep.Error = fmt.Sprintf("%s (the episode was run %d times, workflow.retry_limit; each model request has its own rollout.retry.max_attempts)", ep.Error, attempt)
+			}
 			break
 		}
 		e.retries.Add(1)

@@ -332,3 +332,23 @@ func isFatal(f fakevllm.Fault) bool {
 	}
 	return false
 }
+
+// An episode that fails every run says how many times it was run, on top
+// of whatever its model requests retried.
+func TestEngineRetryMessageCountsRuns(t *testing.T) {
+	runs := 0
+	eng, err := NewEngine(factoryOf(func(ctx context.Context, task episode.Task, id string) (*episode.Episode, error) {
+		runs++
+		return nil, errors.New("server failed: gave up after 2 attempts")
+	}), EngineOptions{RetryLimit: 3, NParallel: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eps, err := eng.Run(context.Background(), makeTasks(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if runs != 3 || !strings.Contains(eps[0].Error, "gave up after 2 attempts (the episode was run 3 times, workflow.retry_limit") {
+		t.Errorf("runs %d, error %q", runs, eps[0].Error)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/rllm-org/rllm-go/internal/boundedio"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -146,7 +147,7 @@ func (t *Trainer) resume(ctx context.Context) (bool, error) {
 		dir = t.plan.Cadence.ResumeFrom
 	default:
 		latest := filepath.Join(t.plan.Dir, latestFile)
-		b, err := os.ReadFile(latest)
+		b, err := boundedio.ReadFile(ctx, latest, 64)
 		if errors.Is(err, fs.ErrNotExist) {
 			return false, nil
 		}
@@ -168,7 +169,7 @@ func (t *Trainer) resume(ctx context.Context) (bool, error) {
 			t.logf("%s", note)
 		}
 	}
-	b, err := os.ReadFile(filepath.Join(dir, stateFile))
+	b, err := boundedio.ReadFile(ctx, filepath.Join(dir, stateFile), 16<<20)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return false, usererr.Errorf("%s is not a training checkpoint (no %s); point trainer.resume_from_path at a global_step_N directory or set trainer.resume_mode=disable", dir, stateFile)

@@ -110,13 +110,15 @@ func (c *Sampler) Current() backend.TokenSampler {
 
 // Prompt renders and encodes a chat as the model sees it, with the
 // header that starts the assistant's reply.
-func (c *Sampler) Prompt(msgs []episode.Message, tools []sampler.Tool, kwargs map[string]any) ([]int, error) {
+func (c *Sampler) Prompt(ctx context.Context, msgs []episode.Message, tools []sampler.Tool, kwargs map[string]any) ([]int, error) {
 	kw := maps.Clone(c.opts.ChatTemplateKwargs)
 	if kw == nil {
 		kw = map[string]any{}
 	}
 	maps.Copy(kw, kwargs)
-	text, err := c.tpl.Render(chattemplate.Input{Messages: msgs, Tools: tools, AddGenerationPrompt: true, Kwargs: kw})
+	// Templates come from downloaded repositories: render under the
+	// template engine's bounds and stop when ctx is cancelled.
+	text, err := c.tpl.RenderContext(ctx, chattemplate.Input{Messages: msgs, Tools: tools, AddGenerationPrompt: true, Kwargs: kw})
 	if err != nil {
 		return nil, usererr.Wrap(err)
 	}
@@ -132,7 +134,7 @@ func (c *Sampler) Sample(ctx context.Context, req sampler.Request) (sampler.Resp
 		return sampler.Response{}, usererr.Errorf("a sampler request sets both messages and prompt_ids; set exactly one")
 	case len(req.Messages) > 0:
 		var err error
-		if prompt, err = c.Prompt(req.Messages, req.Tools, req.ChatTemplateKwargs); err != nil {
+		if prompt, err = c.Prompt(ctx, req.Messages, req.Tools, req.ChatTemplateKwargs); err != nil {
 			return sampler.Response{}, err
 		}
 	case len(req.PromptIDs) > 0:

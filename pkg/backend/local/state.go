@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/rllm-org/rllm-go/internal/boundedio"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -40,7 +41,7 @@ type Manifest struct {
 // ReadManifest reads dir/manifest.json.
 func ReadManifest(dir string) (Manifest, error) {
 	path := filepath.Join(dir, ManifestFile)
-	b, err := os.ReadFile(path)
+	b, err := boundedio.ReadFile(context.Background(), path, 1<<20) // a manifest is a few hundred bytes
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return Manifest{}, &backend.InputError{Msg: fmt.Sprintf("%s does not exist; give a checkpoint directory written by SaveState (rllm train or rllm sft)", path)}
