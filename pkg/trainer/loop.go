@@ -54,9 +54,11 @@ func (t *Trainer) runStep(ctx context.Context, tasks []episode.Task, clock *stop
 		return nil, err
 	}
 	if !skip && t.ref != nil {
+		clock.lap()
 		if err := referenceLogprobs(ctx, t.ref, miniBatches(groups, t.plan.Update.MiniBatchTasks)); err != nil {
 			return nil, fmt.Errorf("reference logprobs: %w", err)
 		}
+		m["timing_s/ref"] = clock.lap().Seconds()
 		if beta := t.plan.Reference.RewardKLCoef; beta != 0 {
 			kl, err := klInReward(samples(groups), beta, t.plan.Reference.RewardKLType)
 			if err != nil {

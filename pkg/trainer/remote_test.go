@@ -19,7 +19,7 @@ import (
 // serveLike starts rllm serve's server in-process on a model of c's
 // shape (its own random weights: the trainer's first publication replaces
 // them) and returns its URL.
-func serveLike(t *testing.T, c *config.Config) string {
+func serveLike(t testing.TB, c *config.Config) string {
 	t.Helper()
 	b, err := local.OpenConfig(context.Background(), c, "")
 	if err != nil {
@@ -109,5 +109,37 @@ func TestTrainStopsWhenAServerRefusesWeights(t *testing.T) {
 	_, err = tr.Train(context.Background())
 	if err == nil || !strings.Contains(err.Error(), other) || !strings.Contains(err.Error(), "refused the weight update") {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+// BenchmarkPublishToTwoServers is the time from an optimizer step to new
+// rollouts on its weights with two local rllm serve endpoints: saving the
+// default-size embedded policy and both servers loading it
+// (update_weights_from_disk).
+func BenchmarkPublishToTwoServers(b *testing.B) {
+
+	c, err := config.FromOverrides([]string{"trainer.default_local_dir=" + filepath.ToSlash(b.TempDir()), "backend.local.warmup_steps=0"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	urls := []string{serveLike(b, c), serveLike(b, c)}
+	c, _ = config.FromOverrides([]string{"trainer.default_local_dir=" + filepath.ToSlash(b.TempDir()), "backend.local.warmup_steps=0",
+		"rollout.engine=openai", "rollout.endpoints=[" + strings.Join(urls, ",") + "]", "rollout.model=policy"})
+	client, err := rollout.NewClient(rollout.Options{Endpoints: urls, Model: "policy"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer client.Close()
+	tr, err := New(context.Background(), c, Options{Rollouts: client})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer tr.Close()
+	b.ResetTimer()
+	for b.Loop() {
+		tr.step++
+		if err := tr.publish(context.Background()); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
