@@ -131,6 +131,11 @@ type UpdatePlan struct {
 	// rollouts came from the backend's own sampler on the current weights,
 	// so their raw (temperature-1) logprobs are the policy's.
 	OnPolicyFirst bool
+	// Builtin, when set, is the backend's own loss that computes exactly
+	// the configured one (importance_sampling, with the aggregation folded
+	// into the advantages): sent by name, it spares the forward pass.
+	// Empty runs the loss client side.
+	Builtin string
 	LR            LRSchedule
 	Adam          backend.AdamParams // LearningRate set per step
 }
@@ -401,6 +406,11 @@ func (p *Plan) CheckBackend(info backend.ModelInfo) error {
 	if p.Update.Loss.EntropyCoeff != 0 && !info.Entropy {
 		return usererr.Errorf("actor.entropy_coeff: the %s backend does not return per-token entropies (the Tinker API never does), so the entropy bonus cannot be computed; set it to 0", p.Backend)
 	}
+	// A loss the backend computes itself, exactly, is sent by name.
+	l := p.Update.Loss
+	if l.Loss == ppo.LossImportanceSampling && l.KLCoef == 0 && l.EntropyCoeff == 0 && slices.Contains(info.SupportedLosses, backend.LossImportanceSampling) {
+		p.Update.Builtin = backend.LossImportanceSampling
+	}
 	return nil
 }
 
@@ -465,7 +475,13 @@ func (p *Plan) String() string {
 	if p.Update.Loss.EntropyCoeff != 0 {
 		loss += fmt.Sprintf(", entropy bonus × %g", p.Update.Loss.EntropyCoeff)
 	}
-	line("loss", "%s, client side (forward, pkg/ppo gradient, cross_entropy weights)", loss)
+	where := "client side (forward, pkg/ppo gradient, cross_entropy weights)"
+	if p.Update.Builtin != "" {
+		where = "the backend's built-in " + p.Update.Builtin
+	} else if p.Update.Loss.Loss == ppo.LossImportanceSampling && p.Update.Loss.KLCoef == 0 && p.Update.Loss.EntropyCoeff == 0 {
+		where = "the backend's built-in importance_sampling where it has one, else client side"
+	}
+	line("loss", "%s, %s", loss, where)
 	if p.Reference.Needed {
 		ref := "the policy as training starts"
 		if p.Reference.Path != "" {

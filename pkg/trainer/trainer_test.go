@@ -729,3 +729,56 @@ func TestOnPolicyFirstMatchesForward(t *testing.T) {
 		}
 	}
 }
+
+// importance_sampling sent by name (the aggregation folded into the
+// advantages) moves the weights exactly as the client-side loss does.
+func TestBuiltinImportanceSamplingMatchesClientSide(t *testing.T) {
+	ctx := context.Background()
+	after := func(builtin bool) []float64 {
+		c := smallConfig(t, "actor.optim.lr=0.01", "actor.policy_loss=importance_sampling", "actor.loss_agg_mode=seq-mean-token-mean")
+		tr, err := New(ctx, c, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tr.Close()
+		if tr.plan.Update.Builtin != backend.LossImportanceSampling {
+			t.Fatalf("the plan runs importance_sampling as %q", tr.plan.Update.Builtin)
+		}
+		tok := local.Tokenizer{}
+		prompt := tok.ChatTemplate([]episode.Message{{Role: "user", Content: "5+2="}}, true)
+		var mb []*Sample
+		var datums []backend.Datum
+		for i, reply := range []string{"7", "12"} {
+			s := &Sample{Sequence: rollout.Sequence{PromptIDs: prompt, ResponseIDs: append(tok.Encode(reply, false), local.TokenImEnd)}}
+			s.LossMask = make([]int8, len(s.ResponseIDs))
+			for j := range s.LossMask {
+				s.LossMask[j] = 1
+			}
+			s.Advantage = float64(1 - 2*i)
+			mb, datums = append(mb, s), append(datums, datumOf(&s.Sequence))
+		}
+		out, _ := tr.be.Forward(ctx, datums, backend.Loss{Name: backend.LossCrossEntropy}).Result(ctx)
+		for i, s := range mb {
+			// Off-policy by a little, so the ratios are not 1.
+			for _, lp := range out.LossFnOutputs[i].Logprobs[len(prompt)-1:] {
+				s.Logprobs = append(s.Logprobs, lp-0.05*float64(i+1))
+			}
+		}
+		up := tr.plan.Update
+		up.Epochs, up.OnPolicyFirst = 1, false
+		if !builtin {
+			up.Builtin = ""
+		}
+		if _, err := update(ctx, tr.be, &up, [][]*Sample{mb}, tr.plan.Adam(0, 10)); err != nil {
+			t.Fatal(err)
+		}
+		out, _ = tr.be.Forward(ctx, datums, backend.Loss{Name: backend.LossCrossEntropy}).Result(ctx)
+		return append(out.LossFnOutputs[0].Logprobs, out.LossFnOutputs[1].Logprobs...)
+	}
+	a, b := after(true), after(false)
+	for i := range a {
+		if math.Abs(a[i]-b[i]) > 1e-5 {
+			t.Fatalf("logprob %d after the update: built-in %g, client side %g", i, a[i], b[i])
+		}
+	}
+}

@@ -110,6 +110,67 @@ func gradientWeights(mb []*Sample, datums []backend.Datum, offsets []int, grad [
 	}
 }
 
+// updateBuiltin runs the update with the backend's own loss (Tinker's
+// importance_sampling: −Σ exp(lp − sampling_lp)·A): the sampling logprobs
+// and the advantages times the loss aggregation's per-token weights go in
+// the datums, which equals pkg/ppo's loss with its aggregation exactly,
+// and no forward pass is needed.
+func updateBuiltin(ctx context.Context, be backend.TrainingBackend, p *UpdatePlan, mini [][]*Sample, adam backend.AdamParams) (UpdateStats, error) {
+	var st UpdateStats
+	loss := backend.Loss{Name: p.Builtin}
+	for epoch := 0; epoch < p.Epochs; epoch++ {
+		for _, mb := range mini {
+			in, err := lossInput(mb, samplingOutputs(mb))
+			if err != nil {
+				return st, err
+			}
+			agg := make([]float64, len(in.Mask))
+			if err := ppo.AggregationWeights(in.Mask, in.Offsets, p.Loss.AggMode, p.Loss.NormLength, agg); err != nil {
+				return st, err
+			}
+			datums := make([]backend.Datum, len(mb))
+			for i, s := range mb {
+				datums[i] = datumOf(&s.Sequence)
+				n, q := len(datums[i].LossFnInputs.TargetTokens), len(s.PromptIDs)-1
+				lp, adv := make([]float64, n), make([]float64, n)
+				for j := range s.ResponseIDs {
+					k := in.Offsets[i] + j
+					lp[q+j], adv[q+j] = s.Logprobs[j], in.Advantages[k]*agg[k]
+				}
+				datums[i].LossFnInputs.Logprobs, datums[i].LossFnInputs.Advantages = lp, adv
+			}
+			fb := be.ForwardBackward(ctx, datums, loss)
+			opt := be.OptimStep(ctx, adam)
+			out, err := fb.Result(ctx)
+			if err != nil {
+				return st, err
+			}
+			optOut, err := opt.Result(ctx)
+			if err != nil {
+				return st, err
+			}
+			st.Updates++
+			st.PGLoss += out.Metrics["loss:sum"]
+			st.GradNorm += optOut.Metrics["grad_norm"]
+			if e, err := aggregatedEntropy(mb, out.LossFnOutputs, &in, &p.Loss); err == nil && e >= 0 {
+				st.Entropy += e
+				st.HasEntropy = true
+			}
+			if epoch == 0 {
+				st.TrainedSamples += len(mb)
+				for _, m := range in.Mask {
+					st.TrainedTokens += int(m)
+				}
+			}
+		}
+	}
+	if st.Updates > 0 {
+		u := float64(st.Updates)
+		st.PGLoss, st.GradNorm, st.Entropy = st.PGLoss/u, st.GradNorm/u, st.Entropy/u
+	}
+	return st, nil
+}
+
 // samplingOutputs stands in for a forward pass of the policy that
 // sampled: the sampling logprobs at the response targets.
 func samplingOutputs(mb []*Sample) []backend.LossFnOutput {
@@ -174,6 +235,9 @@ type UpdateStats struct {
 func update(ctx context.Context, be backend.TrainingBackend, p *UpdatePlan, mini [][]*Sample, adam backend.AdamParams) (UpdateStats, error) {
 	var st UpdateStats
 	ce := backend.Loss{Name: backend.LossCrossEntropy}
+	if p.Builtin != "" {
+		return updateBuiltin(ctx, be, p, mini, adam)
+	}
 	for epoch := 0; epoch < p.Epochs; epoch++ {
 		for k, mb := range mini {
 			datums := make([]backend.Datum, len(mb))
