@@ -136,8 +136,8 @@ type UpdatePlan struct {
 	// into the advantages): sent by name, it spares the forward pass.
 	// Empty runs the loss client side.
 	Builtin string
-	LR            LRSchedule
-	Adam          backend.AdamParams // LearningRate set per step
+	LR      LRSchedule
+	Adam    backend.AdamParams // LearningRate set per step
 }
 
 // LRSchedule is Hugging Face's warm-up then constant or cosine, as verl
