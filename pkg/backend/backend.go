@@ -10,6 +10,7 @@ package backend
 import (
 	"context"
 	"fmt"
+	"github.com/rllm-org/rllm-go/pkg/usererr"
 	"math"
 
 	"github.com/rllm-org/rllm-go/pkg/sampler"
@@ -283,20 +284,9 @@ type SampledSequence struct {
 
 // InputError is a mistake in what the caller sent (a datum, a prompt, a
 // parameter, a file): fixing the input fixes it. It reports exit code 2.
-type InputError struct {
-	Msg string
-	// Err, when set, says what kind of mistake this is for errors.Is
-	// (sampler.ErrPromptTooLong).
-	Err error
-}
-
-func (e *InputError) Error() string { return e.Msg }
-
-// Unwrap exposes the kind of mistake.
-func (e *InputError) Unwrap() error { return e.Err }
-
-// ExitCode marks the error as user-fixable for the CLI.
-func (e *InputError) ExitCode() int { return 2 }
+// It is rllm's one user-error type; Err, when set, says what kind of
+// mistake it is for errors.Is (sampler.ErrPromptTooLong).
+type InputError = usererr.Error
 
 func inputErrorf(format string, args ...any) error {
 	return &InputError{Msg: fmt.Sprintf(format, args...)}

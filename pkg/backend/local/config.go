@@ -2,6 +2,7 @@ package local
 
 import (
 	"fmt"
+	"github.com/rllm-org/rllm-go/pkg/usererr"
 	"math"
 )
 
@@ -50,13 +51,8 @@ func (c Config) Validate() error {
 	return nil
 }
 
-type configError struct{ msg string }
-
-func (e *configError) Error() string { return e.msg }
-func (e *configError) ExitCode() int { return 2 }
-
 func configErrorf(format string, args ...any) error {
-	return &configError{msg: fmt.Sprintf(format, args...)}
+	return &usererr.Error{Msg: fmt.Sprintf(format, args...)}
 }
 
 // tensorSpec places one named parameter tensor in the flat parameter

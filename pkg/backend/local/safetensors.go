@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"github.com/rllm-org/rllm-go/pkg/usererr"
 	"io"
 	"math"
 	"slices"
@@ -65,18 +66,11 @@ func writeSafetensors(w io.Writer, names []string, tensors map[string]tensor, me
 	return err
 }
 
-// formatError is a file that is not valid safetensors; it names the file.
-type formatError struct{ file, msg string }
-
-func (e *formatError) Error() string {
-	return fmt.Sprintf("%s is not a valid safetensors file: %s (the file is truncated or corrupt; save it again)", e.file, e.msg)
-}
-func (e *formatError) ExitCode() int { return 2 }
-
 // parseSafetensors reads a whole file's bytes. file names it in errors.
 func parseSafetensors(file string, b []byte) (map[string]tensor, map[string]string, error) {
 	bad := func(format string, args ...any) error {
-		return &formatError{file: file, msg: fmt.Sprintf(format, args...)}
+		// A file that is not valid safetensors: named, with the fix.
+		return &usererr.Error{Subject: file, Msg: "not a valid safetensors file: " + fmt.Sprintf(format, args...), Fix: "the file is truncated or corrupt; save it again"}
 	}
 	if len(b) < 8 {
 		return nil, nil, bad("it has %d bytes, fewer than the 8-byte header length", len(b))

@@ -1,7 +1,7 @@
 package local
 
 import (
-	"fmt"
+	"github.com/rllm-org/rllm-go/pkg/usererr"
 	"strings"
 
 	"github.com/rllm-org/rllm-go/pkg/episode"
@@ -83,7 +83,7 @@ func (Tokenizer) Decode(ids []int, skipSpecial bool) (string, error) {
 				b.WriteString(specialText[id])
 			}
 		default:
-			return "", &vocabError{index: i, id: id}
+			return "", usererr.Errorf("token %d is %d, outside the vocabulary [0, %d)", i, id, TokenizerVocab)
 		}
 	}
 	return b.String(), nil
@@ -99,13 +99,6 @@ func (t Tokenizer) TokenText(id int) string {
 	}
 	return ""
 }
-
-type vocabError struct{ index, id int }
-
-func (e *vocabError) Error() string {
-	return fmt.Sprintf("token %d is %d, outside the vocabulary [0, %d)", e.index, e.id, TokenizerVocab)
-}
-func (e *vocabError) ExitCode() int { return 2 }
 
 // ChatTemplate renders messages the ChatML way, with special tokens:
 //
