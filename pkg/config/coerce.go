@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"github.com/rllm-org/rllm-go/internal/anyval"
 	"math"
 	"reflect"
 	"strconv"
@@ -153,59 +154,8 @@ func toFloat(v any) (any, string) {
 	return f, ""
 }
 
-func asList(v any) ([]any, bool) {
-	switch x := v.(type) {
-	case []any:
-		return x, true
-	case []string:
-		out := make([]any, len(x))
-		for i, s := range x {
-			out[i] = s
-		}
-		return out, true
-	case []float64:
-		out := make([]any, len(x))
-		for i, s := range x {
-			out[i] = s
-		}
-		return out, true
-	}
-	rv := reflect.ValueOf(v)
-	if rv.Kind() == reflect.Slice {
-		out := make([]any, rv.Len())
-		for i := range out {
-			out[i] = rv.Index(i).Interface()
-		}
-		return out, true
-	}
-	return nil, false
-}
-
-func asMap(v any) (map[string]any, bool) {
-	switch x := v.(type) {
-	case map[string]any:
-		return x, true
-	case map[string]string:
-		out := make(map[string]any, len(x))
-		for k, s := range x {
-			out[k] = s
-		}
-		return out, true
-	}
-	return nil, false
-}
+func asList(v any) ([]any, bool)         { return anyval.Slice(v) }
+func asMap(v any) (map[string]any, bool) { return anyval.Map(v) }
 
 // show renders a value for an error message, with its kind.
-func show(v any) string {
-	switch x := v.(type) {
-	case string:
-		return strconv.Quote(x)
-	case []any:
-		return "a list"
-	case map[string]any:
-		return "a mapping"
-	case float64:
-		return strconv.FormatFloat(x, 'g', -1, 64)
-	}
-	return fmt.Sprint(v)
-}
+func show(v any) string { return anyval.Show(v) }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/rllm-org/rllm-go/internal/anyval"
 	"math"
 	"reflect"
 	"sort"
@@ -284,61 +285,6 @@ func number(raw any) (float64, bool) {
 	return 0, false
 }
 
-// asList accepts any slice, and "a,b,c" text from --set.
-func asList(raw any) ([]any, bool) {
-	switch x := raw.(type) {
-	case []any:
-		return x, true
-	case string:
-		parts := strings.Split(x, ",")
-		out := make([]any, 0, len(parts))
-		for _, p := range parts {
-			if p = strings.TrimSpace(p); p != "" {
-				out = append(out, p)
-			}
-		}
-		return out, true
-	}
-	rv := reflect.ValueOf(raw)
-	if rv.Kind() != reflect.Slice {
-		return nil, false
-	}
-	out := make([]any, rv.Len())
-	for i := range out {
-		out[i] = rv.Index(i).Interface()
-	}
-	return out, true
-}
-
-func asMap(raw any) (map[string]any, bool) {
-	switch x := raw.(type) {
-	case map[string]any:
-		return x, true
-	case map[string]string:
-		out := make(map[string]any, len(x))
-		for k, s := range x {
-			out[k] = s
-		}
-		return out, true
-	}
-	return nil, false
-}
-
-// show renders a value for an error message.
-func show(v any) string {
-	switch x := v.(type) {
-	case string:
-		return strconv.Quote(x)
-	case []any:
-		return "a list"
-	case map[string]any:
-		return "a mapping"
-	case float64:
-		return strconv.FormatFloat(x, 'g', -1, 64)
-	}
-	return fmt.Sprint(v)
-}
-
 func article(t string) string {
 	if t == "int" || t == "any" {
 		return "an"
@@ -469,3 +415,22 @@ func argName(f reflect.StructField) string {
 	}
 	return name
 }
+
+func asList(raw any) ([]any, bool) {
+	if x, ok := raw.(string); ok { // "a, b" on a command line
+		parts := strings.Split(x, ",")
+		out := make([]any, 0, len(parts))
+		for _, p := range parts {
+			if p = strings.TrimSpace(p); p != "" {
+				out = append(out, p)
+			}
+		}
+		return out, true
+	}
+	return anyval.Slice(raw)
+}
+
+func asMap(raw any) (map[string]any, bool) { return anyval.Map(raw) }
+
+// show renders a value for an error message.
+func show(v any) string { return anyval.Show(v) }
