@@ -1,6 +1,7 @@
 package config
 
 import (
+	"github.com/rllm-org/rllm-go/internal/suggest"
 	"reflect"
 	"sort"
 	"strings"
@@ -144,10 +145,10 @@ func (s *schemaInfo) known() []string {
 
 // suggest returns the known key closest to an unknown one, or "".
 func (s *schemaInfo) suggest(key string) string {
-	best, bestDist := "", len(key)/2+2
+	best, bestDist := "", suggest.Near(len(key))+1
 	last := key[strings.LastIndexByte(key, '.')+1:]
 	for _, k := range s.known() {
-		d := editDistance(key, k)
+		d := suggest.Distance(key, k)
 		// A right leaf name under the wrong section is a common slip.
 		if strings.HasSuffix(k, "."+last) && d > 1 {
 			d = min(d, 2)
@@ -157,24 +158,4 @@ func (s *schemaInfo) suggest(key string) string {
 		}
 	}
 	return best
-}
-
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }

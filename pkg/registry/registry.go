@@ -7,6 +7,7 @@ package registry
 
 import (
 	"fmt"
+	"github.com/rllm-org/rllm-go/internal/suggest"
 	"sort"
 	"strings"
 	"sync"
@@ -205,12 +206,12 @@ func (r *Registry[T]) Resolve(name, keyPrefix string, args map[string]any) (Entr
 func Suggest(name string, candidates []string) string {
 	best, bestDist := "", -1
 	for _, c := range candidates {
-		d := editDistance(strings.ToLower(name), strings.ToLower(c))
+		d := suggest.Distance(strings.ToLower(name), strings.ToLower(c))
 		if bestDist < 0 || d < bestDist {
 			best, bestDist = c, d
 		}
 	}
-	limit := len(name)/3 + 1
+	limit := suggest.Near(len(name))
 	if bestDist < 0 || bestDist > limit {
 		// A prefix or substring match still deserves a hint
 		// ("frozen" for "frozenlake").
@@ -222,25 +223,4 @@ func Suggest(name string, candidates []string) string {
 		return ""
 	}
 	return best
-}
-
-func editDistance(a, b string) int {
-	ra, rb := []rune(a), []rune(b)
-	prev := make([]int, len(rb)+1)
-	cur := make([]int, len(rb)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(ra); i++ {
-		cur[0] = i
-		for j := 1; j <= len(rb); j++ {
-			cost := 1
-			if ra[i-1] == rb[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(rb)]
 }
