@@ -145,8 +145,10 @@ func (s *schemaInfo) known() []string {
 
 // suggest returns the known key closest to an unknown one, or "".
 func (s *schemaInfo) suggest(key string) string {
-	best, bestDist := "", suggest.Near(len(key))+1
 	last := key[strings.LastIndexByte(key, '.')+1:]
+	// Closeness is judged on the leaf's length: a short leaf ("d_ff")
+	// must not borrow the slack of a long section path.
+	best, bestDist := "", suggest.Near(len(last))+1
 	for _, k := range s.known() {
 		d := suggest.Distance(key, k)
 		// A right leaf name under the wrong section is a common slip.
