@@ -53,17 +53,21 @@ type Step struct {
 	Logprobs    []float64 `json:"logprobs,omitempty"`  // one per response token
 	LossMask    []int8    `json:"loss_mask,omitempty"` // one per response token: 1 model token, 0 env/tool/user token
 
-	ChatCompletions []Message      `json:"chat_completions,omitempty"` // the messages so far, this turn's reply included
-	Observation     any            `json:"observation,omitempty"`
-	Thought         string         `json:"thought,omitempty"`
-	Action          Action         `json:"action"`
-	ModelResponse   string         `json:"model_response,omitempty"`
-	FinishReason    string         `json:"finish_reason,omitempty"` // stop, length, tool_calls, abort, error
-	Reward          float64        `json:"reward"`
-	Done            bool           `json:"done"`
-	Info            map[string]any `json:"info,omitempty"`
-	MCReturn        float64        `json:"mc_return"`
-	Advantage       float64        `json:"advantage"`
+	ChatCompletions []Message `json:"chat_completions,omitempty"` // the messages so far, this turn's reply included
+	Observation     any       `json:"observation,omitempty"`
+	Thought         string    `json:"thought,omitempty"`
+	Action          Action    `json:"action"`
+	ModelResponse   string    `json:"model_response,omitempty"`
+	FinishReason    string    `json:"finish_reason,omitempty"` // stop, length, tool_calls, abort, error
+	// WeightVersion names the policy weights the reply was sampled with
+	// (the server's weight version, or the model name of a versioned
+	// adapter), so stale samples can be told apart.
+	WeightVersion string         `json:"weight_version,omitempty"`
+	Reward        float64        `json:"reward"`
+	Done          bool           `json:"done"`
+	Info          map[string]any `json:"info,omitempty"`
+	MCReturn      float64        `json:"mc_return"`
+	Advantage     float64        `json:"advantage"`
 }
 
 // Trajectory is the sequence of steps one agent (one role) took in an

@@ -101,6 +101,7 @@ type leanChatResponse struct {
 	Model          string           `json:"model"`
 	Choices        []leanChatChoice `json:"choices"`
 	PromptTokenIDs []int            `json:"prompt_token_ids"`
+	Metadata       *Metadata        `json:"metadata"`
 }
 
 type leanChatChoice struct {
@@ -142,7 +143,7 @@ func (rules responseRules) chat(r *leanChatResponse) (sampler.Response, error) {
 	if c.Message == nil {
 		return sampler.Response{}, invalidf("choice 0 has no message")
 	}
-	out := sampler.Response{Model: r.Model, ToolCalls: c.Message.ToolCalls, FinishReason: c.FinishReason}
+	out := sampler.Response{Model: r.Model, WeightVersion: r.Metadata.weightVersion(), ToolCalls: c.Message.ToolCalls, FinishReason: c.FinishReason}
 	if c.Message.Content != nil {
 		out.Text = *c.Message.Content
 	}
@@ -180,7 +181,7 @@ func (rules responseRules) completion(r *CompletionResponse) (sampler.Response, 
 	if c.Text == nil {
 		return sampler.Response{}, invalidf("choice 0 has no text")
 	}
-	out := sampler.Response{Model: r.Model, Text: *c.Text, FinishReason: c.FinishReason}
+	out := sampler.Response{Model: r.Model, WeightVersion: r.Metadata.weightVersion(), Text: *c.Text, FinishReason: c.FinishReason}
 	out.StopReason = string(c.StopReason)
 	if out.StopReason == "" {
 		out.StopReason = string(c.MatchedStop)

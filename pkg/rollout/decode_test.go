@@ -150,3 +150,17 @@ func FuzzErrorMessage(f *testing.F) {
 	f.Add([]byte(`{"error":{"message":"m"}}`))
 	f.Fuzz(func(t *testing.T, body []byte) { errorMessage(body) })
 }
+
+// The weight version SGLang (and rllm serve) put in the response metadata
+// reaches the sampler's response, so episodes can record it.
+func TestDecodeWeightVersion(t *testing.T) {
+	chat := `{"model":"policy","prompt_token_ids":[1],"metadata":{"weight_version":"12"},"choices":[{"message":{"content":"x"},"logprobs":{"content":[{"token":"x","logprob":-1}]},"finish_reason":"stop","token_ids":[3]}]}`
+	r, err := decodeChat(strings.NewReader(chat), responseRules{})
+	if err != nil || r.WeightVersion != "12" || r.Model != "policy" {
+		t.Errorf("chat: %+v %v", r, err)
+	}
+	r, err = decodeChat(strings.NewReader(`{"prompt_token_ids":[1],"choices":[{"message":{"content":"x"},"logprobs":{"content":[{"token":"x","logprob":-1}]},"finish_reason":"stop","token_ids":[3]}]}`), responseRules{})
+	if err != nil || r.WeightVersion != "" {
+		t.Errorf("without metadata: %+v %v", r, err)
+	}
+}

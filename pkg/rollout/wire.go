@@ -95,6 +95,20 @@ type ChatResponse struct {
 	Choices        []ChatChoice `json:"choices"`
 	Usage          Usage        `json:"usage"`
 	PromptTokenIDs []int        `json:"prompt_token_ids"`
+	Metadata       *Metadata    `json:"metadata,omitempty"`
+}
+
+// Metadata is SGLang's response metadata (rllm serve sends it too):
+// weight_version names the weights that answered.
+type Metadata struct {
+	WeightVersion string `json:"weight_version,omitempty"`
+}
+
+func (m *Metadata) weightVersion() string {
+	if m == nil {
+		return ""
+	}
+	return m.WeightVersion
 }
 
 // ChatChoice is one choice of a chat answer. StopReason is vLLM's
@@ -141,12 +155,13 @@ type TopLogprob struct {
 
 // CompletionResponse is a /v1/completions answer.
 type CompletionResponse struct {
-	ID      string             `json:"id"`
-	Object  string             `json:"object"`
-	Created int64              `json:"created"`
-	Model   string             `json:"model"`
-	Choices []CompletionChoice `json:"choices"`
-	Usage   Usage              `json:"usage"`
+	ID       string             `json:"id"`
+	Object   string             `json:"object"`
+	Created  int64              `json:"created"`
+	Model    string             `json:"model"`
+	Choices  []CompletionChoice `json:"choices"`
+	Usage    Usage              `json:"usage"`
+	Metadata *Metadata          `json:"metadata,omitempty"`
 }
 
 // CompletionChoice is one choice of a completions answer; vLLM puts the

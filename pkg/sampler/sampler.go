@@ -83,6 +83,9 @@ type Response struct {
 	// end-of-sequence.
 	StopReason string `json:"stop_reason,omitempty"`
 	// Model names the weights that produced the reply (e.g. "policy-v12"),
-	// so a trainer can tell how stale a sample is.
-	Model string `json:"model,omitempty"`
+	// so a trainer can tell how stale a sample is; WeightVersion is the
+	// server's weight version (SGLang's metadata.weight_version, the
+	// trainer's step for the embedded policy).
+	Model         string `json:"model,omitempty"`
+	WeightVersion string `json:"weight_version,omitempty"`
 }

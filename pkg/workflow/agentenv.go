@@ -281,6 +281,10 @@ func recordSample(st *episode.Step, resp sampler.Response) {
 	st.ResponseIDs = resp.CompletionIDs
 	st.Logprobs = resp.Logprobs
 	st.FinishReason = resp.FinishReason
+	st.WeightVersion = resp.WeightVersion
+	if st.WeightVersion == "" {
+		st.WeightVersion = resp.Model
+	}
 	if len(resp.CompletionIDs) > 0 {
 		st.LossMask = make([]int8, len(resp.CompletionIDs))
 		for i := range st.LossMask {

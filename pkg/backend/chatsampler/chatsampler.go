@@ -157,6 +157,7 @@ func (c *Sampler) Sample(ctx context.Context, req sampler.Request) (sampler.Resp
 		Logprobs:      seq.Logprobs,
 		FinishReason:  seq.StopReason,
 		Model:         snap.Name(),
+		WeightVersion: strconv.Itoa(snap.Version()),
 	}
 	if err := c.fillText(&out, seq, req.Params); err != nil {
 		return sampler.Response{}, err

@@ -2,6 +2,7 @@ package local
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -70,6 +71,7 @@ func (c *ChatSampler) Sample(ctx context.Context, req sampler.Request) (sampler.
 		FinishReason:  seq.StopReason,
 		StopReason:    seq.MatchedStop,
 		Model:         snap.Name(),
+		WeightVersion: strconv.Itoa(snap.Version()),
 	}, nil
 }
 
