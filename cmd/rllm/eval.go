@@ -104,6 +104,9 @@ type evalReport struct {
 	SkippedLong int          `json:"skipped_long_prompts,omitempty"`
 	Client      *clientStats `json:"client,omitempty"`
 	EpisodesOut string       `json:"episodes_file,omitempty"`
+	// Interrupted marks a partial report: the run was stopped (Ctrl-C)
+	// and these figures cover the episodes that finished.
+	Interrupted bool `json:"interrupted,omitempty"`
 }
 
 // clientStats are the server client's counters: a run that completes
@@ -252,20 +255,12 @@ func runEval(ctx context.Context, a *App, opts *evalOptions) error {
 			return err
 		}
 	}
-	if runErr != nil {
-		where := ""
-		if out != nil {
-			where = "; they are in " + opts.episodes
-		}
-		return fmt.Errorf("interrupted after %d of %d episodes%s: %w", done, total, where, runErr)
-	}
-
 	sum := agg.Summary()
 	vk := c.Rollout.ValKwargs
 	sum.Seconds = elapsed.Seconds()
 	rep := evalReport{EvalSummary: sum, Model: pol.model, Sampler: pol.kind, Data: opts.data,
 		Temperature: vk.Temperature, TopP: vk.TopP, TopK: vk.TopK, EpisodesOut: opts.episodes,
-		Failed: failed, SkippedLong: skipped}
+		Failed: failed, SkippedLong: skipped, Interrupted: runErr != nil}
 	if pol.client != nil {
 		st := pol.client.Stats()
 		rep.Client = &clientStats{Requests: st.Requests, Retries: st.Retries, Failures: st.Failures}
@@ -278,6 +273,14 @@ func runEval(ctx context.Context, a *App, opts *evalOptions) error {
 		}
 	} else if err := writeEvalTable(a.Stdout, &rep); err != nil {
 		return err
+	}
+	if runErr != nil {
+		// The partial report above covers what finished.
+		where := ""
+		if out != nil {
+			where = "; they are in " + opts.episodes
+		}
+		return fmt.Errorf("interrupted after %d of %d episodes%s: %w", done, total, where, runErr)
 	}
 	switch {
 	case rep.Failed > 0 && rep.Failed == done:
@@ -396,6 +399,9 @@ func checkEpisodesPath(path string, data, configs []string, force bool) error {
 }
 
 func writeEvalTable(w io.Writer, r *evalReport) error {
+	if r.Interrupted {
+		fmt.Fprintf(w, "partial   interrupted: the figures below cover the %s that finished\n", plural(r.Episodes, "episode"))
+	}
 	fmt.Fprintf(w, "model     %s (%s)\n", r.Model, r.Sampler)
 	fmt.Fprintf(w, "data      %s: %s × %s = %s\n", strings.Join(r.Data, ", "), plural(r.Tasks, "task"), plural(r.K, "attempt"), plural(r.Episodes, "episode"))
 	fmt.Fprintf(w, "sampling  temperature %g, top_p %g, top_k %d\n\n", r.Temperature, r.TopP, r.TopK)

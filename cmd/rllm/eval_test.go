@@ -308,10 +308,14 @@ func TestEvalInterrupted(t *testing.T) {
 	}})
 	defer srv.Close()
 	epsPath := filepath.Join(t.TempDir(), "eps.jsonl")
-	var stderr bytes.Buffer
+	var stderr, stdout bytes.Buffer
 	opts := &evalOptions{data: []string{writeEvalTasks(t)}, n: 1, output: "text", episodes: epsPath,
 		args: append(serverArgs(srv.URL), "workflow.n_parallel_tasks=1")}
-	err := runEval(ctx, testApp(&bytes.Buffer{}, &stderr), opts)
+	err := runEval(ctx, testApp(&stdout, &stderr), opts)
+	// The report of what finished is still printed, marked partial.
+	if !strings.Contains(stdout.String(), "partial   interrupted: the figures below cover the 2 episodes that finished") {
+		t.Errorf("no partial report:\n%s", stdout.String())
+	}
 	if !errors.Is(err, context.Canceled) || exitCode(ctx, err) != exitInterrupted {
 		t.Fatalf("error %v (exit %d), want an interruption with exit 130", err, exitCode(ctx, err))
 	}
