@@ -13,9 +13,9 @@ import (
 
 // trainStep is one step of the loop, as the Tinker cookbook's rl/train.py
 // reads: sample groups → score → filter → advantages → datums → train
-// step (the loop then publishes the new weights). It returns the step's metrics (rLLM's names). The
-// dataloader only moves on when the step completes, so an interrupted
-// step is redone, batch and all, on resume.
+// step; the loop then publishes the new weights. It returns the step's
+// metrics (rLLM's names). The dataloader only moves on when the step
+// completes, so an interrupted step is redone, batch and all, on resume.
 func (t *Trainer) trainStep(ctx context.Context) (map[string]float64, error) {
 	clock := newStopwatch(t.now)
 	before := t.loader.State()
@@ -32,33 +32,52 @@ func (t *Trainer) trainStep(ctx context.Context) (map[string]float64, error) {
 }
 
 func (t *Trainer) runStep(ctx context.Context, tasks []episode.Task, clock *stopwatch) (map[string]float64, error) {
-	groups, eng, err := t.sampleGroups(ctx, tasks)
+	groups, m, err := t.sampleGroups(ctx, tasks)
 	if err != nil {
 		return nil, err
 	}
-	m := episodeMetrics(groups)
-	em := eng.Metrics()
-	m["rollout/retries"], m["rollout/episodes"] = float64(em.Retries), float64(em.Episodes)
-	m["rollout/errors"], m["rollout/response_tokens"] = float64(em.Errors+em.Timeouts), float64(em.ResponseTokens)
 	m["timing_s/gen"] = clock.lap().Seconds()
-
-	ast, err := assemble(groups, t.plan.Assemble)
-	if err != nil {
+	if err := score(groups, t.plan.Assemble, m); err != nil {
 		return nil, err
 	}
-	m["batch/token_mismatch"] = float64(ast.TokenMismatches)
-	m["batch/truncated_dropped"] = float64(ast.TruncatedDropped)
-
 	groups, skip, err := t.filter(groups, m)
 	if err != nil {
 		return nil, err
 	}
-	if !skip && t.ref != nil {
-		clock.lap()
+	if !skip {
+		if groups, err = t.advantages(ctx, groups, m); err != nil {
+			return nil, err
+		}
+	}
+	m["timing_s/adv"] = clock.lap().Seconds()
+	if err := t.trainOn(ctx, groups, skip, m); err != nil {
+		return nil, err
+	}
+	m["timing_s/update_actor"] = clock.lap().Seconds()
+	return m, nil
+}
+
+// score lays the episodes out as training samples with their rewards,
+// length limits and token checks (rollout.Assemble).
+func score(groups []Group, opts rollout.AssembleOptions, m map[string]float64) error {
+	ast, err := assemble(groups, opts)
+	if err != nil {
+		return err
+	}
+	m["batch/token_mismatch"] = float64(ast.TokenMismatches)
+	m["batch/truncated_dropped"] = float64(ast.TruncatedDropped)
+	return nil
+}
+
+// advantages folds in the reference policy's KL when asked, runs the
+// estimators and drops the groups left without signal.
+func (t *Trainer) advantages(ctx context.Context, groups []Group, m map[string]float64) ([]Group, error) {
+	if t.ref != nil {
+		start := t.now()
 		if err := referenceLogprobs(ctx, t.ref, miniBatches(groups, t.plan.Update.MiniBatchTasks)); err != nil {
 			return nil, fmt.Errorf("reference logprobs: %w", err)
 		}
-		m["timing_s/ref"] = clock.lap().Seconds()
+		m["timing_s/ref"] = t.now().Sub(start).Seconds()
 		if beta := t.plan.Reference.RewardKLCoef; beta != 0 {
 			kl, err := klInReward(samples(groups), beta, t.plan.Reference.RewardKLType)
 			if err != nil {
@@ -67,40 +86,42 @@ func (t *Trainer) runStep(ctx context.Context, tasks []episode.Task, clock *stop
 			m["actor/reward_kl_penalty"], m["actor/reward_kl_penalty_coeff"] = kl, beta
 		}
 	}
-	if !skip {
-		if err := computeAdvantages(groups, &t.plan.Advantage, &t.ws); err != nil {
+	if err := computeAdvantages(groups, &t.plan.Advantage, &t.ws); err != nil {
+		return nil, err
+	}
+	if t.plan.Filters.DropZeroAdvantage {
+		var dropped int
+		var err error
+		if groups, dropped, err = dropZeroAdvantage(groups, &t.ws); err != nil {
 			return nil, err
 		}
-		if t.plan.Filters.DropZeroAdvantage {
-			var dropped int
-			if groups, dropped, err = dropZeroAdvantage(groups, &t.ws); err != nil {
-				return nil, err
-			}
-			m["batch/uniform_groups_dropped"] = float64(dropped)
-		}
-		merge(m, advantageMetrics(groups))
+		m["batch/uniform_groups_dropped"] = float64(dropped)
 	}
-	m["timing_s/adv"] = clock.lap().Seconds()
+	merge(m, advantageMetrics(groups))
+	return groups, nil
+}
 
+// trainOn turns the groups into mini-batches of datums and runs the
+// update on the backend (nothing when the filters left no signal).
+func (t *Trainer) trainOn(ctx context.Context, groups []Group, skip bool, m map[string]float64) error {
 	mini := miniBatches(groups, t.plan.Update.MiniBatchTasks)
 	adam := t.plan.Adam(t.step, t.totalSteps)
 	m["actor/lr"] = adam.LearningRate
 	if skip || len(mini) == 0 {
 		m["batch/skipped"] = 1
-	} else {
-		st, err := update(ctx, t.be, &t.plan.Update, mini, adam)
-		if err != nil {
-			return nil, err
-		}
-		merge(m, updateMetrics(st))
+		return nil
 	}
-	m["timing_s/update_actor"] = clock.lap().Seconds()
-	return m, nil
+	st, err := update(ctx, t.be, &t.plan.Update, mini, adam)
+	if err != nil {
+		return err
+	}
+	merge(m, updateMetrics(st))
+	return nil
 }
 
 // sampleGroups runs rollout.n episodes of every task on the newest
-// weights and groups them by task.
-func (t *Trainer) sampleGroups(ctx context.Context, tasks []episode.Task) ([]Group, *rollout.Engine, error) {
+// weights, groups them by task and returns the episode metrics.
+func (t *Trainer) sampleGroups(ctx context.Context, tasks []episode.Task) ([]Group, map[string]float64, error) {
 	onEvent, done := t.phase("rollout", len(tasks)*t.plan.Train.N)
 	defer done()
 	eng, err := rollout.NewRunner(t.plan.Workflow, t.chat, t.plan.Train.Params, t.plan.Train.N, t.runnerFor(phaseTrain), onEvent)
@@ -112,7 +133,14 @@ func (t *Trainer) sampleGroups(ctx context.Context, tasks []episode.Task) ([]Gro
 		return nil, nil, err
 	}
 	groups, err := groupEpisodes(eps, t.plan.Train.N)
-	return groups, eng, err
+	if err != nil {
+		return nil, nil, err
+	}
+	m := episodeMetrics(groups)
+	em := eng.Metrics()
+	m["rollout/retries"], m["rollout/episodes"] = float64(em.Retries), float64(em.Episodes)
+	m["rollout/errors"], m["rollout/response_tokens"] = float64(em.Errors+em.Timeouts), float64(em.ResponseTokens)
+	return groups, m, nil
 }
 
 // filter applies rejection sampling (keeping at most data.train_batch_size
