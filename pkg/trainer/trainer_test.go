@@ -689,43 +689,26 @@ func TestPromptsThatDoNotFitAreRefused(t *testing.T) {
 // Skipping the first mini-batch's forward pass (on-policy rollouts from
 // the backend's own sampler) gives the update the forward pass would.
 func TestOnPolicyFirstMatchesForward(t *testing.T) {
-	ctx := context.Background()
-	after := func(skip bool) []float64 {
-		c := smallConfig(t, "actor.optim.lr=0.01")
-		tr, err := New(ctx, c, Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer tr.Close()
-		tok := local.Tokenizer{}
-		prompt := tok.ChatTemplate([]episode.Message{{Role: "user", Content: "3+4="}}, true)
-		var mb []*Sample
-		var datums []backend.Datum
-		for i, reply := range []string{"7", "8"} {
-			s := &Sample{Sequence: rollout.Sequence{PromptIDs: prompt, ResponseIDs: append(tok.Encode(reply, false), local.TokenImEnd), LossMask: []int8{1, 1}}}
-			s.Advantage = float64(1 - 2*i)
-			mb, datums = append(mb, s), append(datums, datumOf(&s.Sequence))
-		}
-		out, err := tr.be.Forward(ctx, datums, backend.Loss{Name: backend.LossCrossEntropy}).Result(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for i, s := range mb {
-			s.Logprobs = out.LossFnOutputs[i].Logprobs[len(prompt)-1:]
+	after := func(skip bool) [][]float64 {
+		tr := newTestTrainer(t, "actor.optim.lr=0.01")
+		mb, datums, _ := handBatch("3+4=", []string{"7", "8"}, []float64{1, -1})
+		for i, lp := range responseLogprobs(t, tr, mb, datums) {
+			mb[i].Logprobs = lp
 		}
 		up := tr.plan.Update
 		up.Epochs, up.OnPolicyFirst = 1, skip
-		st, err := update(ctx, tr.be, &up, [][]*Sample{mb}, tr.plan.Adam(0, 10))
+		st, err := update(context.Background(), tr.be, &up, [][]*Sample{mb}, tr.plan.Adam(0, 10))
 		if err != nil || !st.HasEntropy {
 			t.Fatalf("update: %+v %v", st, err)
 		}
-		out, _ = tr.be.Forward(ctx, datums, backend.Loss{Name: backend.LossCrossEntropy}).Result(ctx)
-		return append(out.LossFnOutputs[0].Logprobs, out.LossFnOutputs[1].Logprobs...)
+		return responseLogprobs(t, tr, mb, datums)
 	}
 	a, b := after(true), after(false)
 	for i := range a {
-		if math.Abs(a[i]-b[i]) > 1e-5 {
-			t.Fatalf("logprob %d after the update: %g skipping the forward, %g with it", i, a[i], b[i])
+		for j := range a[i] {
+			if math.Abs(a[i][j]-b[i][j]) > 1e-5 {
+				t.Fatalf("logprob %d/%d after the update: %g skipping the forward, %g with it", i, j, a[i][j], b[i][j])
+			}
 		}
 	}
 }
@@ -733,35 +716,16 @@ func TestOnPolicyFirstMatchesForward(t *testing.T) {
 // importance_sampling sent by name (the aggregation folded into the
 // advantages) moves the weights exactly as the client-side loss does.
 func TestBuiltinImportanceSamplingMatchesClientSide(t *testing.T) {
-	ctx := context.Background()
-	after := func(builtin bool) []float64 {
-		c := smallConfig(t, "actor.optim.lr=0.01", "actor.policy_loss=importance_sampling", "actor.loss_agg_mode=seq-mean-token-mean")
-		tr, err := New(ctx, c, Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer tr.Close()
+	after := func(builtin bool) [][]float64 {
+		tr := newTestTrainer(t, "actor.optim.lr=0.01", "actor.policy_loss=importance_sampling", "actor.loss_agg_mode=seq-mean-token-mean")
 		if tr.plan.Update.Builtin != backend.LossImportanceSampling {
 			t.Fatalf("the plan runs importance_sampling as %q", tr.plan.Update.Builtin)
 		}
-		tok := local.Tokenizer{}
-		prompt := tok.ChatTemplate([]episode.Message{{Role: "user", Content: "5+2="}}, true)
-		var mb []*Sample
-		var datums []backend.Datum
-		for i, reply := range []string{"7", "12"} {
-			s := &Sample{Sequence: rollout.Sequence{PromptIDs: prompt, ResponseIDs: append(tok.Encode(reply, false), local.TokenImEnd)}}
-			s.LossMask = make([]int8, len(s.ResponseIDs))
-			for j := range s.LossMask {
-				s.LossMask[j] = 1
-			}
-			s.Advantage = float64(1 - 2*i)
-			mb, datums = append(mb, s), append(datums, datumOf(&s.Sequence))
-		}
-		out, _ := tr.be.Forward(ctx, datums, backend.Loss{Name: backend.LossCrossEntropy}).Result(ctx)
-		for i, s := range mb {
-			// Off-policy by a little, so the ratios are not 1.
-			for _, lp := range out.LossFnOutputs[i].Logprobs[len(prompt)-1:] {
-				s.Logprobs = append(s.Logprobs, lp-0.05*float64(i+1))
+		mb, datums, _ := handBatch("5+2=", []string{"7", "12"}, []float64{1, -1})
+		for i, lps := range responseLogprobs(t, tr, mb, datums) {
+			for _, lp := range lps {
+				// Off-policy by a little, so the ratios are not 1.
+				mb[i].Logprobs = append(mb[i].Logprobs, lp-0.05*float64(i+1))
 			}
 		}
 		up := tr.plan.Update
@@ -769,16 +733,63 @@ func TestBuiltinImportanceSamplingMatchesClientSide(t *testing.T) {
 		if !builtin {
 			up.Builtin = ""
 		}
-		if _, err := update(ctx, tr.be, &up, [][]*Sample{mb}, tr.plan.Adam(0, 10)); err != nil {
+		if _, err := update(context.Background(), tr.be, &up, [][]*Sample{mb}, tr.plan.Adam(0, 10)); err != nil {
 			t.Fatal(err)
 		}
-		out, _ = tr.be.Forward(ctx, datums, backend.Loss{Name: backend.LossCrossEntropy}).Result(ctx)
-		return append(out.LossFnOutputs[0].Logprobs, out.LossFnOutputs[1].Logprobs...)
+		return responseLogprobs(t, tr, mb, datums)
 	}
 	a, b := after(true), after(false)
 	for i := range a {
-		if math.Abs(a[i]-b[i]) > 1e-5 {
-			t.Fatalf("logprob %d after the update: built-in %g, client side %g", i, a[i], b[i])
+		for j := range a[i] {
+			if math.Abs(a[i][j]-b[i][j]) > 1e-5 {
+				t.Fatalf("logprob %d/%d after the update: built-in %g, client side %g", i, j, a[i][j], b[i][j])
+			}
 		}
 	}
+}
+
+// newTestTrainer builds a trainer on smallConfig with sets, closed at the
+// end of the test.
+func newTestTrainer(t *testing.T, sets ...string) *Trainer {
+	t.Helper()
+	tr, err := New(context.Background(), smallConfig(t, sets...), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tr.Close() })
+	return tr
+}
+
+// handBatch writes one mini-batch by hand: each reply (then <|im_end|>)
+// to question, with the given advantage and every response token
+// trained; datums are the samples' datums in order.
+func handBatch(question string, replies []string, adv []float64) (mb []*Sample, datums []backend.Datum, prompt []int) {
+	tok := local.Tokenizer{}
+	prompt = tok.ChatTemplate([]episode.Message{{Role: "user", Content: question}}, true)
+	for i, reply := range replies {
+		ids := append(tok.Encode(reply, false), local.TokenImEnd)
+		s := &Sample{Sequence: rollout.Sequence{PromptIDs: prompt, ResponseIDs: ids, LossMask: make([]int8, len(ids))}}
+		for j := range s.LossMask {
+			s.LossMask[j] = 1
+		}
+		s.Advantage = adv[i]
+		mb, datums = append(mb, s), append(datums, datumOf(&s.Sequence))
+	}
+	return mb, datums, prompt
+}
+
+// responseLogprobs is the trainer's current logprob of every response
+// token of mb, in order.
+func responseLogprobs(t *testing.T, tr *Trainer, mb []*Sample, datums []backend.Datum) [][]float64 {
+	t.Helper()
+	out, err := tr.be.Forward(context.Background(), datums, backend.Loss{Name: backend.LossCrossEntropy}).Result(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	lps := make([][]float64, len(mb))
+	for i, s := range mb {
+		p := len(s.PromptIDs) - 1
+		lps[i] = out.LossFnOutputs[i].Logprobs[p : p+len(s.ResponseIDs)]
+	}
+	return lps
 }
