@@ -25,6 +25,9 @@ type endpoint struct {
 	nextProbe atomic.Int64 // unix nanoseconds
 	probing   atomic.Bool
 	maxLen    atomic.Int64 // max_model_len from /v1/models
+	// retired endpoints are never picked again: their weights are stale
+	// (the trainer could not publish to them), whatever their health.
+	retired atomic.Bool
 }
 
 func (e *endpoint) succeeded() { e.streak.Store(0) }
@@ -55,6 +58,9 @@ func (c *Client) pick(avoid *endpoint) *endpoint {
 	var best, fallback *endpoint
 	for i := range eps {
 		ep := eps[(start+i)%len(eps)]
+		if ep.retired.Load() {
+			continue
+		}
 		if ep.ejected.Load() {
 			c.maybeProbe(ep)
 			if fallback == nil || ep.inflight.Load() < fallback.inflight.Load() {
@@ -72,10 +78,28 @@ func (c *Client) pick(avoid *endpoint) *endpoint {
 	switch {
 	case best != nil:
 		return best
-	case avoid != nil && !avoid.ejected.Load():
+	case avoid != nil && !avoid.ejected.Load() && !avoid.retired.Load():
 		return avoid
+	case fallback == nil:
+		// Only retired endpoints are left; a request to one fails
+		// visibly rather than not being sent.
+		return eps[start%len(eps)]
 	}
 	return fallback
+}
+
+// Retire stops sending requests to the endpoint at url for good (the
+// trainer could not publish new weights to it). It reports whether url is
+// one of the client's endpoints.
+func (c *Client) Retire(url string) bool {
+	url = strings.TrimRight(url, "/")
+	for _, ep := range c.endpoints {
+		if strings.TrimRight(ep.url, "/") == url {
+			ep.retired.Store(true)
+			return true
+		}
+	}
+	return false
 }
 
 // maybeProbe starts one /health probe of an ejected endpoint when its

@@ -44,6 +44,9 @@ type PublisherOptions struct {
 	Timeout time.Duration
 	// Warn receives one line when an endpoint is dropped.
 	Warn func(msg string)
+	// OnDrop is called with the URL of each endpoint dropped, so the
+	// rollout client stops sampling from its stale weights.
+	OnDrop func(url string)
 	// HTTP is the client; nil builds one that refuses redirects.
 	HTTP *http.Client
 }
@@ -173,6 +176,9 @@ func (p *WeightPublisher) drop(ep string, err error) {
 	}
 	left := len(p.live)
 	p.mu.Unlock()
+	if p.opts.OnDrop != nil {
+		p.opts.OnDrop(ep)
+	}
 	if p.opts.Warn != nil {
 		p.opts.Warn(fmt.Sprintf("dropping inference endpoint %s: %v; %d left", ep, err, left))
 	}

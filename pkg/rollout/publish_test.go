@@ -8,6 +8,10 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/rllm-org/rllm-go/internal/fakevllm"
+	"github.com/rllm-org/rllm-go/pkg/episode"
+	"github.com/rllm-org/rllm-go/pkg/sampler"
 )
 
 // updateServer is an SGLang-style server: it records update bodies and
@@ -104,5 +108,31 @@ func TestPublishVLLMLoRA(t *testing.T) {
 	want := []string{"/v1/load_lora_adapter", "/v1/load_lora_adapter", "/v1/load_lora_adapter", "/v1/unload_lora_adapter"}
 	if strings.Join(s.paths, " ") != strings.Join(want, " ") || s.bodies[3]["lora_name"] != "policy-v1" || s.bodies[2]["lora_name"] != "policy-v3" {
 		t.Errorf("calls %v %v", s.paths, s.bodies)
+	}
+}
+
+// An endpoint the publisher drops is retired from the rollout client: its
+// weights are stale, so no request goes to it again even when it answers.
+func TestDroppedEndpointIsRetired(t *testing.T) {
+	a, b := fakevllm.New(fakevllm.Config{}), fakevllm.New(fakevllm.Config{})
+	defer a.Close()
+	defer b.Close()
+	c, err := NewClient(Options{Endpoints: []string{a.URL, b.URL}, Model: a.Model()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if !c.Retire(a.URL+"/") || c.Retire("http://elsewhere:1") {
+		t.Fatal("Retire did not match the endpoints")
+	}
+	for range 6 {
+		if _, err := c.Sample(context.Background(), sampler.Request{Messages: []episode.Message{{Role: "user", Content: "hi"}}, Params: sampler.Params{MaxTokens: 2, Temperature: 1, TopP: 1, TopK: -1}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, ep := range c.Stats().Endpoints {
+		if ep.URL == a.URL && ep.Requests != 0 {
+			t.Errorf("the retired endpoint got %d requests", ep.Requests)
+		}
 	}
 }

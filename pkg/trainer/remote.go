@@ -45,7 +45,8 @@ func (t *Trainer) openRemote() error {
 	}
 	p, err := rollout.NewWeightPublisher(rollout.PublisherOptions{
 		Endpoints: t.plan.Remote.Endpoints, Mode: mode, APIKey: t.opts.APIKey,
-		Warn: func(msg string) { t.logf("warning: %s", msg) },
+		Warn:   func(msg string) { t.logf("warning: %s", msg) },
+		OnDrop: func(url string) { t.opts.Rollouts.Retire(url) },
 	})
 	if err != nil {
 		return err
