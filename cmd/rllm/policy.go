@@ -30,7 +30,7 @@ type policy struct {
 // usesServer reports whether the config samples from OpenAI-compatible
 // servers rather than the embedded policy.
 func usesServer(c *config.Config) bool {
-	return c.Rollout.Engine == "openai" || len(c.Rollout.Endpoints) > 0
+	return c.Rollout.Engine != "auto" || len(c.Rollout.Endpoints) > 0
 }
 
 // openPolicy connects to the configured servers (checking that each one

@@ -8,7 +8,7 @@ import (
 // The values each enumerated key accepts. Packages that implement them
 // (pkg/ppo's estimator registry, the backends) test that they agree.
 var (
-	Engines       = []string{"auto", "openai"}
+	Engines       = []string{"auto", "openai", "vllm", "sglang"}
 	PolicyLosses  = []string{"ppo", "vanilla", "importance_sampling", "cispo", "gspo"}
 	LossAggModes  = []string{"token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"}
 	KLLossTypes   = []string{"kl", "k1", "abs", "mse", "k2", "low_var_kl", "k3"}
@@ -136,12 +136,12 @@ func validate(c *Config, origin func(string) Origin) Errors {
 	if r.APIKeyEnv != "" && r.APIKeyFile != "" {
 		v.fail("rollout.api_key_file", "and rollout.api_key_env are both set; keep one")
 	}
-	if r.Engine == "openai" {
+	if r.Engine != "auto" {
 		if len(r.Endpoints) == 0 {
-			v.fail("rollout.endpoints", "is empty, but rollout.engine is openai; list the server URLs, e.g. rollout.endpoints=[http://127.0.0.1:8000]")
+			v.fail("rollout.endpoints", "is empty, but rollout.engine is %s; list the server URLs, e.g. rollout.endpoints=[http://127.0.0.1:8000]", r.Engine)
 		}
 		if r.Model == "" {
-			v.fail("rollout.model", "is empty, but rollout.engine is openai; set the model name the endpoints serve")
+			v.fail("rollout.model", "is empty, but rollout.engine is %s; set the model name the endpoints serve", r.Engine)
 		}
 	}
 	for i, e := range r.Endpoints {

@@ -220,10 +220,14 @@ func NewPlan(c *config.Config) (*Plan, error) {
 	}
 	if c.Rollout.Engine != "auto" {
 		p.Remote = RemotePlan{Enabled: true, Endpoints: c.Rollout.Endpoints}
-		switch c.Backend.Name {
-		case "local":
+		switch {
+		case c.Backend.Name == "local" && c.Rollout.Engine == "vllm":
+			refuse("rollout.engine: vLLM cannot load the embedded policy; serve it with rllm serve (SGLang's weight API) and use rollout.engine=sglang or openai")
+		case c.Backend.Name == "local":
 			p.Remote.Mode = rollout.PublishFullWeights
-		case "tinker":
+		case c.Rollout.Engine == "sglang":
+			p.Remote.Mode = rollout.PublishSGLangLoRA
+		default:
 			p.Remote.Mode = rollout.PublishVLLMLoRA
 		}
 		if len(c.Rollout.Endpoints) == 0 {

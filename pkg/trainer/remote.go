@@ -35,7 +35,7 @@ func (t *Trainer) openRemote() error {
 		return usererr.Errorf("rollout.engine: training on inference servers needs their client; run it through rllm train, or pass trainer.Options.Rollouts")
 	}
 	mode := t.plan.Remote.Mode
-	if mode == rollout.PublishVLLMLoRA {
+	if mode == rollout.PublishVLLMLoRA || mode == rollout.PublishSGLangLoRA {
 		if _, ok := t.be.(AdapterExporter); !ok {
 			return usererr.Errorf("rollout.engine: the %s backend cannot write its policy as a LoRA adapter for the inference servers; use rollout.engine=auto", t.plan.Backend)
 		}

@@ -143,3 +143,37 @@ func BenchmarkPublishToTwoServers(b *testing.B) {
 		}
 	}
 }
+
+// rollout.engine and the backend choose how servers take each step's
+// weights.
+func TestPublishModeFromEngine(t *testing.T) {
+	for _, tc := range []struct {
+		backend, engine string
+		want            rollout.PublishMode
+		refused         string
+	}{
+		{"local", "openai", rollout.PublishFullWeights, ""},
+		{"local", "sglang", rollout.PublishFullWeights, ""},
+		{"local", "vllm", "", "vLLM cannot load the embedded policy"},
+		{"tinker", "openai", rollout.PublishVLLMLoRA, ""},
+		{"tinker", "vllm", rollout.PublishVLLMLoRA, ""},
+		{"tinker", "sglang", rollout.PublishSGLangLoRA, ""},
+	} {
+		c, err := config.FromOverrides([]string{"backend.name=" + tc.backend, "rollout.engine=" + tc.engine,
+			"rollout.endpoints=[http://127.0.0.1:1]", "rollout.model=m"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := NewPlan(c)
+		switch {
+		case tc.refused != "":
+			if err == nil || !strings.Contains(err.Error(), tc.refused) {
+				t.Errorf("%s + %s: %v, want a refusal", tc.backend, tc.engine, err)
+			}
+		case err != nil:
+			t.Errorf("%s + %s: %v", tc.backend, tc.engine, err)
+		case p.Remote.Mode != tc.want:
+			t.Errorf("%s + %s: %s, want %s", tc.backend, tc.engine, p.Remote.Mode, tc.want)
+		}
+	}
+}
