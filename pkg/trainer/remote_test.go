@@ -59,11 +59,7 @@ func TestTrainWithRolloutsFromServers(t *testing.T) {
 	a, b := serveLike(t, base), serveLike(t, base)
 	c := smallConfig(t, "rollout.engine=openai", "rollout.endpoints=["+a+","+b+"]", "rollout.model=policy",
 		"trainer.total_training_steps=2", "backend.local.warmup_steps=0")
-	client, err := rollout.NewClient(rollout.Options{Endpoints: []string{a, b}, Model: "policy"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Close()
+	client := mustClient(t, "policy", []string{a, b}...)
 	tr, err := New(context.Background(), c, Options{Rollouts: client})
 	if err != nil {
 		t.Fatal(err)
@@ -96,11 +92,7 @@ func TestTrainWithRolloutsFromServers(t *testing.T) {
 func TestTrainStopsWhenAServerRefusesWeights(t *testing.T) {
 	other := serveLike(t, smallConfig(t, "backend.local.d_model=16"))
 	c := smallConfig(t, "rollout.engine=openai", "rollout.endpoints=["+other+"]", "rollout.model=policy", "backend.local.warmup_steps=0")
-	client, err := rollout.NewClient(rollout.Options{Endpoints: []string{other}, Model: "policy"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Close()
+	client := mustClient(t, "policy", []string{other}...)
 	tr, err := New(context.Background(), c, Options{Rollouts: client})
 	if err != nil {
 		t.Fatal(err)
@@ -125,11 +117,7 @@ func BenchmarkPublishToTwoServers(b *testing.B) {
 	urls := []string{serveLike(b, c), serveLike(b, c)}
 	c, _ = config.FromOverrides([]string{"trainer.default_local_dir=" + filepath.ToSlash(b.TempDir()), "backend.local.warmup_steps=0",
 		"rollout.engine=openai", "rollout.endpoints=[" + strings.Join(urls, ",") + "]", "rollout.model=policy"})
-	client, err := rollout.NewClient(rollout.Options{Endpoints: urls, Model: "policy"})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer client.Close()
+	client := mustClient(b, "policy", urls...)
 	tr, err := New(context.Background(), c, Options{Rollouts: client})
 	if err != nil {
 		b.Fatal(err)
@@ -176,4 +164,16 @@ func TestPublishModeFromEngine(t *testing.T) {
 			t.Errorf("%s + %s: %s, want %s", tc.backend, tc.engine, p.Remote.Mode, tc.want)
 		}
 	}
+}
+
+// mustClient is a rollout client of the servers at urls serving model,
+// closed at the end of the test.
+func mustClient(t testing.TB, model string, urls ...string) *rollout.Client {
+	t.Helper()
+	c, err := rollout.NewClient(rollout.Options{Endpoints: urls, Model: model})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
 }

@@ -115,7 +115,7 @@ func TestTinkerPublishesLoRAToServers(t *testing.T) {
 	if p.Remote.Mode != rollout.PublishVLLMLoRA {
 		t.Fatalf("publish mode %s", p.Remote.Mode)
 	}
-	tr, err := New(context.Background(), c, Options{Getenv: func(string) string { return key }, Rollouts: mustClient(t, vllm.URL)})
+	tr, err := New(context.Background(), c, Options{Getenv: func(string) string { return key }, Rollouts: mustClient(t, "base", vllm.URL)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,13 +130,4 @@ func TestTinkerPublishesLoRAToServers(t *testing.T) {
 	if len(loads) != 1 || loads[0] != "/v1/load_lora_adapter policy-v0" || tr.opts.Rollouts.Model() != "policy-v0" {
 		t.Errorf("loads %v, requests name %q", loads, tr.opts.Rollouts.Model())
 	}
-}
-
-func mustClient(t *testing.T, url string) *rollout.Client {
-	c, err := rollout.NewClient(rollout.Options{Endpoints: []string{url}, Model: "base"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	return c
 }
