@@ -32,6 +32,11 @@ type Snapshot struct {
 	version int
 	w       *weights
 	workers int
+
+	// prefixes caches prefilled prompts (prefixcache.go), made on first use
+	// because snapshots are built as literals.
+	prefixOnce sync.Once
+	prefixes   *prefixCache
 }
 
 var _ backend.TokenSampler = (*Snapshot)(nil)
@@ -48,16 +53,27 @@ func (s *Snapshot) Config() Config { return s.w.cfg }
 // Tokenizer is the snapshot's tokenizer.
 func (s *Snapshot) Tokenizer() Tokenizer { return Tokenizer{} }
 
+// prefixCache is the snapshot's prompt cache, bounded by
+// defaultPrefixCacheLimit unless a test set it first.
+func (s *Snapshot) prefixCache() *prefixCache {
+	s.prefixOnce.Do(func() { s.prefixes = newPrefixCache(s.w, defaultPrefixCacheLimit(s.w.cfg)) })
+	return s.prefixes
+}
+
 // Sample draws req.NumSamples completions of req.Prompt. The prompt is run
-// once and its KV cache shared; the sequences then decode in parallel.
+// once and its KV cache shared, also with concurrent and later requests
+// for the same prompt on this snapshot (prefixcache.go); the sequences
+// then decode in parallel.
 func (s *Snapshot) Sample(ctx context.Context, req backend.SampleRequest) (backend.SampleResult, error) {
 	cfg := s.w.cfg
 	if err := validateSampleRequest(&req, cfg.Context); err != nil {
 		return backend.SampleResult{}, err
 	}
 	n := max(req.NumSamples, 1)
-	prefill := newDecoder(cfg, len(req.Prompt))
-	first := slices.Clone(prefill.step(s.w, req.Prompt))
+	prompt, err := s.prefixCache().get(ctx, req.Prompt)
+	if err != nil {
+		return backend.SampleResult{}, err
+	}
 
 	seed := rand.Uint64()
 	if req.Params.Seed != nil {
@@ -65,19 +81,19 @@ func (s *Snapshot) Sample(ctx context.Context, req backend.SampleRequest) (backe
 	}
 	out := make([]backend.SampledSequence, n)
 	workers := max(1, min(s.workers, n))
+	pool := scratchPool(cfg)
 	var wg sync.WaitGroup
 	errs := make([]error, workers)
 	for wk := range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			dec := prefill.fork()
+			sc := pool.Get().(*sampleScratch)
+			defer pool.Put(sc)
 			for i := wk; i < n; i += workers {
-				if i != wk {
-					dec.reset(prefill)
-				}
+				sc.dec.load(prompt)
 				rng := rand.New(rand.NewPCG(seed, uint64(i)))
-				seq, err := s.decode(ctx, dec, first, len(req.Prompt), req.Params, rng)
+				seq, err := s.decode(ctx, sc.dec, prompt.logits, len(req.Prompt), req.Params, rng, sc.probs)
 				if err != nil {
 					errs[wk] = err
 					return
@@ -95,7 +111,10 @@ func (s *Snapshot) Sample(ctx context.Context, req backend.SampleRequest) (backe
 	return backend.SampleResult{Sequences: out}, nil
 }
 
-func (s *Snapshot) decode(ctx context.Context, dec *decoder, logits []float32, promptLen int, p backend.SamplingParams, rng *rand.Rand) (backend.SampledSequence, error) {
+// decode samples one sequence from dec, which holds the prompt; logits
+// are the prompt's next-token logits and are only read (they may be a
+// cache entry's); scratch holds TokenizerVocab values.
+func (s *Snapshot) decode(ctx context.Context, dec *decoder, logits []float32, promptLen int, p backend.SamplingParams, rng *rand.Rand, scratch []float64) (backend.SampledSequence, error) {
 	ctxLen := s.w.cfg.Context
 	maxTokens := ctxLen - promptLen
 	if p.MaxTokens > 0 {
@@ -103,7 +122,6 @@ func (s *Snapshot) decode(ctx context.Context, dec *decoder, logits []float32, p
 	}
 	var seq backend.SampledSequence
 	var text strings.Builder
-	scratch := make([]float64, TokenizerVocab)
 	for {
 		if err := ctx.Err(); err != nil {
 			return seq, err
@@ -274,22 +292,6 @@ func newDecoder(c Config, rows int) *decoder {
 		prev = b.out
 	}
 	return dec
-}
-
-// fork returns a one-row decoder holding a copy of dec's cache.
-func (dec *decoder) fork() *decoder {
-	f := newDecoder(dec.cfg, 1)
-	f.reset(dec)
-	return f
-}
-
-// reset copies src's cache (up to its position) into dec.
-func (dec *decoder) reset(src *decoder) {
-	n := src.pos * 3 * dec.cfg.DModel
-	for l := range dec.caches {
-		copy(dec.caches[l][:n], src.caches[l][:n])
-	}
-	dec.pos = src.pos
 }
 
 // step runs tokens at the next positions and returns the logits of the
