@@ -1,0 +1,282 @@
+package local
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"slices"
+	"sync"
+	"testing"
+
+	"github.com/rllm-org/rllm-go/pkg/backend"
+)
+
+// referenceSample is Snapshot.Sample as it was before the prefix cache and
+// the scratch pool: a fresh prefill per request and a fresh one-row
+// decoder per worker, copied from the prefill's cache.
+func referenceSample(t *testing.T, s *Snapshot, req backend.SampleRequest) backend.SampleResult {
+	t.Helper()
+	cfg := s.w.cfg
+	if err := validateSampleRequest(&req, cfg.Context); err != nil {
+		t.Fatal(err)
+	}
+	n := max(req.NumSamples, 1)
+	prefill := newDecoder(cfg, len(req.Prompt))
+	first := slices.Clone(prefill.step(s.w, req.Prompt))
+	seed := uint64(*req.Params.Seed)
+	out := make([]backend.SampledSequence, n)
+	for i := range n {
+		dec := newDecoder(cfg, 1)
+		rows := prefill.pos * 3 * cfg.DModel
+		for l := range dec.caches {
+			copy(dec.caches[l][:rows], prefill.caches[l][:rows])
+		}
+		dec.pos = prefill.pos
+		rng := rand.New(rand.NewPCG(seed, uint64(i)))
+		seq, err := s.decode(context.Background(), dec, first, len(req.Prompt), req.Params, rng, make([]float64, TokenizerVocab))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[i] = seq
+	}
+	return backend.SampleResult{Sequences: out}
+}
+
+// withPrefixLimit is a new snapshot of s's weights whose cache holds limit
+// bytes (≤ 0: no cache).
+func withPrefixLimit(s *Snapshot, limit int64) *Snapshot {
+	c := &Snapshot{name: s.name, version: s.version, w: s.w, workers: s.workers}
+	c.prefixOnce.Do(func() { c.prefixes = newPrefixCache(c.w, limit) })
+	return c
+}
+
+func arithPrompt(i int) []int { return chatPrompt(fmt.Sprintf("%d+%d=", i%10, i/10%10)) }
+
+func TestPrefixCacheMatchesUncached(t *testing.T) {
+	ctx := context.Background()
+	for _, cfg := range []Config{smallConfig(), DefaultConfig()} {
+		b := newTestBackend(t, cfg)
+		s := publish(t, b)
+		cached := withPrefixLimit(s, defaultPrefixCacheLimit(s.w.cfg))
+		off := withPrefixLimit(s, 0)
+		params := []backend.SamplingParams{
+			{Temperature: 1, MaxTokens: 3},
+			{Temperature: 1, MaxTokens: 12},
+			{Temperature: 0.7, TopK: 5, MaxTokens: 8},
+			{Temperature: 1.3, TopP: 0.9, MaxTokens: 8, Stop: []string{"1"}},
+			{Temperature: 0, MaxTokens: 6},
+			{Temperature: 1, StopTokenIDs: []int{'3', '4'}},
+		}
+		for pi, p := range params {
+			for _, n := range []int{1, 5} {
+				for sd := range int64(3) {
+					p.Seed = seed(sd*7 + int64(pi))
+					req := backend.SampleRequest{Prompt: arithPrompt(pi + int(sd)), NumSamples: n, Params: p}
+					want := referenceSample(t, s, req)
+					for _, snap := range []*Snapshot{off, cached, cached, s} { // miss, then hit
+						got, err := snap.Sample(ctx, req)
+						if err != nil {
+							t.Fatal(err)
+						}
+						if !reflect.DeepEqual(got, want) {
+							t.Fatalf("config %+v params %+v n=%d: cached sampling differs from the uncached reference:\n got %+v\nwant %+v", cfg, p, n, got, want)
+						}
+					}
+				}
+			}
+		}
+		if entries, _ := cached.prefixCache().stats(); entries == 0 {
+			t.Fatal("nothing was cached")
+		}
+	}
+}
+
+// TestPrefixCacheConcurrent is GRPO's pattern: groups of identical
+// prompts, each request one sample, all at once. Run it with -race.
+func TestPrefixCacheConcurrent(t *testing.T) {
+	ctx := context.Background()
+	b := newTestBackend(t, smallConfig())
+	s := publish(t, b)
+	const prompts, group = 4, 8
+	reqs := make([]backend.SampleRequest, prompts*group)
+	for i := range reqs {
+		reqs[i] = backend.SampleRequest{Prompt: arithPrompt(i / group), NumSamples: 1 + i%2,
+			Params: backend.SamplingParams{Temperature: 1, MaxTokens: 5, Seed: seed(int64(i))}}
+	}
+	want := make([]backend.SampleResult, len(reqs))
+	for i, r := range reqs {
+		want[i] = referenceSample(t, s, r)
+	}
+	for round := range 3 {
+		snap := withPrefixLimit(s, defaultPrefixCacheLimit(s.w.cfg))
+		got := make([]backend.SampleResult, len(reqs))
+		var wg sync.WaitGroup
+		for i, r := range reqs {
+			wg.Go(func() {
+				res, err := snap.Sample(ctx, r)
+				if err != nil {
+					t.Error(err)
+				}
+				got[i] = res
+			})
+		}
+		wg.Wait()
+		for i := range reqs {
+			if !reflect.DeepEqual(got[i], want[i]) {
+				t.Fatalf("round %d request %d: concurrent result differs from the sequential one:\n got %+v\nwant %+v", round, i, got[i], want[i])
+			}
+		}
+		// Each distinct prompt is prefilled once, whatever the interleaving.
+		if n := snap.prefixCache().prefills.Load(); n != prompts {
+			t.Fatalf("round %d: %d prefills for %d distinct prompts", round, n, prompts)
+		}
+	}
+}
+
+func TestPrefixCacheBounded(t *testing.T) {
+	ctx := context.Background()
+	b := newTestBackend(t, smallConfig())
+	s := publish(t, b)
+	p0 := arithPrompt(0)
+	one := prefixEntryBytes(s.w.cfg, len(p0), len(promptKey(p0)))
+	limit := 3*one + one/2
+	snap := withPrefixLimit(s, limit)
+	pc := snap.prefixCache()
+	req := func(i int) backend.SampleRequest {
+		return backend.SampleRequest{Prompt: arithPrompt(i), Params: backend.SamplingParams{Temperature: 1, MaxTokens: 2, Seed: seed(1)}}
+	}
+	for i := range 10 {
+		if _, err := snap.Sample(ctx, req(i)); err != nil {
+			t.Fatal(err)
+		}
+		entries, bytes := pc.stats()
+		if bytes > limit || entries > 3 || entries != min(i+1, 3) {
+			t.Fatalf("after %d prompts: %d entries, %d bytes; bound %d bytes (3 entries)", i+1, entries, bytes, limit)
+		}
+	}
+	// The most recent prompt is served from the cache, the oldest was
+	// evicted and is prefilled again.
+	n := pc.prefills.Load()
+	snap.Sample(ctx, req(9))
+	if pc.prefills.Load() != n {
+		t.Fatal("the most recent prompt was prefilled again")
+	}
+	snap.Sample(ctx, req(0))
+	if pc.prefills.Load() != n+1 {
+		t.Fatal("the oldest prompt was not evicted")
+	}
+
+	// An entry larger than the whole bound is not kept.
+	tiny := withPrefixLimit(s, one-1)
+	if _, err := tiny.Sample(ctx, req(0)); err != nil {
+		t.Fatal(err)
+	}
+	if entries, bytes := tiny.prefixCache().stats(); entries != 0 || bytes != 0 {
+		t.Fatalf("an oversized entry was cached: %d entries, %d bytes", entries, bytes)
+	}
+}
+
+func TestPrefixCacheDefaultLimit(t *testing.T) {
+	if got := defaultPrefixCacheLimit(DefaultConfig().withDefaults()); got != 64<<20 {
+		t.Fatalf("default model: limit %d, want 64 MiB", got)
+	}
+	big := Config{Layers: 12, DModel: 768, Heads: 12, Context: 1024}.withDefaults()
+	entry := prefixEntryBytes(big, big.Context-1, 2*(big.Context-1))
+	if got := defaultPrefixCacheLimit(big); got != 8*entry {
+		t.Fatalf("large model: limit %d, want 8 whole-context entries (%d)", got, 8*entry)
+	}
+}
+
+// TestPrefixCacheNotSharedAcrossSnapshots: a prompt cached by one snapshot
+// is prefilled again, with the new weights, by the next.
+func TestPrefixCacheNotSharedAcrossSnapshots(t *testing.T) {
+	ctx := context.Background()
+	b := newTestBackend(t, smallConfig())
+	s1 := publish(t, b)
+	prompt := chatPrompt("5+5=")
+	req := backend.SampleRequest{Prompt: prompt, NumSamples: 2, Params: backend.SamplingParams{Temperature: 1, MaxTokens: 6, Seed: seed(3)}}
+	r1, err := s1.Sample(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := datumFor(prompt, r1.Sequences[0], 1)
+	b.ForwardBackward(ctx, []backend.Datum{d}, backend.Loss{Name: backend.LossImportanceSampling})
+	if _, err := b.OptimStep(ctx, backend.DefaultAdamParams(0.05)).Result(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s2 := publish(t, b)
+	r2, err := s2.Sample(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(r2, referenceSample(t, s2, req)) {
+		t.Fatal("the second snapshot did not sample from its own weights")
+	}
+	if slices.Equal(r1.Sequences[0].Logprobs, r2.Sequences[0].Logprobs) {
+		t.Fatal("the second snapshot reused the first one's prefill")
+	}
+	if n := s2.prefixCache().prefills.Load(); n != 1 {
+		t.Fatalf("the second snapshot prefilled %d times, want 1", n)
+	}
+	if again, _ := s1.Sample(ctx, req); !reflect.DeepEqual(again, r1) {
+		t.Fatal("the first snapshot's cached prompt changed")
+	}
+}
+
+// TestPrefixCacheEntryUnchanged: sampling many sequences from an entry
+// leaves it exactly as a fresh prefill makes it.
+func TestPrefixCacheEntryUnchanged(t *testing.T) {
+	ctx := context.Background()
+	b := newTestBackend(t, smallConfig())
+	s := publish(t, b)
+	prompt := arithPrompt(7)
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Go(func() {
+			_, err := s.Sample(ctx, backend.SampleRequest{Prompt: prompt, NumSamples: 3, Params: backend.SamplingParams{Temperature: 1, Seed: seed(int64(i))}})
+			if err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	key := promptKey(prompt)
+	got := s.prefixCache().lookup(key)
+	if got == nil {
+		t.Fatal("the prompt is not cached")
+	}
+	if want := newPrefixEntry(s.w, key, prompt); !reflect.DeepEqual(got, want) {
+		t.Fatal("a cached entry changed after sampling from it")
+	}
+}
+
+func TestPrefixCacheCancelled(t *testing.T) {
+	b := newTestBackend(t, smallConfig())
+	s := publish(t, b)
+	req := backend.SampleRequest{Prompt: arithPrompt(3), Params: backend.SamplingParams{Temperature: 1, MaxTokens: 4, Seed: seed(2)}}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := s.Sample(ctx, req); !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled request: err %v", err)
+	}
+	got, err := s.Sample(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, referenceSample(t, s, req)) {
+		t.Fatal("a request after a cancelled one differs from the reference")
+	}
+}
+
+func TestPromptKeyUnambiguous(t *testing.T) {
+	seen := map[string][]int{}
+	for _, p := range [][]int{{1, 2}, {12}, {1, 2, 0}, {128}, {0, 128}, {128, 0}, {260}, {2, 4}, {516}} {
+		k := promptKey(p)
+		if q, ok := seen[k]; ok {
+			t.Fatalf("prompts %v and %v share a key", p, q)
+		}
+		seen[k] = p
+	}
+}
