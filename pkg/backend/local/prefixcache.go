@@ -66,23 +66,16 @@ type prefixEntry struct {
 	bytes  int64
 }
 
-// newPrefixEntry prefills prompt exactly as Sample always has (one
-// decoder sized for the prompt, one step over all of it), so sampling
-// from the entry gives the same tokens and logprobs bit for bit, then
-// keeps only the prompt's rows instead of the context-sized buffers.
+// newPrefixEntry prefills prompt exactly as Sample always has (one step
+// over the whole prompt), so sampling from the entry gives the same tokens
+// and logprobs bit for bit. The decoder's cache is sized to the prompt
+// rather than the context, and becomes the entry's rows as they are.
 func newPrefixEntry(w *weights, key string, prompt []int) *prefixEntry {
 	c := w.cfg
-	dec := newDecoder(c, len(prompt))
+	dec := newDecoderCap(c, len(prompt), len(prompt))
 	logits := slices.Clone(dec.step(w, prompt))
-	n := dec.pos * 3 * c.DModel
-	slab := make([]float32, c.Layers*n)
-	e := &prefixEntry{key: key, pos: dec.pos, rows: make([][]float32, c.Layers), logits: logits,
+	return &prefixEntry{key: key, pos: dec.pos, rows: dec.caches, logits: logits,
 		bytes: prefixEntryBytes(c, dec.pos, len(key))}
-	for l := range e.rows {
-		e.rows[l] = slab[l*n : (l+1)*n : (l+1)*n]
-		copy(e.rows[l], dec.caches[l][:n])
-	}
-	return e
 }
 
 // load makes dec's cache a copy of the prompt in e.

@@ -276,16 +276,21 @@ type decoder struct {
 	logits []float32
 }
 
-func newDecoder(c Config, rows int) *decoder {
+func newDecoder(c Config, rows int) *decoder { return newDecoderCap(c, rows, c.Context) }
+
+// newDecoderCap is a decoder whose cache holds capacity positions, for a
+// prefill that needs no room to decode after it. The arithmetic does not
+// depend on the capacity.
+func newDecoderCap(c Config, rows, capacity int) *decoder {
 	d, ff, H := c.DModel, c.DFF, c.Heads
 	f := func(n int) []float32 { return make([]float32, n) }
 	dec := &decoder{cfg: c, rstdF: f(1), nf: f(d), logits: f(TokenizerVocab)}
 	prev := f(rows * d)
 	for range c.Layers {
 		b := blockBufs{
-			x: prev, rstd1: f(rows), n1: f(rows * d), qkv: f(c.Context * 3 * d), probs: f(H * rows * c.Context),
+			x: prev, rstd1: f(rows), n1: f(rows * d), qkv: f(capacity * 3 * d), probs: f(H * rows * capacity),
 			att: f(rows * d), x1: f(rows * d), rstd2: f(rows), n2: f(rows * d), hpre: f(rows * ff), hact: f(rows * ff), out: f(rows * d),
-			probStride: c.Context,
+			probStride: capacity,
 		}
 		dec.caches = append(dec.caches, b.qkv)
 		dec.bufs = append(dec.bufs, b)

@@ -1,0 +1,57 @@
+package local
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/rllm-org/rllm-go/pkg/backend"
+)
+
+// BenchmarkSampleGRPOGroups is a GRPO rollout step against the embedded
+// policy: 32 prompts × rollout.n 8, each request a separate one-sample
+// Sample call and all 256 in flight at once, arith prompts of 23 tokens,
+// max_tokens 3, default model. Each iteration samples from a new snapshot
+// of the same weights, as each training step does, so nothing is cached
+// from one iteration to the next.
+func BenchmarkSampleGRPOGroups(b *testing.B) {
+	ctx := context.Background()
+	be, err := New(Options{Config: DefaultConfig()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer be.Close()
+	ts, err := be.PublishSampler(ctx, "").Result(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	base := ts.(*Snapshot)
+	const prompts, group = 32, 8
+	reqs := make([]backend.SampleRequest, 0, prompts*group)
+	for p := range prompts {
+		prompt := chatPrompt(fmt.Sprintf("%d+%d=", p%10, p/10))
+		if len(prompt) != 23 {
+			b.Fatalf("prompt of %d tokens, want 23", len(prompt))
+		}
+		for g := range group {
+			reqs = append(reqs, backend.SampleRequest{Prompt: prompt, NumSamples: 1,
+				Params: backend.SamplingParams{Temperature: 1, MaxTokens: 3, Seed: seed(int64(p*group + g))}})
+		}
+	}
+	for b.Loop() {
+		snap := &Snapshot{name: base.name, version: base.version, w: base.w, workers: base.workers}
+		var wg sync.WaitGroup
+		for _, r := range reqs {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if _, err := snap.Sample(ctx, r); err != nil {
+					b.Error(err)
+				}
+			}()
+		}
+		wg.Wait()
+	}
+	b.ReportMetric(float64(len(reqs))*float64(b.N)/b.Elapsed().Seconds(), "requests/s")
+}
