@@ -280,3 +280,9 @@ func TestPromptKeyUnambiguous(t *testing.T) {
 		seen[k] = p
 	}
 }
+
+// BenchmarkSampleGRPOGroupsNoCache is BenchmarkSampleGRPOGroups with the
+// prefix cache off (pooled decoders only): it separates the two gains.
+func BenchmarkSampleGRPOGroupsNoCache(b *testing.B) {
+	benchGRPOGroups(b, func(base *Snapshot) *Snapshot { return withPrefixLimit(base, 0) })
+}

@@ -16,6 +16,14 @@ import (
 // of the same weights, as each training step does, so nothing is cached
 // from one iteration to the next.
 func BenchmarkSampleGRPOGroups(b *testing.B) {
+	benchGRPOGroups(b, func(base *Snapshot) *Snapshot {
+		return &Snapshot{name: base.name, version: base.version, w: base.w, workers: base.workers}
+	})
+}
+
+// benchGRPOGroups runs the GRPO step on a snapshot newSnap makes of the
+// published one for every iteration.
+func benchGRPOGroups(b *testing.B, newSnap func(base *Snapshot) *Snapshot) {
 	ctx := context.Background()
 	be, err := New(Options{Config: DefaultConfig()})
 	if err != nil {
@@ -39,8 +47,9 @@ func BenchmarkSampleGRPOGroups(b *testing.B) {
 				Params: backend.SamplingParams{Temperature: 1, MaxTokens: 3, Seed: seed(int64(p*group + g))}})
 		}
 	}
+	cpu0 := cpuSeconds()
 	for b.Loop() {
-		snap := &Snapshot{name: base.name, version: base.version, w: base.w, workers: base.workers}
+		snap := newSnap(base)
 		var wg sync.WaitGroup
 		for _, r := range reqs {
 			wg.Add(1)
@@ -54,4 +63,8 @@ func BenchmarkSampleGRPOGroups(b *testing.B) {
 		wg.Wait()
 	}
 	b.ReportMetric(float64(len(reqs))*float64(b.N)/b.Elapsed().Seconds(), "requests/s")
+	// CPU time is less sensitive than wall time to other work on the machine.
+	if cpu := cpuSeconds() - cpu0; cpu > 0 {
+		b.ReportMetric(cpu*1e3/float64(b.N), "cpu-ms/op")
+	}
 }
