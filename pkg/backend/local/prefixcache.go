@@ -21,6 +21,7 @@ import (
 	"container/list"
 	"context"
 	"encoding/binary"
+	"fmt"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -133,7 +134,15 @@ func (pc *prefixCache) get(ctx context.Context, prompt []int) (*prefixEntry, err
 	// The prefill runs in singleflight's goroutine and may outlive this
 	// call, so it must not read the caller's slice.
 	prompt = slices.Clone(prompt)
-	ch := pc.sf.DoChan(key, func() (any, error) {
+	ch := pc.sf.DoChan(key, func() (_ any, err error) {
+		// singleflight re-raises a panic of fn on a goroutine of its own,
+		// where nothing can recover it; make it the requests' error instead,
+		// as a panic on the caller's goroutine could have been.
+		defer func() {
+			if r := recover(); r != nil {
+				err = fmt.Errorf("local: prefill of a %d-token prompt failed: %v", len(prompt), r)
+			}
+		}()
 		// A flight that finished between our lookup and DoChan has
 		// already cached the prompt.
 		if e := pc.lookup(key); e != nil {
@@ -146,7 +155,10 @@ func (pc *prefixCache) get(ctx context.Context, prompt []int) (*prefixEntry, err
 	})
 	select {
 	case r := <-ch:
-		return r.Val.(*prefixEntry), r.Err
+		if r.Err != nil {
+			return nil, r.Err
+		}
+		return r.Val.(*prefixEntry), nil
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}

@@ -286,3 +286,20 @@ func TestPromptKeyUnambiguous(t *testing.T) {
 func BenchmarkSampleGRPOGroupsNoCache(b *testing.B) {
 	benchGRPOGroups(b, func(base *Snapshot) *Snapshot { return withPrefixLimit(base, 0) })
 }
+
+// TestPrefixCachePrefillPanic: a prefill that panics (here on weights
+// without a token embedding) fails its requests instead of the process.
+func TestPrefixCachePrefillPanic(t *testing.T) {
+	b := newTestBackend(t, smallConfig())
+	s := publish(t, b)
+	bw := *s.w
+	bw.tokEmb = nil
+	broken := &Snapshot{w: &bw, workers: 1}
+	req := backend.SampleRequest{Prompt: arithPrompt(1), Params: backend.SamplingParams{Temperature: 1, MaxTokens: 2, Seed: seed(1)}}
+	if _, err := broken.Sample(context.Background(), req); err == nil {
+		t.Fatal("a panicking prefill gave no error")
+	}
+	if entries, _ := broken.prefixCache().stats(); entries != 0 {
+		t.Fatal("a failed prefill was cached")
+	}
+}
