@@ -21,8 +21,8 @@ type Options struct {
 	// "local" when empty.
 	Name   string
 	Config Config
-	// Workers is how many goroutines split a batch (datums or samples);
-	// GOMAXPROCS when 0.
+	// Workers is how many goroutines split a batch (packs of datums, or
+	// samples); GOMAXPROCS when 0.
 	Workers int
 }
 

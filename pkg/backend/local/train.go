@@ -18,21 +18,21 @@ type workspace struct {
 	// rows and to rows seg[r]..r, its own sequence's earlier suffix rows.
 	// pos are the position ids; stride is the probs row length, the most
 	// keys any row attends to.
-	prefix, stride  int
-	tokens, pos     []int
-	seg             []int
-	blocks          []blockBufs
-	xf              []float32 // [T,d] output of the last block
-	rstdF           []float32
-	nf              []float32
-	logits          []float32 // [T,V]
-	lse             []float64 // [T] log Σ exp(logits) per row
-	ent             []float64 // [T] entropy per row
-	dx, dn, datt    []float32 // backward scratch
-	dqkv, dh, dlogs []float32
-	dp              []float32
-	dlpSum, dHSum   []float64 // per-row loss coefficients of a pack
-	adds            []rowTarget
+	prefix, stride    int
+	tokens, pos       []int
+	seg               []int
+	blocks            []blockBufs
+	xf                []float32 // [T,d] output of the last block
+	rstdF             []float32
+	nf                []float32
+	logits            []float32 // [T,V]
+	lse               []float64 // [T] log Σ exp(logits) per row
+	ent               []float64 // [T] entropy per row
+	dx, dn, datt      []float32 // backward scratch
+	dqkv, dh, dlogits []float32
+	dp                []float32
+	dlpSum, dHSum     []float64 // per-row loss coefficients of a pack
+	adds              []rowTarget
 }
 
 func newWorkspace(c Config) *workspace {
@@ -58,7 +58,7 @@ func newWorkspaceRows(c Config, T int) *workspace {
 	ws.xf, ws.rstdF, ws.nf, ws.logits = prev, f(T), f(T*d), f(T*V)
 	ws.lse, ws.ent = make([]float64, T), make([]float64, T)
 	ws.tokens, ws.pos, ws.seg = make([]int, T), make([]int, T), make([]int, T)
-	ws.dx, ws.dn, ws.datt, ws.dqkv, ws.dh, ws.dlogs = f(T*d), f(T*d), f(T*d), f(T*3*d), f(T*ff), f(T*V)
+	ws.dx, ws.dn, ws.datt, ws.dqkv, ws.dh, ws.dlogits = f(T*d), f(T*d), f(T*d), f(T*3*d), f(T*ff), f(T*V)
 	ws.dp = f(K)
 	ws.dlpSum, ws.dHSum = make([]float64, T), make([]float64, T)
 	return ws
@@ -192,7 +192,7 @@ func (ws *workspace) backwardRows(w, g *weights, dlpSum, dH []float64, adds []ro
 	c := ws.cfg
 	T, d, ff, V := ws.T, c.DModel, c.DFF, TokenizerVocab
 	// ∂lp/∂z_v = onehot(target)_v − p_v;  ∂H/∂z_v = −p_v·(log p_v + H).
-	dlogits := ws.dlogs[:T*V]
+	dlogits := ws.dlogits[:T*V]
 	for i := range T {
 		row, drow := ws.logits[i*V:(i+1)*V], dlogits[i*V:(i+1)*V]
 		var dh float64
