@@ -21,8 +21,8 @@ type Options struct {
 	// "local" when empty.
 	Name   string
 	Config Config
-	// Workers is how many goroutines split a batch (datums or samples);
-	// GOMAXPROCS when 0.
+	// Workers is how many goroutines split a batch (packs of datums, or
+	// samples); GOMAXPROCS when 0.
 	Workers int
 }
 
@@ -42,6 +42,9 @@ type Backend struct {
 	versions   int
 	spaces     []*workspace
 	grads      [][]float32
+	// unpacked runs every datum alone, as before shared-prefix packing:
+	// the reference the tests and benchmarks compare packing against.
+	unpacked bool
 
 	mu     sync.Mutex
 	closed bool
@@ -163,11 +166,16 @@ func (b *Backend) validate(data []backend.Datum, loss backend.Loss) error {
 	return nil
 }
 
-// compute runs the datums split across workers, each with its own
-// activations and gradient buffer, then sums the gradients in a fixed
-// order so results do not depend on scheduling.
+// compute runs the datums, packed by shared prefix (pack.go), split
+// across workers, each with its own activations and gradient buffer, then
+// sums the gradients in a fixed order so results do not depend on
+// scheduling.
 func (b *Backend) compute(ctx context.Context, data []backend.Datum, loss backend.Loss, withGrad bool) (backend.ForwardBackwardOutput, error) {
-	workers := max(1, min(b.workers, len(data)))
+	packs := singlePacks(data)
+	if !b.unpacked {
+		packs = planPacks(data, maxPackRows(b.cfg))
+	}
+	workers := max(1, min(b.workers, len(packs)))
 	for len(b.spaces) < workers {
 		b.spaces = append(b.spaces, newWorkspace(b.cfg))
 		b.grads = append(b.grads, make([]float32, len(b.params)))
@@ -182,41 +190,16 @@ func (b *Backend) compute(ctx context.Context, data []backend.Datum, loss backen
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ws, g := b.spaces[wk], bindWeights(b.cfg, b.grads[wk])
-			for i := wk; i < len(data); i += workers {
+			ws := b.spaces[wk]
+			var g *weights
+			if withGrad {
+				g = bindWeights(b.cfg, b.grads[wk])
+			}
+			for p := wk; p < len(packs); p += workers {
 				if ctx.Err() != nil {
 					return
 				}
-				d := &data[i]
-				ws.forward(w, d.Input)
-				n := len(d.Input)
-				lp := make([]float64, n)
-				ws.targetLogprobs(d.LossFnInputs.TargetTokens, lp)
-				el := make([]float64, n)
-				dlp := make([]float64, n)
-				ent := make([]float64, n)
-				for t := range n {
-					el[t], dlp[t] = loss.Token(&d.LossFnInputs, t, lp[t])
-					ent[t] = ws.entropy(t)
-				}
-				var dH []float64
-				if ew := d.LossFnInputs.EntropyWeights; ew != nil {
-					// The bonus −Σ e·H: ∂loss/∂H = −e (masked like every term).
-					dH = make([]float64, n)
-					for t := range n {
-						m := 1.0
-						if d.LossFnInputs.Mask != nil {
-							m = d.LossFnInputs.Mask[t]
-						}
-						dH[t] = -ew[t] * m
-						el[t] += dH[t] * ent[t]
-					}
-				}
-				outs[i] = backend.LossFnOutput{Logprobs: lp, ElementwiseLoss: el, Entropies: ent}
-				if withGrad {
-					// The loss is minimised: its gradient wrt lp is dlp.
-					ws.backward(w, g, d.Input, d.LossFnInputs.TargetTokens, dlp, dH)
-				}
+				ws.runPack(w, g, data, packs[p], loss, outs)
 			}
 		}()
 	}

@@ -3,7 +3,10 @@ package local
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
+
+	"github.com/rllm-org/rllm-go/pkg/backend"
 )
 
 // tinyConfig is small enough to check every parameter by finite
@@ -20,6 +23,7 @@ func tinyConfig() Config {
 func TestGradientsMatchFiniteDifferences(t *testing.T) {
 	t.Run("logprobs", func(t *testing.T) { checkGradients(t, nil) })
 	t.Run("logprobs and entropy", func(t *testing.T) { checkGradients(t, []float64{1, -0.5, 0, 2, 0.75, -1, 0.3}) })
+	t.Run("packed", checkPackedGradients)
 }
 
 func checkGradients(t *testing.T, dH []float64) {
@@ -53,8 +57,66 @@ func checkGradients(t *testing.T, dH []float64) {
 		return s
 	}
 	objective()
-	ws.backward(w, g, tokens, targets, coef, dH)
+	ws.backward(w, g, targets, coef, dH)
+	compareFiniteDifferences(t, cfg, flat, grad, objective)
+}
 
+// checkPackedGradients checks the packed path end to end: four members
+// (one whose input is the prefix) with weights, a mask and entropy
+// weights, more rows than the context, the objective the sum of the
+// elementwise losses.
+func checkPackedGradients(t *testing.T) {
+	cfg := tinyConfig().withDefaults()
+	_, n := layout(cfg)
+	rng := rand.New(rand.NewPCG(8, 8))
+	flat := make([]float32, n)
+	for i := range flat {
+		flat[i] = float32(rng.NormFloat64() * 0.3)
+	}
+	w := bindWeights(cfg, flat)
+	grad := make([]float32, n)
+	g := bindWeights(cfg, grad)
+
+	prefix := []int{TokenImStart, 'a', '3'}
+	var data []backend.Datum
+	for _, tail := range [][]int{{'+', '4'}, {}, {'=', '7', 'x', 'y'}, {'-', '1', '2'}} {
+		in := append(slices.Clone(prefix), tail...)
+		m := len(in)
+		li := backend.LossFnInputs{TargetTokens: make([]int, m), Weights: make([]float64, m), Mask: make([]float64, m), EntropyWeights: make([]float64, m)}
+		for k := range m {
+			li.TargetTokens[k] = rng.IntN(TokenizerVocab)
+			li.Weights[k] = rng.Float64()*3 - 1.5
+			li.Mask[k] = float64(min(1, rng.IntN(5)))
+			li.EntropyWeights[k] = rng.Float64() - 0.5
+		}
+		data = append(data, backend.Datum{Input: in, LossFnInputs: li})
+	}
+	packs := planPacks(data, maxPackRows(cfg))
+	if len(packs) != 1 || packs[0].rows <= cfg.Context {
+		t.Fatalf("packs %v; want one pack longer than the context", packs)
+	}
+	loss := backend.Loss{Name: backend.LossCrossEntropy}
+	outs := make([]backend.LossFnOutput, len(data))
+	ws := newWorkspace(cfg)
+	objective := func() float64 {
+		ws.runPack(w, nil, data, packs[0], loss, outs)
+		var s float64
+		for _, o := range outs {
+			for _, l := range o.ElementwiseLoss {
+				s += l
+			}
+		}
+		return s
+	}
+	ws.runPack(w, g, data, packs[0], loss, outs)
+	compareFiniteDifferences(t, cfg, flat, grad, objective)
+}
+
+// compareFiniteDifferences checks grad, the backward pass's gradient of
+// objective at flat, against central differences, parameter by parameter.
+func compareFiniteDifferences(t *testing.T, cfg Config, flat, grad []float32, objective func() float64) {
+	t.Helper()
+	n := len(flat)
 	const h = 1e-2
 	checked, worst := 0, 0.0
 	for i := range flat {

@@ -74,10 +74,21 @@ type blockBufs struct {
 
 // blockForward runs one pre-norm block on n rows.
 func blockForward(c Config, lw *layerWeights, b *blockBufs, pos0, n int) {
-	d, ff := c.DModel, c.DFF
+	blockQKV(c, lw, b, pos0, n)
+	attention(c, b, pos0, n)
+	blockRest(c, lw, b, n)
+}
+
+// blockQKV and blockRest are the block's row-wise halves, split so that
+// training can put its own attention mask (packed sequences) between them.
+func blockQKV(c Config, lw *layerWeights, b *blockBufs, pos0, n int) {
+	d := c.DModel
 	rmsNorm(b.n1, b.rstd1, b.x, lw.attnNorm, n, d)
 	matMul(b.qkv[pos0*3*d:(pos0+n)*3*d], b.n1, lw.wqkv, n, d, 3*d)
-	attention(c, b, pos0, n)
+}
+
+func blockRest(c Config, lw *layerWeights, b *blockBufs, n int) {
+	d, ff := c.DModel, c.DFF
 	matMul(b.x1[:n*d], b.att[:n*d], lw.wo, n, d, d)
 	for i := range n * d {
 		b.x1[i] += b.x[i]

@@ -4,70 +4,191 @@ import (
 	"math"
 )
 
-// workspace holds the activations of one sequence for the backward pass,
-// sized for the model's context and reused across sequences.
+// workspace holds the activations of one sequence, or of one packed
+// group of sequences (pack.go), for the backward pass. Its buffers are
+// sized for the model's context and grow, up to maxPackRows, the first
+// time a longer pack runs; they are reused across sequences.
 type workspace struct {
-	cfg    Config
-	T      int
-	blocks []blockBufs
-	xf     []float32 // [T,d] output of the last block
-	rstdF  []float32
-	nf     []float32
-	logits []float32 // [T,V]
-	lse    []float64 // [T] log Σ exp(logits) per row
+	cfg  Config
+	rows int // capacity in rows
+	T    int // rows of the last forward
 
-	// backward scratch
-	dx, dn, datt, dqkv, dh, dlogits []float32
+	// The row layout of the last forward. Rows 0..prefix-1 attend
+	// causally among themselves; a row r >= prefix attends to the prefix
+	// rows and to rows seg[r]..r, its own sequence's earlier suffix rows.
+	// pos are the position ids; stride is the probs row length, the most
+	// keys any row attends to.
+	prefix, stride    int
+	tokens, pos       []int
+	seg               []int
+	blocks            []blockBufs
+	xf                []float32 // [T,d] output of the last block
+	rstdF             []float32
+	nf                []float32
+	logits            []float32 // [T,V]
+	lse               []float64 // [T] log Σ exp(logits) per row
+	ent               []float64 // [T] entropy per row
+	dx, dn, datt      []float32 // backward scratch
+	dqkv, dh, dlogits []float32
+	dp                []float32
+	dlpSum, dHSum     []float64 // per-row loss coefficients of a pack
+	adds              []rowTarget
 }
 
 func newWorkspace(c Config) *workspace {
 	c = c.withDefaults()
-	T, d, ff, H, V := c.Context, c.DModel, c.DFF, c.Heads, TokenizerVocab
+	return newWorkspaceRows(c, c.Context)
+}
+
+// newWorkspaceRows sizes a workspace for T rows. probs keep Context keys
+// a row: no row of a pack attends to more keys than its position + 1.
+func newWorkspaceRows(c Config, T int) *workspace {
+	K, d, ff, H, V := c.Context, c.DModel, c.DFF, c.Heads, TokenizerVocab
 	f := func(n int) []float32 { return make([]float32, n) }
-	ws := &workspace{cfg: c}
+	ws := &workspace{cfg: c, rows: T}
 	prev := f(T * d)
 	for range c.Layers {
 		b := blockBufs{
-			x: prev, rstd1: f(T), n1: f(T * d), qkv: f(T * 3 * d), probs: f(H * T * T),
+			x: prev, rstd1: f(T), n1: f(T * d), qkv: f(T * 3 * d), probs: f(H * T * K),
 			att: f(T * d), x1: f(T * d), rstd2: f(T), n2: f(T * d), hpre: f(T * ff), hact: f(T * ff), out: f(T * d),
 		}
 		ws.blocks = append(ws.blocks, b)
 		prev = b.out
 	}
-	ws.xf, ws.rstdF, ws.nf, ws.logits, ws.lse = prev, f(T), f(T*d), f(T*V), make([]float64, T)
+	ws.xf, ws.rstdF, ws.nf, ws.logits = prev, f(T), f(T*d), f(T*V)
+	ws.lse, ws.ent = make([]float64, T), make([]float64, T)
+	ws.tokens, ws.pos, ws.seg = make([]int, T), make([]int, T), make([]int, T)
 	ws.dx, ws.dn, ws.datt, ws.dqkv, ws.dh, ws.dlogits = f(T*d), f(T*d), f(T*d), f(T*3*d), f(T*ff), f(T*V)
+	ws.dp = f(K)
+	ws.dlpSum, ws.dHSum = make([]float64, T), make([]float64, T)
 	return ws
 }
 
-// forward runs the whole sequence and leaves every activation in ws.
+// reserve makes room for T rows. It doubles rather than fitting exactly
+// so a batch of growing packs reallocates a few times, not every pack.
+func (ws *workspace) reserve(T int) {
+	if T <= ws.rows {
+		return
+	}
+	*ws = *newWorkspaceRows(ws.cfg, min(max(T, 2*ws.rows), max(T, maxPackRows(ws.cfg))))
+}
+
+// forward runs one whole sequence and leaves every activation in ws.
 func (ws *workspace) forward(w *weights, tokens []int) {
+	ws.reserve(len(tokens))
+	ws.T, ws.prefix, ws.stride = len(tokens), len(tokens), len(tokens)
+	copy(ws.tokens, tokens)
+	for i := range tokens {
+		ws.pos[i] = i
+	}
+	ws.run(w)
+}
+
+// run is the forward over the rows ws.tokens[:T] laid out as ws.prefix,
+// ws.seg and ws.pos describe.
+func (ws *workspace) run(w *weights) {
 	c := ws.cfg
-	T, d, V := len(tokens), c.DModel, TokenizerVocab
-	ws.T = T
+	T, d, V := ws.T, c.DModel, TokenizerVocab
 	x := ws.blocks[0].x
-	for i, t := range tokens {
+	for i, t := range ws.tokens[:T] {
 		xi := x[i*d : (i+1)*d]
 		copy(xi, w.tokEmb[t*d:(t+1)*d])
-		for k, p := range w.posEmb[i*d : (i+1)*d] {
-			xi[k] += p
+		p := ws.pos[i]
+		for k, e := range w.posEmb[p*d : (p+1)*d] {
+			xi[k] += e
 		}
 	}
 	for l := range ws.blocks {
 		b := &ws.blocks[l]
-		b.probStride = T
-		blockForward(c, &w.layers[l], b, 0, T)
+		blockQKV(c, &w.layers[l], b, 0, T)
+		ws.attention(b)
+		blockRest(c, &w.layers[l], b, T)
 	}
 	rmsNorm(ws.nf, ws.rstdF, ws.xf, w.finalNorm, T, d)
 	matMul(ws.logits[:T*V], ws.nf[:T*d], w.head, T, d, V)
 	for i := range T {
 		ws.lse[i] = logSumExp(ws.logits[i*V : (i+1)*V])
+		ws.ent[i] = ws.entropy(i)
 	}
+}
+
+// keys gives row r's attention keys: the first nPre are rows 0..nPre-1,
+// key j >= nPre is row j+shift (the row's own suffix).
+func (ws *workspace) keys(r int) (n, nPre, shift int) {
+	if r < ws.prefix {
+		return r + 1, r + 1, 0
+	}
+	s := ws.seg[r]
+	return ws.prefix + r + 1 - s, ws.prefix, s - ws.prefix
+}
+
+// attention is causal multi-head attention under the pack's mask. Keys
+// are visited in the order of the unpacked sequence, so a packed row's
+// output is the one its sequence alone would give, bit for bit.
+func (ws *workspace) attention(b *blockBufs) {
+	c := ws.cfg
+	d, H := c.DModel, c.Heads
+	hd := d / H
+	scale := float32(1 / math.Sqrt(float64(hd)))
+	T, stride := ws.T, ws.stride
+	for r := range T {
+		nk, nPre, shift := ws.keys(r)
+		for h := range H {
+			q := b.qkv[r*3*d+h*hd : r*3*d+(h+1)*hd]
+			pr := b.probs[(h*T+r)*stride : (h*T+r)*stride+nk]
+			maxS := float32(math.Inf(-1))
+			for j := range pr {
+				k := j
+				if j >= nPre {
+					k += shift
+				}
+				s := dot(q, b.qkv[k*3*d+d+h*hd:k*3*d+d+(h+1)*hd]) * scale
+				pr[j] = s
+				maxS = max(maxS, s)
+			}
+			var sum float32
+			for j, s := range pr {
+				e := float32(math.Exp(float64(s - maxS)))
+				pr[j] = e
+				sum += e
+			}
+			inv := 1 / sum
+			out := b.att[r*d+h*hd : r*d+(h+1)*hd]
+			clear(out)
+			for j := range pr {
+				k := j
+				if j >= nPre {
+					k += shift
+				}
+				pr[j] *= inv
+				axpy(pr[j], b.qkv[k*3*d+2*d+h*hd:k*3*d+2*d+(h+1)*hd], out)
+			}
+		}
+	}
+}
+
+// rowTarget is one sequence's target term on a row: dlp·log p(target).
+type rowTarget struct {
+	row, target int
+	dlp         float64
 }
 
 // backward adds to g the gradient of Σ_i dlp[i]·log p(targets[i]) +
 // dH[i]·H_i (H_i the entropy of position i's distribution; dH may be nil)
-// after forward has run on the same tokens and entropies (when dH is set).
-func (ws *workspace) backward(w, g *weights, tokens, targets []int, dlp, dH []float64) {
+// after forward has run on the same tokens.
+func (ws *workspace) backward(w, g *weights, targets []int, dlp, dH []float64) {
+	adds := make([]rowTarget, len(targets))
+	for i, t := range targets {
+		adds[i] = rowTarget{i, t, dlp[i]}
+	}
+	ws.backwardRows(w, g, dlp, dH, adds)
+}
+
+// backwardRows adds to g the gradient of Σ_a a.dlp·log p_a.row(a.target)
+// + Σ_r dH[r]·H_r after a forward. dlpSum[r] must be the sum of the dlp
+// of row r's adds: a row shared by several sequences carries the sum of
+// their terms. dH may be nil.
+func (ws *workspace) backwardRows(w, g *weights, dlpSum, dH []float64, adds []rowTarget) {
 	c := ws.cfg
 	T, d, ff, V := ws.T, c.DModel, c.DFF, TokenizerVocab
 	// ∂lp/∂z_v = onehot(target)_v − p_v;  ∂H/∂z_v = −p_v·(log p_v + H).
@@ -78,21 +199,20 @@ func (ws *workspace) backward(w, g *weights, tokens, targets []int, dlp, dH []fl
 		if dH != nil {
 			dh = dH[i]
 		}
-		if dlp[i] == 0 && dh == 0 {
+		a := dlpSum[i]
+		if a == 0 && dh == 0 {
 			clear(drow)
 			continue
 		}
-		lse := ws.lse[i]
-		var h float64
-		if dh != 0 {
-			h = ws.entropy(i)
-		}
+		lse, h := ws.lse[i], ws.ent[i]
 		for v, z := range row {
 			logp := float64(z) - lse
 			p := math.Exp(logp)
-			drow[v] = float32(-dlp[i]*p - dh*p*(logp+h))
+			drow[v] = float32(-a*p - dh*p*(logp+h))
 		}
-		drow[targets[i]] += float32(dlp[i])
+	}
+	for _, t := range adds {
+		dlogits[t.row*V+t.target] += float32(t.dlp)
 	}
 	matMulTNAcc(g.head, ws.nf[:T*d], dlogits, T, d, V)
 	dn := ws.dn[:T*d]
@@ -119,33 +239,41 @@ func (ws *workspace) backward(w, g *weights, tokens, targets []int, dlp, dH []fl
 		matMulNT(datt, dx, lw.wo, T, d, d, false)
 		dqkv := ws.dqkv[:T*3*d]
 		clear(dqkv)
-		attentionBackward(c, b, datt, dqkv, T)
+		ws.attentionBackward(b, datt, dqkv)
 		matMulTNAcc(lg.wqkv, b.n1[:T*d], dqkv, T, d, 3*d)
 		matMulNT(dn, dqkv, lw.wqkv, T, 3*d, d, false)
 		rmsNormBackward(dx, lg.attnNorm, dn, b.x, b.rstd1, lw.attnNorm, T, d)
 	}
-	for i, t := range tokens {
+	for i, t := range ws.tokens[:T] {
 		dxi := dx[i*d : (i+1)*d]
+		p := ws.pos[i]
 		axpy(1, dxi, g.tokEmb[t*d:(t+1)*d])
-		axpy(1, dxi, g.posEmb[i*d:(i+1)*d])
+		axpy(1, dxi, g.posEmb[p*d:(p+1)*d])
 	}
 }
 
-func attentionBackward(c Config, b *blockBufs, datt, dqkv []float32, T int) {
+func (ws *workspace) attentionBackward(b *blockBufs, datt, dqkv []float32) {
+	c := ws.cfg
 	d, H := c.DModel, c.Heads
 	hd := d / H
 	scale := float32(1 / math.Sqrt(float64(hd)))
-	dp := make([]float32, T)
+	T, stride := ws.T, ws.stride
+	dp := ws.dp
 	for i := range T {
+		nk, nPre, shift := ws.keys(i)
 		for h := range H {
-			pr := b.probs[(h*T+i)*T : (h*T+i)*T+i+1]
+			pr := b.probs[(h*T+i)*stride : (h*T+i)*stride+nk]
 			da := datt[i*d+h*hd : i*d+(h+1)*hd]
 			var sum float32
 			for j, p := range pr {
-				v := b.qkv[j*3*d+2*d+h*hd : j*3*d+2*d+(h+1)*hd]
+				k := j
+				if j >= nPre {
+					k += shift
+				}
+				v := b.qkv[k*3*d+2*d+h*hd : k*3*d+2*d+(h+1)*hd]
 				dp[j] = dot(da, v)
 				sum += p * dp[j]
-				axpy(p, da, dqkv[j*3*d+2*d+h*hd:j*3*d+2*d+(h+1)*hd])
+				axpy(p, da, dqkv[k*3*d+2*d+h*hd:k*3*d+2*d+(h+1)*hd])
 			}
 			q := b.qkv[i*3*d+h*hd : i*3*d+(h+1)*hd]
 			dq := dqkv[i*3*d+h*hd : i*3*d+(h+1)*hd]
@@ -154,8 +282,12 @@ func attentionBackward(c Config, b *blockBufs, datt, dqkv []float32, T int) {
 				if ds == 0 {
 					continue
 				}
-				axpy(ds, b.qkv[j*3*d+d+h*hd:j*3*d+d+(h+1)*hd], dq)
-				axpy(ds, q, dqkv[j*3*d+d+h*hd:j*3*d+d+(h+1)*hd])
+				k := j
+				if j >= nPre {
+					k += shift
+				}
+				axpy(ds, b.qkv[k*3*d+d+h*hd:k*3*d+d+(h+1)*hd], dq)
+				axpy(ds, q, dqkv[k*3*d+d+h*hd:k*3*d+d+(h+1)*hd])
 			}
 		}
 	}
