@@ -6,6 +6,7 @@
 package tasks
 
 import (
+	"math/rand/v2"
 	"sort"
 
 	"github.com/rllm-org/rllm-go/pkg/episode"
@@ -49,4 +50,25 @@ func GeneratorNames() []string {
 	}
 	sort.Strings(names)
 	return names
+}
+
+// FormatExample writes a reply in a task's answer format for a rendered
+// prompt without solving the task: the embedded policy's warm-up
+// (backend.local.warmup_steps) fits a fresh model to such replies so RL
+// starts from a model that answers in the format and reads its prompt,
+// as a pretrained model would, while the task itself is left to RL.
+type FormatExample func(prompt string, rng *rand.Rand) string
+
+// formats maps an env name to its format examples.
+var formats = map[string]FormatExample{
+	"arith":      arith.FormatExample,
+	"countdown":  countdown.FormatExample,
+	"frozenlake": frozenlake.FormatExample,
+}
+
+// FormatExampleFor returns the format examples of the env name, if it
+// has them.
+func FormatExampleFor(env string) (FormatExample, bool) {
+	f, ok := formats[env]
+	return f, ok
 }

@@ -2,8 +2,13 @@ package tasks_test
 
 import (
 	"context"
+	"fmt"
 	"math"
+	"math/rand/v2"
 	"reflect"
+	"regexp"
+	"sort"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -17,7 +22,7 @@ import (
 	"github.com/rllm-org/rllm-go/pkg/tasks/frozenlake"
 	"github.com/rllm-org/rllm-go/pkg/workflow"
 
-	_ "github.com/rllm-org/rllm-go/pkg/tasks"
+	"github.com/rllm-org/rllm-go/pkg/tasks"
 )
 
 func TestBuiltinsRegistered(t *testing.T) {
@@ -161,5 +166,116 @@ func TestDefaultWorkflow(t *testing.T) {
 		if got := workflow.DefaultName(env); got != want {
 			t.Errorf("%s: %s, want %s", env, got, want)
 		}
+	}
+}
+
+// The warm-up's format examples are well-formed replies built from the
+// prompt alone: what the reward and agent read as an answer, with the
+// task's own numbers, and not (beyond chance) the solution.
+func TestFormatExamples(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	wrap := func(q string) string { return "<|im_start|>user\n" + q + "<|im_end|>\n<|im_start|>assistant\n" }
+
+	t.Run("arith", func(t *testing.T) {
+		f, ok := tasks.FormatExampleFor("arith")
+		if !ok {
+			t.Fatal("arith has no format examples")
+		}
+		rows, err := arith.Generate(200, 3, arith.DefaultOptions)
+		if err != nil {
+			t.Fatal(err)
+		}
+		operands, twoDigit, correct := 0, 0, 0
+		for _, row := range rows {
+			q := row["question"].(string)
+			var a, b int
+			var op string
+			if _, err := fmt.Sscanf(strings.Replace(strings.Replace(q, "+", " + ", 1), "-", " - ", 1), "%d %s %d=", &a, &op, &b); err != nil {
+				t.Fatalf("%q: %v", q, err)
+			}
+			reply := f(wrap(q), rng)
+			n, err := strconv.Atoi(reply)
+			if err != nil {
+				t.Fatalf("%q: reply %q is not a bare integer", q, reply)
+			}
+			if n < 0 || n > 2*max(a, b) {
+				t.Errorf("%q: reply %d outside 0..%d", q, n, 2*max(a, b))
+			}
+			if n == a || n == b {
+				operands++
+			}
+			if n >= 10 {
+				twoDigit++
+			}
+			if reply == row["ground_truth"] {
+				correct++
+			}
+		}
+		if operands < 80 || twoDigit < 20 {
+			t.Errorf("%d operands and %d two-digit replies of 200: want both kinds", operands, twoDigit)
+		}
+		if correct > 50 {
+			t.Errorf("%d of 200 replies are the answer: format examples must not solve the task", correct)
+		}
+	})
+
+	t.Run("countdown", func(t *testing.T) {
+		f, _ := tasks.FormatExampleFor("countdown")
+		rows, err := countdown.Generate(100, 3, countdown.DefaultOptions)
+		if err != nil {
+			t.Fatal(err)
+		}
+		solved := 0
+		for _, row := range rows {
+			reply := f(wrap(row["question"].(string)), rng)
+			ep := run(t, "countdown", nil, row, reply)
+			r := ep.Trajectories[0].Reward
+			if r <= 0 {
+				t.Fatalf("%q scores %v: not a well-formed answer with the given numbers", reply, r)
+			}
+			m := regexp.MustCompile(`<answer>(.*)</answer>`).FindStringSubmatch(reply)
+			res, err := expr.Eval(m[1])
+			if err != nil {
+				t.Fatal(err)
+			}
+			var used []string
+			for _, n := range res.Numbers {
+				used = append(used, n.String())
+			}
+			var given []string
+			for _, n := range row["nums"].([]any) {
+				given = append(given, fmt.Sprint(n))
+			}
+			sort.Strings(used)
+			sort.Strings(given)
+			if !reflect.DeepEqual(used, given) {
+				t.Errorf("%q uses %v, the puzzle gives %v", reply, used, given)
+			}
+			if ep.IsCorrect {
+				solved++
+			}
+		}
+		if solved > 30 {
+			t.Errorf("%d of 100 random equations solve their puzzle: format examples must not solve the task", solved)
+		}
+	})
+
+	t.Run("frozenlake", func(t *testing.T) {
+		f, _ := tasks.FormatExampleFor("frozenlake")
+		seen := map[string]bool{}
+		for range 100 {
+			move, ok := frozenlake.ParseReply(f("any prompt", rng))
+			if !ok {
+				t.Fatal("a format example is not a move the agent reads")
+			}
+			seen[move] = true
+		}
+		if len(seen) != 4 {
+			t.Errorf("moves %v: want all four", seen)
+		}
+	})
+
+	if _, ok := tasks.FormatExampleFor("math"); ok {
+		t.Error("math has format examples: its warm-up should use shuffled ground truths")
 	}
 }

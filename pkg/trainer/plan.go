@@ -182,6 +182,9 @@ type CadencePlan struct {
 type WarmupPlan struct {
 	Steps int
 	LR    float64
+	// Format writes the replies the model is fitted to (the env's format
+	// examples); nil fits shuffled ground truths.
+	Format tasks.FormatExample
 }
 
 // NewPlan reads c into a plan, refusing (all at once, one line each)
@@ -394,6 +397,9 @@ func NewPlan(c *config.Config) (*Plan, error) {
 	}
 	if c.Backend.Name == "local" && c.Backend.Local.Weights == "" {
 		p.Warmup = WarmupPlan{Steps: c.Backend.Local.WarmupSteps, LR: c.Backend.Local.WarmupLR}
+		if !c.Workflow.UseWorkflow {
+			p.Warmup.Format, _ = tasks.FormatExampleFor(c.Env.Name)
+		}
 	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)

@@ -10,39 +10,49 @@ import (
 	"github.com/rllm-org/rllm-go/pkg/dataset"
 	"github.com/rllm-org/rllm-go/pkg/reward"
 	"github.com/rllm-org/rllm-go/pkg/rollout"
+	"github.com/rllm-org/rllm-go/pkg/tasks"
 )
 
 // warmup fits a freshly initialised embedded policy to the answer format
 // before RL (backend.local.warmup_steps). Every training prompt, exactly
-// as the agent builds it, is paired with the ground truth of a randomly
-// drawn task: the model learns what an answer looks like and when to
-// stop, but nothing about which answer is right, so RL still has the
-// whole task to learn. Real RL starts from a pretrained model that already
-// knows the format; this stands in for it. The prompts come from the same
-// rollout runner as training (with a teacher in place of the policy) and
-// the fit is the one SFT loop.
+// as the agent builds it, is paired with a reply in the task's format
+// that is not its answer: the built-in tasks' format examples (arith: an
+// operand of the question; countdown: the given numbers in a random
+// equation; frozenlake: a random move), else the ground truth of a
+// randomly drawn task. The model learns what an answer looks like, when
+// to stop and, with format examples, where the prompt's numbers are, but
+// nothing about which answer is right, so RL still has the whole task to
+// learn. Real RL starts from a pretrained model that already knows the
+// format; this stands in for it. The prompts come from the same rollout
+// runner as training (with a teacher in place of the policy), one reply
+// per task, and the fit is the one SFT loop.
 func (t *Trainer) warmup(ctx context.Context) error {
-	var answers []string
-	for _, task := range t.train {
-		if gt, ok := reward.GroundTruth(task); ok {
-			if list, isList := gt.([]any); isList && len(list) > 0 {
-				gt = list[0]
+	teacher := &teacher{format: t.plan.Warmup.Format, codec: t.be.Codec(), rng: rand.New(rand.NewPCG(uint64(t.plan.Seed), 0x7761726d))}
+	if teacher.format == nil {
+		for _, task := range t.train {
+			if gt, ok := reward.GroundTruth(task); ok {
+				if list, isList := gt.([]any); isList && len(list) > 0 {
+					gt = list[0]
+				}
+				teacher.answers = append(teacher.answers, fmt.Sprint(gt))
 			}
-			answers = append(answers, fmt.Sprint(gt))
+		}
+		if len(teacher.answers) == 0 {
+			t.logf("warm-up skipped: the training tasks have no ground truth to learn the answer format from")
+			return nil
 		}
 	}
-	if len(answers) == 0 {
-		t.logf("warm-up skipped: the training tasks have no ground truth to learn the answer format from")
-		return nil
-	}
 	steps := t.plan.Warmup.Steps
-	t.logf("warm-up: %d steps fitting the answer format (shuffled ground truths) before RL", steps)
-	teacher := &teacher{answers: answers, codec: t.be.Codec(), rng: rand.New(rand.NewPCG(uint64(t.plan.Seed), 0x7761726d))}
-	eng, err := rollout.NewRunner(t.plan.Workflow, t.be.ChatSampler(teacher), t.plan.Train.Params, t.plan.Train.N, t.runnerFor(phaseWarmup), nil)
+	what := "shuffled ground truths"
+	if teacher.format != nil {
+		what = "replies in the task's format, not its answers"
+	}
+	t.logf("warm-up: %d steps fitting the answer format (%s) before RL", steps, what)
+	eng, err := rollout.NewRunner(t.plan.Workflow, t.be.ChatSampler(teacher), t.plan.Train.Params, 1, t.runnerFor(phaseWarmup), nil)
 	if err != nil {
 		return err
 	}
-	loader, err := dataset.NewLoader(t.train, dataset.LoaderOptions{BatchSize: t.plan.BatchSize, Shuffle: true, Seed: t.plan.DataSeed + 2})
+	loader, err := dataset.NewLoader(t.train, dataset.LoaderOptions{BatchSize: min(t.plan.BatchSize, len(t.train)), Shuffle: true, DropLast: true, Seed: t.plan.DataSeed + 2})
 	if err != nil {
 		return err
 	}
@@ -104,10 +114,11 @@ func weightedDatum(s *rollout.Sequence) (backend.Datum, bool) {
 	return d, true
 }
 
-// teacher is a token sampler that answers every prompt with a random
-// ground truth, as the model would write it: the text, then the
-// end-of-turn token.
+// teacher is a token sampler that answers every prompt with a format
+// example for it, or else a random ground truth, as the model would write
+// it: the text, then the end-of-turn token.
 type teacher struct {
+	format  tasks.FormatExample
 	answers []string
 	codec   backend.Codec
 	mu      sync.Mutex
@@ -125,9 +136,21 @@ func (s *teacher) Sample(_ context.Context, req backend.SampleRequest) (backend.
 		// which concurrent episodes ask, so the warm-up is reproducible.
 		rng = rand.New(rand.NewPCG(uint64(*req.Params.Seed), 0x7465616368))
 	}
+	var prompt string
+	if s.format != nil {
+		var err error
+		if prompt, err = s.codec.Decode(req.Prompt, false); err != nil {
+			return res, err
+		}
+	}
 	for range max(req.NumSamples, 1) {
 		s.mu.Lock()
-		text := s.answers[rng.IntN(len(s.answers))]
+		var text string
+		if s.format != nil {
+			text = s.format(prompt, rng)
+		} else {
+			text = s.answers[rng.IntN(len(s.answers))]
+		}
 		s.mu.Unlock()
 		ids := append(s.codec.Encode(text, false), s.codec.StopTokens()[0])
 		res.Sequences = append(res.Sequences, backend.SampledSequence{Tokens: ids, Logprobs: make([]float64, len(ids)), StopReason: backend.StopReasonStop})

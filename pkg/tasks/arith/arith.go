@@ -7,6 +7,7 @@ package arith
 import (
 	"fmt"
 	"math/rand/v2"
+	"regexp"
 	"strconv"
 	"strings"
 
@@ -81,4 +82,27 @@ func Generate(n int, seed uint64, o Options) ([]episode.Task, error) {
 		})
 	}
 	return out, nil
+}
+
+var reQuestion = regexp.MustCompile(`(-?\d+)\s*[-+*/]\s*(-?\d+)\s*=`)
+
+// FormatExample answers the last question of prompt with a bare integer
+// read from the question or of its size, never computed from it: half the
+// time one of its operands, otherwise a random integer from 0 to twice the
+// larger operand (so replies of one and two digits both occur, as answers
+// do). A model fitted to these replies knows the format and where the
+// numbers are; which number is right is left to RL. Without a question it
+// answers a random digit.
+func FormatExample(prompt string, rng *rand.Rand) string {
+	m := reQuestion.FindAllStringSubmatch(prompt, -1)
+	if len(m) == 0 {
+		return strconv.Itoa(rng.IntN(10))
+	}
+	a, b := m[len(m)-1][1], m[len(m)-1][2]
+	if rng.IntN(2) == 0 {
+		return []string{a, b}[rng.IntN(2)]
+	}
+	x, _ := strconv.Atoi(strings.TrimPrefix(a, "-"))
+	y, _ := strconv.Atoi(strings.TrimPrefix(b, "-"))
+	return strconv.Itoa(rng.IntN(2*min(max(x, y), 1000000) + 1))
 }

@@ -6,6 +6,7 @@ package countdown
 import (
 	"fmt"
 	"math/rand/v2"
+	"regexp"
 	"strconv"
 	"strings"
 
@@ -113,4 +114,35 @@ func combine(rng *rand.Rand, nums []int) (int, string, bool) {
 		}
 	}
 	return val, strings.TrimSuffix(strings.TrimPrefix(text, "("), ")"), true
+}
+
+var reNumbers = regexp.MustCompile(`numbers \[([0-9, ]+)\]`)
+
+// FormatExample answers the last puzzle of prompt with the given numbers,
+// each once, in a random order joined by random operators, inside
+// <answer></answer>: a well-formed equation that is rarely the solution.
+// A model fitted to these replies knows the format and copies the
+// numbers; reaching the target is left to RL.
+func FormatExample(prompt string, rng *rand.Rand) string {
+	var nums []string
+	if m := reNumbers.FindAllStringSubmatch(prompt, -1); len(m) > 0 {
+		for _, f := range strings.Split(m[len(m)-1][1], ",") {
+			if f = strings.TrimSpace(f); f != "" {
+				nums = append(nums, f)
+			}
+		}
+	}
+	if len(nums) == 0 {
+		nums = []string{strconv.Itoa(1 + rng.IntN(99)), strconv.Itoa(1 + rng.IntN(99))}
+	}
+	rng.Shuffle(len(nums), func(i, j int) { nums[i], nums[j] = nums[j], nums[i] })
+	expr := nums[0]
+	for i, n := range nums[1:] {
+		op := string("+-*/"[rng.IntN(4)])
+		if i > 0 && rng.IntN(2) == 0 {
+			expr = "(" + expr + ")"
+		}
+		expr += " " + op + " " + n
+	}
+	return "<answer> " + expr + " </answer>"
 }

@@ -1,6 +1,7 @@
 package frozenlake
 
 import (
+	"math/rand/v2"
 	"regexp"
 	"strings"
 
@@ -86,4 +87,10 @@ func (a *Agent) UpdateFromModel(resp sampler.Response) episode.Action {
 		st.Info = map[string]any{"parse_error": "no move in the reply"}
 	}
 	return act
+}
+
+// FormatExample is a random move in the format the agent reads (```Up```):
+// the format, not the way to the goal.
+func FormatExample(_ string, rng *rand.Rand) string {
+	return "```" + ActionNames[rng.IntN(len(ActionNames))] + "```"
 }
