@@ -86,19 +86,19 @@ type ValKwargs struct {
 
 // Actor configures the policy update.
 type Actor struct {
-	PPOMiniBatchSize *int    `koanf:"ppo_mini_batch_size" json:"ppo_mini_batch_size" yaml:"ppo_mini_batch_size"`
-	PPOEpochs        int     `koanf:"ppo_epochs" json:"ppo_epochs" yaml:"ppo_epochs"`
-	PolicyLoss       string  `koanf:"policy_loss" json:"policy_loss" yaml:"policy_loss"`
-	ClipRatioLow     float64 `koanf:"clip_ratio_low" json:"clip_ratio_low" yaml:"clip_ratio_low"`
-	ClipRatioHigh    float64 `koanf:"clip_ratio_high" json:"clip_ratio_high" yaml:"clip_ratio_high"`
-	ClipRatioC       float64 `koanf:"clip_ratio_c" json:"clip_ratio_c" yaml:"clip_ratio_c"`
-	LossAggMode      string  `koanf:"loss_agg_mode" json:"loss_agg_mode" yaml:"loss_agg_mode"`
-	EntropyCoeff     float64 `koanf:"entropy_coeff" json:"entropy_coeff" yaml:"entropy_coeff"`
-	UseKLLoss        bool    `koanf:"use_kl_loss" json:"use_kl_loss" yaml:"use_kl_loss"`
-	KLLossCoef       float64 `koanf:"kl_loss_coef" json:"kl_loss_coef" yaml:"kl_loss_coef"`
-	KLLossType       string  `koanf:"kl_loss_type" json:"kl_loss_type" yaml:"kl_loss_type"`
-	RefPath          string  `koanf:"ref_path" json:"ref_path" yaml:"ref_path"`
-	Optim            Optim   `koanf:"optim" json:"optim" yaml:"optim"`
+	PPOMiniBatchSize *int     `koanf:"ppo_mini_batch_size" json:"ppo_mini_batch_size" yaml:"ppo_mini_batch_size"`
+	PPOEpochs        int      `koanf:"ppo_epochs" json:"ppo_epochs" yaml:"ppo_epochs"`
+	PolicyLoss       string   `koanf:"policy_loss" json:"policy_loss" yaml:"policy_loss"`
+	ClipRatioLow     float64  `koanf:"clip_ratio_low" json:"clip_ratio_low" yaml:"clip_ratio_low"`
+	ClipRatioHigh    float64  `koanf:"clip_ratio_high" json:"clip_ratio_high" yaml:"clip_ratio_high"`
+	ClipRatioC       float64  `koanf:"clip_ratio_c" json:"clip_ratio_c" yaml:"clip_ratio_c"`
+	LossAggMode      string   `koanf:"loss_agg_mode" json:"loss_agg_mode" yaml:"loss_agg_mode"`
+	EntropyCoeff     float64  `koanf:"entropy_coeff" json:"entropy_coeff" yaml:"entropy_coeff"`
+	UseKLLoss        *bool    `koanf:"use_kl_loss" json:"use_kl_loss" yaml:"use_kl_loss"`
+	KLLossCoef       *float64 `koanf:"kl_loss_coef" json:"kl_loss_coef" yaml:"kl_loss_coef"`
+	KLLossType       string   `koanf:"kl_loss_type" json:"kl_loss_type" yaml:"kl_loss_type"`
+	RefPath          string   `koanf:"ref_path" json:"ref_path" yaml:"ref_path"`
+	Optim            Optim    `koanf:"optim" json:"optim" yaml:"optim"`
 }
 
 // Optim is the optimizer (AdamW) and its learning-rate schedule.

@@ -70,7 +70,7 @@ func TestPrecedence(t *testing.T) {
 		want func(*Config) string // returns "" when fine
 	}{
 		{"defaults", Sources{}, func(c *Config) string {
-			return expect(c.Data.TrainBatchSize, 64) + expect(c.Rollout.N, 8)
+			return expect(c.Data.TrainBatchSize, 32) + expect(c.Rollout.N, 8)
 		}},
 		{"later file wins", Sources{Files: []string{"a.yaml", "b.yaml"}}, func(c *Config) string {
 			return expect(c.Data.Seed, 2) + expect(c.Data.TrainBatchSize, 4)
@@ -193,7 +193,7 @@ func TestErrors(t *testing.T) {
 
 func TestEffectiveValues(t *testing.T) {
 	c := Default()
-	if c.EffectiveLR() != 0.0005 || c.EffectiveMiniBatch() != 64 || c.EffectiveMaxTokens() != 512 {
+	if c.EffectiveLR() != 0.0005 || c.EffectiveMiniBatch() != 32 || c.EffectiveMaxTokens() != 512 {
 		t.Errorf("local effective values: lr %g mini %d max_tokens %d", c.EffectiveLR(), c.EffectiveMiniBatch(), c.EffectiveMaxTokens())
 	}
 	c, err := FromOverrides([]string{"backend.name=tinker", "rollout.max_tokens=64", "actor.ppo_mini_batch_size=8"})

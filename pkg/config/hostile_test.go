@@ -53,7 +53,7 @@ func TestHostileValues(t *testing.T) {
 			}
 		})
 	}
-	for _, ok := range []string{"rollout.api_key_env=OPENAI_API_KEY", "rollout.api_key_env=", "backend.local.context=8192", "rollout.n=16384"} {
+	for _, ok := range []string{"rollout.api_key_env=OPENAI_API_KEY", "rollout.api_key_env=", "backend.local.context=8192", "rollout.n=32768"} {
 		if _, err := Load(Sources{Sets: []string{ok}}); err != nil {
 			t.Errorf("%s refused: %v", ok, err)
 		}

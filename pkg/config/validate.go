@@ -167,7 +167,9 @@ func validate(c *Config, origin func(string) Origin) Errors {
 	}
 	v.oneOf("actor.loss_agg_mode", a.LossAggMode, LossAggModes)
 	v.nonNegative("actor.entropy_coeff", a.EntropyCoeff)
-	v.nonNegative("actor.kl_loss_coef", a.KLLossCoef)
+	if a.KLLossCoef != nil {
+		v.nonNegative("actor.kl_loss_coef", *a.KLLossCoef)
+	}
 	v.oneOf("actor.kl_loss_type", a.KLLossType, KLLossTypes)
 	o := a.Optim
 	if o.LR != nil {
@@ -312,6 +314,27 @@ func (c *Config) EffectiveLR() float64 {
 		return 2e-5
 	}
 	return c.Backend.Local.LR
+}
+
+// EffectiveKLLoss is actor.use_kl_loss and actor.kl_loss_coef, or when
+// null the backend's recommendation: the embedded policy, which starts
+// from a small warm-up rather than a pretrained model, keeps its
+// exploration with a KL penalty of 0.1 to that start (without it the
+// default run's policy turns deterministic on wrong answers and stalls);
+// other backends follow verl (off; 0.001 when turned on).
+func (c *Config) EffectiveKLLoss() (on bool, coef float64) {
+	local := c.Backend.Name == "local"
+	on, coef = local, 0.001
+	if local {
+		coef = 0.1
+	}
+	if c.Actor.UseKLLoss != nil {
+		on = *c.Actor.UseKLLoss
+	}
+	if c.Actor.KLLossCoef != nil {
+		coef = *c.Actor.KLLossCoef
+	}
+	return on, coef
 }
 
 // EffectiveMiniBatch is actor.ppo_mini_batch_size in tasks, or the whole

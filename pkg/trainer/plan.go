@@ -337,15 +337,15 @@ func NewPlan(c *config.Config) (*Plan, error) {
 		}
 	}
 	lc.ClipRatioLow, lc.ClipRatioHigh, lc.ClipRatioC = a.ClipRatioLow, a.ClipRatioHigh, a.ClipRatioC
-	if a.UseKLLoss {
+	if useKL, klCoef := c.EffectiveKLLoss(); useKL {
 		kind, err := ppo.ParseKLType(a.KLLossType)
 		switch {
 		case err != nil:
 			refuse("actor.kl_loss_type: %q needs the whole next-token distributions or is unknown; use kl (k1), abs, mse (k2) or low_var_kl (k3), optionally with a trailing +", a.KLLossType)
-		case a.KLLossCoef < 0 || math.IsNaN(a.KLLossCoef) || math.IsInf(a.KLLossCoef, 0):
-			refuse("actor.kl_loss_coef: %g must be a finite number ≥ 0", a.KLLossCoef)
+		case klCoef < 0 || math.IsNaN(klCoef) || math.IsInf(klCoef, 0):
+			refuse("actor.kl_loss_coef: %g must be a finite number ≥ 0", klCoef)
 		default:
-			lc.KLCoef, lc.KLType = a.KLLossCoef, kind
+			lc.KLCoef, lc.KLType = klCoef, kind
 			p.Reference.Needed = true
 		}
 	}

@@ -35,6 +35,8 @@ func smallConfig(t *testing.T, overrides ...string) *config.Config {
 		"backend.local.d_model=32", "backend.local.heads=2", "backend.local.context=48", "backend.local.warmup_steps=2",
 		"trainer.total_training_steps=2", "trainer.test_freq=-1", "trainer.val_before_train=false", "trainer.save_freq=-1",
 		"trainer.logger=[jsonl]", "rollout.max_tokens=4", "workflow.n_parallel_tasks=8",
+		// The KL tests turn it on; the rest test the loss without it.
+		"actor.use_kl_loss=false",
 	}
 	c, err := config.FromOverrides(append(base, overrides...))
 	if err != nil {
