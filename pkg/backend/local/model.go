@@ -104,6 +104,18 @@ func blockRest(c Config, lw *layerWeights, b *blockBufs, n int) {
 	}
 }
 
+// expScores turns one row of attention scores, whose largest is maxS, into
+// unnormalised weights in place and returns 1/their sum.
+func expScores(pr []float32, maxS float32) float32 {
+	var sum float32
+	for j, s := range pr {
+		e := float32(math.Exp(float64(s - maxS)))
+		pr[j] = e
+		sum += e
+	}
+	return 1 / sum
+}
+
 // attention computes causal multi-head attention for rows pos0..pos0+n-1
 // over cache rows 0..row.
 func attention(c Config, b *blockBufs, pos0, n int) {
@@ -121,13 +133,7 @@ func attention(c Config, b *blockBufs, pos0, n int) {
 				pr[j] = s
 				maxS = max(maxS, s)
 			}
-			var sum float32
-			for j, s := range pr {
-				e := float32(math.Exp(float64(s - maxS)))
-				pr[j] = e
-				sum += e
-			}
-			inv := 1 / sum
+			inv := expScores(pr, maxS)
 			out := b.att[r*d+h*hd : r*d+(h+1)*hd]
 			clear(out)
 			for j := range pr {

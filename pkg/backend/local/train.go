@@ -146,13 +146,7 @@ func (ws *workspace) attention(b *blockBufs) {
 				pr[j] = s
 				maxS = max(maxS, s)
 			}
-			var sum float32
-			for j, s := range pr {
-				e := float32(math.Exp(float64(s - maxS)))
-				pr[j] = e
-				sum += e
-			}
-			inv := 1 / sum
+			inv := expScores(pr, maxS)
 			out := b.att[r*d+h*hd : r*d+(h+1)*hd]
 			clear(out)
 			for j := range pr {
