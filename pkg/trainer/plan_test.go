@@ -42,3 +42,30 @@ func TestKLLossDefaultsFollowTheBackend(t *testing.T) {
 		}
 	}
 }
+
+// The warm-up fits the env's format examples where the built-in task has
+// them, shuffled ground truths otherwise, and none without a warm-up.
+func TestWarmupUsesFormatExamples(t *testing.T) {
+	for _, tt := range []struct {
+		sets       []string
+		steps      int
+		withFormat bool
+	}{
+		{nil, 300, true},
+		{[]string{"env.name=countdown"}, 300, true},
+		{[]string{"env.name=math"}, 300, false},
+		{[]string{"backend.local.warmup_steps=0"}, 0, true},
+	} {
+		c, err := config.FromOverrides(tt.sets)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := NewPlan(c)
+		if err != nil {
+			t.Fatalf("%v: %v", tt.sets, err)
+		}
+		if p.Warmup.Steps != tt.steps || (p.Warmup.Format != nil) != tt.withFormat {
+			t.Errorf("%v: warm-up of %d steps, format examples %v; want %d, %v", tt.sets, p.Warmup.Steps, p.Warmup.Format != nil, tt.steps, tt.withFormat)
+		}
+	}
+}
