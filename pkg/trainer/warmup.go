@@ -14,18 +14,18 @@ import (
 )
 
 // warmup fits a freshly initialised embedded policy to the answer format
-// before RL (backend.local.warmup_steps). Every training prompt, exactly
-// as the agent builds it, is paired with a reply in the task's format
-// that is not its answer: the built-in tasks' format examples (arith: an
-// operand of the question or a number of its size; countdown: the given
-// numbers in a random equation; frozenlake: a random move), else the
-// ground truth of a randomly drawn task. The model learns what an answer
-// looks like, when to stop and, with format examples, where the prompt's
-// numbers are, but nothing about which answer is right, so RL still has
-// the whole task to learn. Real RL starts from a pretrained model that already knows the
+// before RL (backend.local.warmup_steps). Every training prompt, exactly as
+// the agent builds it, is paired with a reply in the task's format that is
+// not its answer: the built-in tasks' format examples (arith: an operand of
+// the question or a number of its size; countdown: the given numbers in a
+// random equation; frozenlake: a random move), else the ground truth of a
+// randomly drawn task. The model learns what an answer looks like, when to
+// stop and, with format examples, where the prompt's numbers are, but
+// nothing about which answer is right, so RL still has the whole task to
+// learn. Real RL starts from a pretrained model that already knows the
 // format; this stands in for it. The prompts come from the same rollout
-// runner as training (with a teacher in place of the policy), one reply
-// per task, and the fit is the one SFT loop.
+// runner as training (with a teacher in place of the policy), one reply per
+// task, and the fit is the one SFT loop.
 func (t *Trainer) warmup(ctx context.Context) error {
 	teacher := &teacher{format: t.plan.Warmup.Format, codec: t.be.Codec(), rng: rand.New(rand.NewPCG(uint64(t.plan.Seed), 0x7761726d))}
 	if teacher.format == nil {
