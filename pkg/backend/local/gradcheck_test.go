@@ -26,17 +26,23 @@ func TestGradientsMatchFiniteDifferences(t *testing.T) {
 	t.Run("packed", checkPackedGradients)
 }
 
-func checkGradients(t *testing.T, dH []float64) {
-	cfg := tinyConfig().withDefaults()
+// wideRandomModel is the tiny config with weights of std 0.3 (wide enough
+// that every term of the gradient matters), a zero gradient, and their
+// views, and the random stream, to draw more from.
+func wideRandomModel(seed1, seed2 uint64) (cfg Config, flat, grad []float32, w, g *weights, rng *rand.Rand) {
+	cfg = tinyConfig().withDefaults()
 	_, n := layout(cfg)
-	rng := rand.New(rand.NewPCG(7, 7))
-	flat := make([]float32, n)
+	rng = rand.New(rand.NewPCG(seed1, seed2))
+	flat = make([]float32, n)
 	for i := range flat {
 		flat[i] = float32(rng.NormFloat64() * 0.3)
 	}
-	w := bindWeights(cfg, flat)
-	grad := make([]float32, n)
-	g := bindWeights(cfg, grad)
+	grad = make([]float32, n)
+	return cfg, flat, grad, bindWeights(cfg, flat), bindWeights(cfg, grad), rng
+}
+
+func checkGradients(t *testing.T, dH []float64) {
+	cfg, flat, grad, w, g, _ := wideRandomModel(7, 7)
 
 	tokens := []int{TokenImStart, 'a', '3', '+', '4', '=', TokenImEnd}
 	targets := []int{'a', '3', '+', '4', '=', '7', TokenImEnd}
@@ -66,16 +72,7 @@ func checkGradients(t *testing.T, dH []float64) {
 // weights, more rows than the context, the objective the sum of the
 // elementwise losses.
 func checkPackedGradients(t *testing.T) {
-	cfg := tinyConfig().withDefaults()
-	_, n := layout(cfg)
-	rng := rand.New(rand.NewPCG(8, 8))
-	flat := make([]float32, n)
-	for i := range flat {
-		flat[i] = float32(rng.NormFloat64() * 0.3)
-	}
-	w := bindWeights(cfg, flat)
-	grad := make([]float32, n)
-	g := bindWeights(cfg, grad)
+	cfg, flat, grad, w, g, rng := wideRandomModel(8, 8)
 
 	prefix := []int{TokenImStart, 'a', '3'}
 	var data []backend.Datum

@@ -73,17 +73,6 @@ func (ws *workspace) reserve(T int) {
 	*ws = *newWorkspaceRows(ws.cfg, min(max(T, 2*ws.rows), max(T, maxPackRows(ws.cfg))))
 }
 
-// forward runs one whole sequence and leaves every activation in ws.
-func (ws *workspace) forward(w *weights, tokens []int) {
-	ws.reserve(len(tokens))
-	ws.T, ws.prefix, ws.stride = len(tokens), len(tokens), len(tokens)
-	copy(ws.tokens, tokens)
-	for i := range tokens {
-		ws.pos[i] = i
-	}
-	ws.run(w)
-}
-
 // run is the forward over the rows ws.tokens[:T] laid out as ws.prefix,
 // ws.seg and ws.pos describe.
 func (ws *workspace) run(w *weights) {
@@ -165,17 +154,6 @@ func (ws *workspace) attention(b *blockBufs) {
 type rowTarget struct {
 	row, target int
 	dlp         float64
-}
-
-// backward adds to g the gradient of Σ_i dlp[i]·log p(targets[i]) +
-// dH[i]·H_i (H_i the entropy of position i's distribution; dH may be nil)
-// after forward has run on the same tokens.
-func (ws *workspace) backward(w, g *weights, targets []int, dlp, dH []float64) {
-	adds := make([]rowTarget, len(targets))
-	for i, t := range targets {
-		adds[i] = rowTarget{i, t, dlp[i]}
-	}
-	ws.backwardRows(w, g, dlp, dH, adds)
 }
 
 // backwardRows adds to g the gradient of Σ_a a.dlp·log p_a.row(a.target)
@@ -284,14 +262,6 @@ func (ws *workspace) attentionBackward(b *blockBufs, datt, dqkv []float32) {
 				axpy(ds, q, dqkv[k*3*d+d+h*hd:k*3*d+d+(h+1)*hd])
 			}
 		}
-	}
-}
-
-// targetLogprobs reads log p(targets[i]) off the logits of a forward.
-func (ws *workspace) targetLogprobs(targets []int, out []float64) {
-	V := TokenizerVocab
-	for i, t := range targets {
-		out[i] = float64(ws.logits[i*V+t]) - ws.lse[i]
 	}
 }
 
