@@ -32,6 +32,10 @@ type dataGenerateOptions struct {
 	min, max  int
 	operators string
 	negative  bool
+	// countdown
+	countdown countdown.Options
+	// frozenlake
+	lakes frozenlake.Options
 }
 
 var generators = []string{"arith", "countdown", "frozenlake"}
@@ -46,7 +50,9 @@ same rows. Rows carry the columns the task's env reads (question,
 ground_truth, target, nums, seed, size, p, ...) and data_source.`,
 		Example: `  rllm data generate arith --n 1000 --seed 0 --out arith.jsonl
   rllm data generate countdown --n 500 --out countdown.parquet
-  rllm data generate arith --min 0 --max 20 --operators "+-*" --out arith20.jsonl`,
+  rllm data generate arith --min 0 --max 20 --operators "+-*" --out arith20.jsonl
+  rllm data generate countdown --min-numbers 3 --max-numbers 3 --max-number 9 --max-target 30 --out small.jsonl
+  rllm data generate frozenlake --max-size 4 --out lakes.jsonl`,
 		ValidArgs: generators,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) != 1 {
@@ -59,6 +65,9 @@ ground_truth, target, nums, seed, size, p, ...) and data_source.`,
 			if opts.n < 1 || opts.n > 10_000_000 {
 				return usagef("--n must be between 1 and 10000000, got %d", opts.n)
 			}
+			if err := checkTaskFlags(cmd, opts.task); err != nil {
+				return err
+			}
 			return runDataGenerate(cmd.Context(), a, opts)
 		},
 	}
@@ -70,7 +79,40 @@ ground_truth, target, nums, seed, size, p, ...) and data_source.`,
 	f.IntVar(&opts.max, "max", arith.DefaultOptions.Max, "arith: largest operand")
 	f.StringVar(&opts.operators, "operators", arith.DefaultOptions.Operators, "arith: operators to draw from (+-*/)")
 	f.BoolVar(&opts.negative, "negative", false, "arith: allow negative answers")
+	cd := countdown.DefaultOptions
+	f.IntVar(&opts.countdown.MinNumbers, "min-numbers", cd.MinNumbers, "countdown: fewest numbers in a puzzle")
+	f.IntVar(&opts.countdown.MaxNumbers, "max-numbers", cd.MaxNumbers, "countdown: most numbers in a puzzle")
+	f.IntVar(&opts.countdown.MaxNumber, "max-number", cd.MaxNumber, "countdown: numbers are drawn from 1 to this")
+	f.IntVar(&opts.countdown.MaxTarget, "max-target", cd.MaxTarget, "countdown: targets are 1 to this")
+	fl := frozenlake.DefaultOptions
+	f.IntVar(&opts.lakes.MinSize, "min-size", fl.MinSize, "frozenlake: smallest map side")
+	f.IntVar(&opts.lakes.MaxSize, "max-size", fl.MaxSize, "frozenlake: largest map side")
+	f.Float64Var(&opts.lakes.MinP, "min-p", fl.MinP, "frozenlake: lowest probability that a cell is frozen")
+	f.Float64Var(&opts.lakes.MaxP, "max-p", fl.MaxP, "frozenlake: highest probability that a cell is frozen")
 	return cmd
+}
+
+// taskFlags names the flags that shape one task's rows; the generator of
+// another task would ignore them.
+var taskFlags = map[string][]string{
+	"arith":      {"min", "max", "operators", "negative"},
+	"countdown":  {"min-numbers", "max-numbers", "max-number", "max-target"},
+	"frozenlake": {"min-size", "max-size", "min-p", "max-p"},
+}
+
+// checkTaskFlags refuses a flag of another task than the one generated.
+func checkTaskFlags(cmd *cobra.Command, task string) error {
+	for other, names := range taskFlags {
+		if other == task {
+			continue
+		}
+		for _, name := range names {
+			if cmd.Flags().Changed(name) {
+				return usagef("--%s shapes %s tasks, not %s; drop it", name, other, task)
+			}
+		}
+	}
+	return nil
 }
 
 // generateTasks runs the generator of task.
@@ -79,9 +121,9 @@ func generateTasks(opts *dataGenerateOptions) ([]episode.Task, error) {
 	case "arith":
 		return arith.Generate(opts.n, opts.seed, arith.Options{Min: opts.min, Max: opts.max, Operators: opts.operators, Negative: opts.negative})
 	case "countdown":
-		return countdown.Generate(opts.n, opts.seed, countdown.DefaultOptions)
+		return countdown.Generate(opts.n, opts.seed, opts.countdown)
 	case "frozenlake":
-		return frozenlake.Generate(opts.n, opts.seed, frozenlake.DefaultOptions)
+		return frozenlake.Generate(opts.n, opts.seed, opts.lakes)
 	}
 	return nil, usagef("no generator for %q; use one of: %s", opts.task, strings.Join(generators, ", "))
 }

@@ -16,7 +16,7 @@ import (
 func init() {
 	env.Register(env.Definition{
 		Name:        "frozenlake",
-		Description: "Gymnasium FrozenLake: reach G without falling into a hole; task rows set seed, size, p",
+		Description: "Gymnasium FrozenLake on rLLM's random maps: reach G without falling into a hole; task rows set seed, size, p",
 		Params:      Params{},
 		Validate: func(v registry.Values) error {
 			if n := registry.As[Params](v).MapName; n != "" {
@@ -35,7 +35,8 @@ type Params struct {
 	Size       int      `arg:"size" default:"4" range:"[2,64]" task:"true" doc:"side of a random map"`
 	P          float64  `arg:"p" default:"0.8" range:"(0,1]" task:"true" doc:"probability that a cell of a random map is frozen (not a hole)"`
 	Seed       int      `arg:"seed" default:"0" task:"true" doc:"seeds the map and the slips"`
-	IsSlippery bool     `arg:"is_slippery" default:"true" task:"true" doc:"intended move with probability 1/3, else one of the two perpendicular ones"`
+	IsSlippery bool     `arg:"is_slippery" default:"false" task:"true" doc:"intended move with probability 1/3, else one of the two perpendicular ones (rLLM's default is false, Gymnasium's true)"`
+	GoalDist   int      `arg:"goal_distance" default:"6" range:"[0,)" task:"true" doc:"random maps: S and G on random cells, G at most this many moves from S (rLLM's layout); 0: S top-left, G bottom-right (Gymnasium's)"`
 	MaxSteps   int      `arg:"max_steps" default:"100" range:"[1,)" task:"true" doc:"moves before the episode is truncated (Gymnasium's 4x4 time limit)"`
 	MapName    string   `arg:"map_name" task:"true" doc:"a fixed Gymnasium map, \"4x4\" or \"8x8\" (empty: random map)"`
 	Desc       []string `arg:"desc" task:"true" doc:"a fixed map as rows of S/F/H/G, e.g. [\"SF\",\"HG\"]"`
@@ -66,7 +67,7 @@ func NewEnv(args Params) (*Env, error) {
 		desc = m
 	default:
 		var err error
-		desc, err = GenerateMap(args.Size, args.P, rand.New(rand.NewPCG(seed, 0)))
+		desc, err = GenerateMap(args.Size, args.P, args.GoalDist, rand.New(rand.NewPCG(seed, 0)))
 		if err != nil {
 			return nil, err
 		}

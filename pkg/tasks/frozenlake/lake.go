@@ -5,10 +5,12 @@
 // 2 Right, 3 Up; moving into a wall stays put; on a slippery lake the
 // intended move and each of the two perpendicular moves happen with
 // probability 1/3; reward 1 on reaching G; H and G end the episode.
-// Random maps follow generate_random_map: each cell is F with probability
-// p, S top-left, G bottom-right, redrawn until a depth-first search finds
-// a path from S to G. Random numbers come from Go's PCG, so a seed gives
-// the same map here on every run but not the map numpy would draw.
+// Random maps draw each cell F with probability p and are redrawn until G
+// can be reached. Two layouts: rLLM's (its FrozenLakeEnv, the default
+// here), where S and G sit on two random cells and G is at most a few
+// moves from S, and Gymnasium's generate_random_map, S top-left and G
+// bottom-right. Random numbers come from Go's PCG, so a seed gives the
+// same map here on every run but not the map numpy would draw.
 package frozenlake
 
 import (
@@ -134,14 +136,20 @@ func (l *Lake) Sample(s, a int, u float64) Transition {
 	return ts[len(ts)-1]
 }
 
-// GenerateMap draws a size×size map whose cells are F with probability p,
-// redrawing until a path leads from S to G.
-func GenerateMap(size int, p float64, rng *rand.Rand) ([]string, error) {
+// GenerateMap draws a size×size map whose cells are F with probability p.
+// goalDistance 0 is Gymnasium's generate_random_map: S top-left, G
+// bottom-right, redrawn until a path leads from S to G. goalDistance > 0
+// is rLLM's generate_random_map: S and G on two distinct random cells,
+// redrawn (cells and places) until G is at most goalDistance moves from S.
+func GenerateMap(size int, p float64, goalDistance int, rng *rand.Rand) ([]string, error) {
 	if size < 2 || size > 64 {
 		return nil, fmt.Errorf("frozenlake size %d: use 2 to 64", size)
 	}
 	if !(p > 0) {
 		return nil, fmt.Errorf("frozenlake p %v: the probability of a frozen cell must be above 0", p)
+	}
+	if goalDistance < 0 {
+		return nil, fmt.Errorf("frozenlake goal_distance %d: use 0 (Gymnasium's corners) or a number of moves", goalDistance)
 	}
 	p = min(1, p)
 	board := make([][]byte, size)
@@ -159,9 +167,17 @@ func GenerateMap(size int, p float64, rng *rand.Rand) ([]string, error) {
 				}
 			}
 		}
-		board[0][0] = 'S'
-		board[size-1][size-1] = 'G'
-		if reachable(board) {
+		start, goal := [2]int{0, 0}, [2]int{size - 1, size - 1}
+		if goalDistance > 0 {
+			start = [2]int{rng.IntN(size), rng.IntN(size)}
+			for goal = start; goal == start; {
+				goal = [2]int{rng.IntN(size), rng.IntN(size)}
+			}
+		}
+		board[start[0]][start[1]] = 'S'
+		board[goal[0]][goal[1]] = 'G'
+		d := moves(board, start, goal)
+		if d > 0 && (goalDistance == 0 || d <= goalDistance) {
 			out := make([]string, size)
 			for r := range board {
 				out[r] = string(board[r])
@@ -171,33 +187,32 @@ func GenerateMap(size int, p float64, rng *rand.Rand) ([]string, error) {
 	}
 }
 
-// reachable is Gymnasium's is_valid: a depth-first search from the
-// top-left corner through non-hole cells.
-func reachable(board [][]byte) bool {
+// moves is the fewest moves from start to goal through cells that are not
+// holes (a breadth-first search), or -1 when goal cannot be reached.
+func moves(board [][]byte, start, goal [2]int) int {
 	n := len(board)
-	seen := make([]bool, n*n)
-	frontier := [][2]int{{0, 0}}
-	for len(frontier) > 0 {
-		cur := frontier[len(frontier)-1]
-		frontier = frontier[:len(frontier)-1]
-		if seen[cur[0]*n+cur[1]] {
-			continue
+	dist := make([]int, n*n)
+	for i := range dist {
+		dist[i] = -1
+	}
+	dist[start[0]*n+start[1]] = 0
+	queue := [][2]int{start}
+	for len(queue) > 0 {
+		cur := queue[0]
+		queue = queue[1:]
+		if cur == goal {
+			return dist[cur[0]*n+cur[1]]
 		}
-		seen[cur[0]*n+cur[1]] = true
 		for _, d := range [4][2]int{{1, 0}, {0, 1}, {-1, 0}, {0, -1}} {
 			r, c := cur[0]+d[0], cur[1]+d[1]
-			if r < 0 || r >= n || c < 0 || c >= n {
+			if r < 0 || r >= n || c < 0 || c >= n || board[r][c] == 'H' || dist[r*n+c] >= 0 {
 				continue
 			}
-			if board[r][c] == 'G' {
-				return true
-			}
-			if board[r][c] != 'H' {
-				frontier = append(frontier, [2]int{r, c})
-			}
+			dist[r*n+c] = dist[cur[0]*n+cur[1]] + 1
+			queue = append(queue, [2]int{r, c})
 		}
 	}
-	return false
+	return -1
 }
 
 // Render draws the grid as rLLM's text FrozenLake does: P the player, _

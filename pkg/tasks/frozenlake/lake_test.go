@@ -109,42 +109,70 @@ func toAny(rows []string) []any {
 
 // bfsPath is an independent check (breadth first, unlike the generator's
 // depth-first search) that G can be reached from S.
-func bfsPath(m []string) bool {
+// gridMoves is the test's own shortest path: moves from cell from to cell
+// to (row-major indices) avoiding holes, -1 when there is none.
+func gridMoves(m []string, from, to int) int {
 	n := len(m)
-	seen := map[[2]int]bool{{0, 0}: true}
-	q := [][2]int{{0, 0}}
+	dist := map[int]int{from: 0}
+	q := []int{from}
 	for len(q) > 0 {
 		c := q[0]
 		q = q[1:]
-		if m[c[0]][c[1]] == 'G' {
-			return true
+		if c == to {
+			return dist[c]
 		}
 		for _, d := range [][2]int{{0, 1}, {1, 0}, {0, -1}, {-1, 0}} {
-			r, k := c[0]+d[0], c[1]+d[1]
-			if r >= 0 && r < n && k >= 0 && k < n && m[r][k] != 'H' && !seen[[2]int{r, k}] {
-				seen[[2]int{r, k}] = true
-				q = append(q, [2]int{r, k})
+			r, k := c/n+d[0], c%n+d[1]
+			if _, seen := dist[r*n+k]; r >= 0 && r < n && k >= 0 && k < n && m[r][k] != 'H' && !seen {
+				dist[r*n+k] = dist[c] + 1
+				q = append(q, r*n+k)
 			}
 		}
 	}
-	return false
+	return -1
 }
 
 func TestGenerateMap(t *testing.T) {
 	for seed := uint64(0); seed < 200; seed++ {
 		size := 2 + int(seed%9)
-		m, err := GenerateMap(size, 0.6, rand.New(rand.NewPCG(seed, 0)))
+		m, err := GenerateMap(size, 0.6, 0, rand.New(rand.NewPCG(seed, 0)))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(m) != size || m[0][0] != 'S' || m[size-1][size-1] != 'G' || !bfsPath(m) {
+		if len(m) != size || m[0][0] != 'S' || m[size-1][size-1] != 'G' || gridMoves(m, 0, size*size-1) < 0 {
 			t.Fatalf("seed %d: bad map %q", seed, m)
 		}
 	}
-	if m, _ := GenerateMap(5, 1, rand.New(rand.NewPCG(1, 0))); strings.Count(strings.Join(m, ""), "H") != 0 {
+	// rLLM's layout: S and G anywhere, G within goal_distance moves; over
+	// many seeds S leaves the corner and every allowed distance occurs.
+	distances := map[int]bool{}
+	for seed := uint64(0); seed < 300; seed++ {
+		size, limit := 2+int(seed%9), 1+int(seed%6)
+		m, err := GenerateMap(size, 0.6, limit, rand.New(rand.NewPCG(seed, 0)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		joined := strings.Join(m, "")
+		s, g := strings.IndexByte(joined, 'S'), strings.IndexByte(joined, 'G')
+		if len(m) != size || s < 0 || g < 0 || strings.Count(joined, "S") != 1 || strings.Count(joined, "G") != 1 {
+			t.Fatalf("seed %d: bad map %q", seed, m)
+		}
+		d := gridMoves(m, s, g)
+		if d < 1 || d > limit {
+			t.Fatalf("seed %d: G is %d moves from S in %q, want 1..%d", seed, d, m, limit)
+		}
+		distances[d] = true
+	}
+	if len(distances) != 6 {
+		t.Errorf("distances seen %v, want 1..6", distances)
+	}
+	if _, err := GenerateMap(4, 0.8, -1, rand.New(rand.NewPCG(1, 0))); err == nil {
+		t.Error("goal distance -1 accepted")
+	}
+	if m, _ := GenerateMap(5, 1, 0, rand.New(rand.NewPCG(1, 0))); strings.Count(strings.Join(m, ""), "H") != 0 {
 		t.Errorf("p=1 map has holes: %q", m)
 	}
-	if _, err := GenerateMap(6, 0.05, rand.New(rand.NewPCG(1, 0))); err == nil {
+	if _, err := GenerateMap(6, 0.05, 0, rand.New(rand.NewPCG(1, 0))); err == nil {
 		t.Error("p=0.05 on 6x6 found a path; expected to give up")
 	}
 	for _, bad := range [][]string{{}, {"SF", "F"}, {"SX", "FG"}, {"FF", "FG"}} {
