@@ -10,6 +10,7 @@ import (
 	"github.com/rllm-org/rllm-go/pkg/dataset"
 	"github.com/rllm-org/rllm-go/pkg/reward"
 	"github.com/rllm-org/rllm-go/pkg/rollout"
+	"github.com/rllm-org/rllm-go/pkg/sampler"
 	"github.com/rllm-org/rllm-go/pkg/tasks"
 )
 
@@ -27,7 +28,8 @@ import (
 // runner as training (with a teacher in place of the policy), one reply per
 // task, and the fit is the one SFT loop.
 func (t *Trainer) warmup(ctx context.Context) error {
-	teacher := &teacher{format: t.plan.Warmup.Format, codec: t.be.Codec(), rng: rand.New(rand.NewPCG(uint64(t.plan.Seed), 0x7761726d))}
+	teacher := &teacher{format: t.plan.Warmup.Format, codec: t.be.Codec(), context: t.be.Info().MaxContext,
+		rng: rand.New(rand.NewPCG(uint64(t.plan.Seed), 0x7761726d))}
 	if teacher.format == nil {
 		for _, task := range t.train {
 			if gt, ok := reward.GroundTruth(task); ok {
@@ -116,11 +118,15 @@ func weightedDatum(s *rollout.Sequence) (backend.Datum, bool) {
 
 // teacher is a token sampler that answers every prompt with a format
 // example for it, or else a random ground truth, as the model would write
-// it: the text, then the end-of-turn token.
+// it: the text, then the end-of-turn token. Like the model it stands in
+// for, it refuses a prompt that fills the context and cuts a reply at the
+// context's end, so a multi-turn episode ends where the model's would
+// (max_prompt_length_exceeded) instead of growing past it.
 type teacher struct {
 	format  tasks.FormatExample
 	answers []string
 	codec   backend.Codec
+	context int // prompt + reply tokens; 0: no limit
 	mu      sync.Mutex
 	rng     *rand.Rand // for requests without a seed
 }
@@ -130,6 +136,10 @@ func (s *teacher) Version() int { return 0 }
 
 func (s *teacher) Sample(_ context.Context, req backend.SampleRequest) (backend.SampleResult, error) {
 	res := backend.SampleResult{}
+	if s.context > 0 && len(req.Prompt) >= s.context {
+		return res, &backend.InputError{Err: sampler.ErrPromptTooLong,
+			Msg: fmt.Sprintf("the prompt has %d tokens but the model's context is %d (prompt + reply)", len(req.Prompt), s.context)}
+	}
 	rng := s.rng
 	if req.Params.Seed != nil {
 		// A seeded request picks the same answer whatever the order in
@@ -153,7 +163,11 @@ func (s *teacher) Sample(_ context.Context, req backend.SampleRequest) (backend.
 		}
 		s.mu.Unlock()
 		ids := append(s.codec.Encode(text, false), s.codec.StopTokens()[0])
-		res.Sequences = append(res.Sequences, backend.SampledSequence{Tokens: ids, Logprobs: make([]float64, len(ids)), StopReason: backend.StopReasonStop})
+		stop := backend.StopReasonStop
+		if room := s.context - len(req.Prompt); s.context > 0 && len(ids) > room {
+			ids, stop = ids[:room], backend.StopReasonLength
+		}
+		res.Sequences = append(res.Sequences, backend.SampledSequence{Tokens: ids, Logprobs: make([]float64, len(ids)), StopReason: stop})
 	}
 	return res, nil
 }
