@@ -33,7 +33,8 @@ type dataGenerateOptions struct {
 	operators string
 	negative  bool
 	// countdown
-	countdown countdown.Options
+	countdown    countdown.Options
+	instructions bool
 	// frozenlake
 	lakes frozenlake.Options
 }
@@ -84,6 +85,7 @@ ground_truth, target, nums, seed, size, p, ...) and data_source.`,
 	f.IntVar(&opts.countdown.MaxNumbers, "max-numbers", cd.MaxNumbers, "countdown: most numbers in a puzzle")
 	f.IntVar(&opts.countdown.MaxNumber, "max-number", cd.MaxNumber, "countdown: numbers are drawn from 1 to this")
 	f.IntVar(&opts.countdown.MaxTarget, "max-target", cd.MaxTarget, "countdown: targets are 1 to this")
+	f.BoolVar(&opts.instructions, "instructions", true, "countdown: follow the question with the rules and the answer format (TinyZero's prompt)")
 	fl := frozenlake.DefaultOptions
 	f.IntVar(&opts.lakes.MinSize, "min-size", fl.MinSize, "frozenlake: smallest map side")
 	f.IntVar(&opts.lakes.MaxSize, "max-size", fl.MaxSize, "frozenlake: largest map side")
@@ -96,7 +98,7 @@ ground_truth, target, nums, seed, size, p, ...) and data_source.`,
 // another task would ignore them.
 var taskFlags = map[string][]string{
 	"arith":      {"min", "max", "operators", "negative"},
-	"countdown":  {"min-numbers", "max-numbers", "max-number", "max-target"},
+	"countdown":  {"min-numbers", "max-numbers", "max-number", "max-target", "instructions"},
 	"frozenlake": {"min-size", "max-size", "min-p", "max-p"},
 }
 
@@ -121,7 +123,9 @@ func generateTasks(opts *dataGenerateOptions) ([]episode.Task, error) {
 	case "arith":
 		return arith.Generate(opts.n, opts.seed, arith.Options{Min: opts.min, Max: opts.max, Operators: opts.operators, Negative: opts.negative})
 	case "countdown":
-		return countdown.Generate(opts.n, opts.seed, opts.countdown)
+		o := opts.countdown
+		o.NoInstructions = !opts.instructions
+		return countdown.Generate(opts.n, opts.seed, o)
 	case "frozenlake":
 		return frozenlake.Generate(opts.n, opts.seed, opts.lakes)
 	}

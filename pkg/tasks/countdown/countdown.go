@@ -25,23 +25,35 @@ func init() {
 	env.RegisterScored("countdown", "countdown", "single turn: 1.0 for a correct <answer> equation, 0.1 for a wrong one, 0 without answer")
 }
 
-// Prompt is TinyZero's countdown prompt, in our words.
+// Prompt is TinyZero's countdown prompt, in our words: Question followed
+// by Instructions.
 func Prompt(nums []int, target int) string {
+	return Question(nums, target) + " " + Instructions
+}
+
+// Question states the puzzle alone.
+func Question(nums []int, target int) string {
 	s := make([]string, len(nums))
 	for i, n := range nums {
 		s[i] = strconv.Itoa(n)
 	}
-	return fmt.Sprintf("Using the numbers [%s], create an equation that equals %d. "+
-		"You can use + - * / and parentheses, and each number must be used exactly once. "+
-		"Think in <think> </think> tags, then give the equation in <answer> </answer> tags, for example <answer> (1 + 2) / 3 </answer>.",
-		strings.Join(s, ", "), target)
+	return fmt.Sprintf("Using the numbers [%s], create an equation that equals %d.", strings.Join(s, ", "), target)
 }
+
+// Instructions give the rules and the answer format.
+const Instructions = "You can use + - * / and parentheses, and each number must be used exactly once. " +
+	"Think in <think> </think> tags, then give the equation in <answer> </answer> tags, for example <answer> (1 + 2) / 3 </answer>."
 
 // Options shape generated puzzles.
 type Options struct {
 	MinNumbers, MaxNumbers int // how many numbers a puzzle has
 	MaxNumber              int // numbers are drawn from 1..MaxNumber
 	MaxTarget              int // targets are 1..MaxTarget
+	// NoInstructions writes the bare Question, without the rules and the
+	// answer format: for a model that learns the format elsewhere (the
+	// embedded policy's warm-up) and reads a 60-token prompt more easily
+	// than a 300-token one.
+	NoInstructions bool
 }
 
 // DefaultOptions follow the Countdown-Tasks-3to4 data TinyZero trains on:
@@ -76,7 +88,7 @@ func Generate(n int, seed uint64, o Options) ([]episode.Task, error) {
 		}
 		out = append(out, episode.Task{
 			"id":          "countdown-" + strconv.Itoa(len(out)),
-			"question":    Prompt(nums, target),
+			"question":    question(nums, target, o),
 			"target":      target,
 			"nums":        numsAny,
 			"solution":    solution,
@@ -84,6 +96,13 @@ func Generate(n int, seed uint64, o Options) ([]episode.Task, error) {
 		})
 	}
 	return out, nil
+}
+
+func question(nums []int, target int, o Options) string {
+	if o.NoInstructions {
+		return Question(nums, target)
+	}
+	return Prompt(nums, target)
 }
 
 // combine folds the numbers, in a random order, with random operators
