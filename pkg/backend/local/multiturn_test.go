@@ -4,7 +4,7 @@ import (
 	"context"
 	"strings"
 	"sync"
-	"sync/atomic"
+	"time"
 
 	"github.com/rllm-org/rllm-go/pkg/backend"
 	"github.com/rllm-org/rllm-go/pkg/episode"
@@ -19,6 +19,10 @@ type multiTurnLoad struct {
 	turns             int
 	systemLen, obsLen int // approximate lengths in tokens (bytes)
 	params            backend.SamplingParams
+	// envTime is how long an env step takes between turns (frozenlake's:
+	// none; an external env's or a tool's: up to seconds), during which
+	// other episodes' turns push the episode's rows down the LRU.
+	envTime time.Duration
 }
 
 // multiTurnStats count one run of a workload.
@@ -106,6 +110,7 @@ func (wl multiTurnLoad) runEpisode(ep int, sample func(backend.SampleRequest) (b
 			return reqs, ress, err
 		}
 		reqs, ress = append(reqs, req), append(ress, res)
+		time.Sleep(wl.envTime)
 		prompt = nextTurn(prompt, res.Sequences[0].Tokens, observation(group, k+1, wl.obsLen))
 		if len(prompt)+max(p.MaxTokens, 1) >= ctxLen {
 			break
@@ -117,30 +122,28 @@ func (wl multiTurnLoad) runEpisode(ep int, sample func(backend.SampleRequest) (b
 // run plays every episode at once on snap, as a training step's rollouts
 // do, and counts what was asked.
 func (wl multiTurnLoad) run(ctx context.Context, snap *Snapshot) (multiTurnStats, error) {
-	var st multiTurnStats
 	var mu sync.Mutex
+	var st multiTurnStats
 	var firstErr error
 	var wg sync.WaitGroup
-	var requests, promptTok, replyTok atomic.Int64
 	for ep := range wl.groups * wl.groupSize {
 		wg.Go(func() {
 			reqs, ress, err := wl.runEpisode(ep, func(r backend.SampleRequest) (backend.SampleResult, error) {
 				return snap.Sample(ctx, r)
 			}, snap.w.cfg.Context)
+			mu.Lock()
+			defer mu.Unlock()
 			for i := range ress {
-				requests.Add(1)
-				promptTok.Add(int64(len(reqs[i].Prompt)))
-				replyTok.Add(int64(len(ress[i].Sequences[0].Tokens)))
+				st.requests++
+				st.promptTokens += int64(len(reqs[i].Prompt))
+				st.replyTokens += int64(len(ress[i].Sequences[0].Tokens))
 			}
-			if err != nil {
-				mu.Lock()
+			if err != nil && firstErr == nil {
 				firstErr = err
-				mu.Unlock()
 			}
 		})
 	}
 	wg.Wait()
-	st.requests, st.promptTokens, st.replyTokens = requests.Load(), promptTok.Load(), replyTok.Load()
 	return st, firstErr
 }
 

@@ -79,8 +79,8 @@ import (
 
 // prefixBlock is the trie's block size in tokens. Smaller blocks lose
 // fewer rows at a decoded sequence's end and where prompts diverge; each
-// node costs a map lookup per walk and ~300 bytes besides its rows (24 KB
-// for 16 rows of the default model), so 16 keeps the overhead near 1 %.
+// node costs a map lookup per walk and ~400 bytes besides its rows (24 KB
+// for 16 rows of the default model), so 16 keeps the overhead near 2 %.
 const prefixBlock = 16
 
 // defaultPrefixCacheBytes is the floor of a snapshot's cache bound: for the
@@ -90,23 +90,38 @@ const prefixBlock = 16
 const defaultPrefixCacheBytes = 64 << 20
 
 // prefixCacheContexts is how many whole contexts of rows the bound holds
-// at least. A multi-turn step keeps one conversation per episode in flight
-// and reuses it only if it survives until the episode's next turn:
-// frozenlake trains 64 episodes at a time (8 tasks × rollout.n 8). With
-// context 1536 one whole context of the default model is 2.4 MB, so the
-// bound is 151 MB; 64 episodes of 600 to 1,500 tokens need ~60–100 MB
-// of distinct blocks, and TestPrefixCacheMultiTurnHitRate measures how
-// reuse falls off below that. For the default context of 128 the 64 MiB
-// floor is the larger.
+// if that is at most prefixCacheContextsCap: one per episode in flight,
+// as frozenlake trains 64 (8 tasks × rollout.n 8). An episode's rows are
+// reused only if they survive from the end of its turn to the start of
+// the next, while the other episodes' turns publish theirs. With
+// frozenlake's in-process env that gap is short and 8 contexts keep
+// nearly all the reuse; an env or tool that takes seconds leaves every
+// episode waiting at once, and the bound must then hold all of them:
+// BenchmarkSampleMultiTurnBound (64 episodes, envs of 3 s) keeps 83 % of
+// the prompt tokens at 27 contexts (the former 64 MiB) and all 88 %
+// reusable from 32. With context 1536 a context of the default model is
+// 2.4 MB, so the bound is 151 MB; the cache holds only what was asked for
+// (81 MB in that benchmark) and is freed with the snapshot.
 const prefixCacheContexts = 64
+
+// prefixCacheContextsCap keeps prefixCacheContexts from taking gigabytes
+// for large models (64 contexts of a 12-layer, d_model 768 model of
+// context 1024 are 7 GB); they keep at least prefixCacheMinContexts.
+const prefixCacheContextsCap = 256 << 20
+
+// prefixCacheMinContexts is how many whole contexts the bound holds at
+// least: for large models even the cap could hold few.
+const prefixCacheMinContexts = 8
 
 // prefixNodeOverhead approximates the bookkeeping of one node (struct,
 // list element, map slot, token ids) beyond its float data and key.
-const prefixNodeOverhead = 320
+const prefixNodeOverhead = 400
 
-// defaultPrefixCacheLimit is the byte bound of a snapshot's cache for c.
+// defaultPrefixCacheLimit is the byte bound of a snapshot's cache for c:
+// 64 contexts up to 256 MiB, at least 64 MiB and 8 contexts.
 func defaultPrefixCacheLimit(c Config) int64 {
-	return max(defaultPrefixCacheBytes, prefixCacheContexts*int64(c.Context)*prefixRowBytes(c))
+	context := int64(c.Context) * prefixRowBytes(c)
+	return max(defaultPrefixCacheBytes, min(prefixCacheContexts*context, prefixCacheContextsCap), prefixCacheMinContexts*context)
 }
 
 // prefixRowBytes is the size of one token's q|k|v rows over all layers.

@@ -196,17 +196,20 @@ func TestPrefixCacheBounded(t *testing.T) {
 }
 
 func TestPrefixCacheDefaultLimit(t *testing.T) {
-	if got := defaultPrefixCacheLimit(DefaultConfig().withDefaults()); got != 64<<20 {
-		t.Fatalf("default model: limit %d, want 64 MiB", got)
-	}
-	for _, c := range []Config{
-		{Layers: 2, DModel: 64, Heads: 4, Context: 1536}, // frozenlake's
-		{Layers: 12, DModel: 768, Heads: 12, Context: 1024},
+	contexts := func(c Config, n int64) int64 { return n * int64(c.Context) * 4 * int64(c.Layers*3*c.DModel) }
+	for _, tc := range []struct {
+		name string
+		c    Config
+		want func(Config) int64
+	}{
+		{"default model", DefaultConfig(), func(Config) int64 { return 64 << 20 }},
+		{"frozenlake's context", Config{Layers: 2, DModel: 64, Heads: 4, Context: 1536}, func(c Config) int64 { return contexts(c, 64) }},
+		{"a wider model", Config{Layers: 4, DModel: 128, Heads: 4, Context: 1024}, func(Config) int64 { return 256 << 20 }},
+		{"a large model", Config{Layers: 12, DModel: 768, Heads: 12, Context: 1024}, func(c Config) int64 { return contexts(c, 8) }},
 	} {
-		c = c.withDefaults()
-		want := prefixCacheContexts * int64(c.Context) * 4 * int64(c.Layers*3*c.DModel)
-		if got := defaultPrefixCacheLimit(c); got != want || got <= 64<<20 {
-			t.Fatalf("%+v: limit %d, want %d whole contexts (%d)", c, got, prefixCacheContexts, want)
+		c := tc.c.withDefaults()
+		if got, want := defaultPrefixCacheLimit(c), tc.want(c); got != want {
+			t.Errorf("%s: limit %d, want %d", tc.name, got, want)
 		}
 	}
 }
