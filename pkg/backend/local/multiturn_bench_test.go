@@ -43,9 +43,13 @@ func BenchmarkSampleMultiTurn(b *testing.B) {
 // tokens, all at once, under bounds of 8 to 64 whole contexts (27 ≈ 64
 // MiB, the bound before partial reuse; 64: the default): how much reuse
 // each keeps, with an env step that takes no time (frozenlake's) and one
-// that takes 3 s. An iteration takes 10–30 s; run it with -benchtime 1x.
+// that takes 3 s; "whole" is the step with whole prompts only. An
+// iteration takes 10–60 s; run it with -benchtime 1x.
 func BenchmarkSampleMultiTurnBound(b *testing.B) {
 	cfg := frozenlakeConfig().withDefaults()
+	b.Run("whole", func(b *testing.B) {
+		benchMultiTurn(b, frozenlakeLoad(8, 8, 100), defaultPrefixCacheLimit(cfg), false)
+	})
 	for _, env := range []time.Duration{0, 3 * time.Second} {
 		for _, contexts := range []int64{8, 16, 27, 32, prefixCacheContexts} {
 			b.Run(fmt.Sprintf("env=%v/contexts=%d", env, contexts), func(b *testing.B) {

@@ -97,11 +97,11 @@ const defaultPrefixCacheBytes = 64 << 20
 // frozenlake's in-process env that gap is short and 8 contexts keep
 // nearly all the reuse; an env or tool that takes seconds leaves every
 // episode waiting at once, and the bound must then hold all of them:
-// BenchmarkSampleMultiTurnBound (64 episodes, envs of 3 s) keeps 83 % of
-// the prompt tokens at 27 contexts (the former 64 MiB) and all 88 %
+// BenchmarkSampleMultiTurnBound (64 episodes, envs of 3 s) reuses 82–83 %
+// of the prompt tokens at 27 contexts (the former 64 MiB) and all 88 %
 // reusable from 32. With context 1536 a context of the default model is
 // 2.4 MB, so the bound is 151 MB; the cache holds only what was asked for
-// (81 MB in that benchmark) and is freed with the snapshot.
+// (81 MiB in that benchmark) and is freed with the snapshot.
 const prefixCacheContexts = 64
 
 // prefixCacheContextsCap keeps prefixCacheContexts from taking gigabytes
