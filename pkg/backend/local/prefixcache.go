@@ -416,7 +416,7 @@ func (pc *prefixCache) keepDecoded(prompt, reply []int, dec *decoder) {
 	}
 	fed := len(prompt) + len(reply) - 1
 	if dec.pos != fed {
-		panic(fmt.Sprintf("local: decoder at position %d after a %d-token prompt and a %d-token reply", dec.pos, len(prompt), len(reply)))
+		return // not a finished decode of this reply: its rows are not these tokens'
 	}
 	blocks := fed / prefixBlock
 	if blocks <= len(prompt)/prefixBlock {
@@ -436,11 +436,11 @@ func (pc *prefixCache) insert(tokens []int, caches [][]float32, blocks int, logi
 	c := pc.w.cfg
 	node := &pc.root
 	var buf []byte
-	link := func(toks []int, at int, logits []float32) {
+	link := func(toks []int, at int, nodeLogits []float32) {
 		buf = appendKey(buf[:0], toks)
 		child := node.children[string(buf)]
 		if child == nil {
-			child = newPrefixNode(c, node, string(buf), toks, at, caches, logits)
+			child = newPrefixNode(c, node, string(buf), toks, at, caches, nodeLogits)
 			pc.link(child)
 		}
 		node = child
