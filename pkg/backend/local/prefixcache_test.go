@@ -46,9 +46,16 @@ func referenceSample(t *testing.T, s *Snapshot, req backend.SampleRequest) backe
 
 // withPrefixLimit is a new snapshot of s's weights whose cache holds limit
 // bytes (≤ 0: no cache).
-func withPrefixLimit(s *Snapshot, limit int64) *Snapshot {
+func withPrefixLimit(s *Snapshot, limit int64) *Snapshot { return withPrefixReuse(s, limit, true) }
+
+// withPrefixReuse is withPrefixLimit with partial reuse on or off (off:
+// whole prompts only, the cache as it was before partial reuse).
+func withPrefixReuse(s *Snapshot, limit int64, partial bool) *Snapshot {
 	c := &Snapshot{name: s.name, version: s.version, w: s.w, workers: s.workers}
-	c.prefixOnce.Do(func() { c.prefixes = newPrefixCache(c.w, limit) })
+	c.prefixOnce.Do(func() {
+		c.prefixes = newPrefixCache(c.w, limit)
+		c.prefixes.partial = partial
+	})
 	return c
 }
 
@@ -87,9 +94,10 @@ func TestPrefixCacheMatchesUncached(t *testing.T) {
 				}
 			}
 		}
-		if entries, _ := cached.prefixCache().stats(); entries == 0 {
+		if prompts, _, _ := cached.prefixCache().stats(); prompts == 0 {
 			t.Fatal("nothing was cached")
 		}
+		checkTrie(t, cached.prefixCache())
 	}
 }
 
@@ -139,10 +147,16 @@ func TestPrefixCacheBounded(t *testing.T) {
 	ctx := context.Background()
 	b := newTestBackend(t, smallConfig())
 	s := publish(t, b)
+	// An arith prompt is one block and a tail of 7 tokens; no two share
+	// the block.
 	p0 := arithPrompt(0)
-	one := prefixEntryBytes(s.w.cfg, len(p0), len(promptKey(p0)))
+	blocks := len(p0) / prefixBlock
+	one := int64(blocks)*prefixNodeBytes(s.w.cfg, prefixBlock, len(promptKey(p0[:prefixBlock])), false) +
+		prefixNodeBytes(s.w.cfg, len(p0)-blocks*prefixBlock, len(promptKey(p0[blocks*prefixBlock:])), true)
 	limit := 3*one + one/2
-	snap := withPrefixLimit(s, limit)
+	// Whole prompts only: a partial hit would keep another prompt's block
+	// recent without its tail, and this test counts whole prompts.
+	snap := withPrefixReuse(s, limit, false)
 	pc := snap.prefixCache()
 	req := func(i int) backend.SampleRequest {
 		return backend.SampleRequest{Prompt: arithPrompt(i), Params: backend.SamplingParams{Temperature: 1, MaxTokens: 2, Seed: seed(1)}}
@@ -151,10 +165,11 @@ func TestPrefixCacheBounded(t *testing.T) {
 		if _, err := snap.Sample(ctx, req(i)); err != nil {
 			t.Fatal(err)
 		}
-		entries, bytes := pc.stats()
-		if bytes > limit || entries > 3 || entries != min(i+1, 3) {
-			t.Fatalf("after %d prompts: %d entries, %d bytes; bound %d bytes (3 entries)", i+1, entries, bytes, limit)
+		prompts, _, bytes := pc.stats()
+		if bytes > limit || prompts != min(i+1, 3) {
+			t.Fatalf("after %d prompts: %d prompts, %d bytes cached; bound %d bytes (3 prompts)", i+1, prompts, bytes, limit)
 		}
+		checkTrie(t, pc)
 	}
 	// The most recent prompt is served from the cache, the oldest was
 	// evicted and is prefilled again.
@@ -168,24 +183,34 @@ func TestPrefixCacheBounded(t *testing.T) {
 		t.Fatal("the oldest prompt was not evicted")
 	}
 
-	// An entry larger than the whole bound is not kept.
+	// A prompt larger than the whole bound is not kept whole (its first
+	// blocks may be).
 	tiny := withPrefixLimit(s, one-1)
 	if _, err := tiny.Sample(ctx, req(0)); err != nil {
 		t.Fatal(err)
 	}
-	if entries, bytes := tiny.prefixCache().stats(); entries != 0 || bytes != 0 {
-		t.Fatalf("an oversized entry was cached: %d entries, %d bytes", entries, bytes)
+	if prompts, _, bytes := tiny.prefixCache().stats(); prompts != 0 || bytes > one-1 {
+		t.Fatalf("an oversized prompt was cached: %d prompts, %d bytes", prompts, bytes)
 	}
+	checkTrie(t, tiny.prefixCache())
 }
 
 func TestPrefixCacheDefaultLimit(t *testing.T) {
-	if got := defaultPrefixCacheLimit(DefaultConfig().withDefaults()); got != 64<<20 {
-		t.Fatalf("default model: limit %d, want 64 MiB", got)
-	}
-	big := Config{Layers: 12, DModel: 768, Heads: 12, Context: 1024}.withDefaults()
-	entry := prefixEntryBytes(big, big.Context-1, 2*(big.Context-1))
-	if got := defaultPrefixCacheLimit(big); got != 8*entry {
-		t.Fatalf("large model: limit %d, want 8 whole-context entries (%d)", got, 8*entry)
+	contexts := func(c Config, n int64) int64 { return n * int64(c.Context) * 4 * int64(c.Layers*3*c.DModel) }
+	for _, tc := range []struct {
+		name string
+		c    Config
+		want func(Config) int64
+	}{
+		{"default model", DefaultConfig(), func(Config) int64 { return 64 << 20 }},
+		{"frozenlake's context", Config{Layers: 2, DModel: 64, Heads: 4, Context: 1536}, func(c Config) int64 { return contexts(c, 64) }},
+		{"a wider model", Config{Layers: 4, DModel: 128, Heads: 4, Context: 1024}, func(Config) int64 { return 256 << 20 }},
+		{"a large model", Config{Layers: 12, DModel: 768, Heads: 12, Context: 1024}, func(c Config) int64 { return contexts(c, 8) }},
+	} {
+		c := tc.c.withDefaults()
+		if got, want := defaultPrefixCacheLimit(c), tc.want(c); got != want {
+			t.Errorf("%s: limit %d, want %d", tc.name, got, want)
+		}
 	}
 }
 
@@ -225,8 +250,8 @@ func TestPrefixCacheNotSharedAcrossSnapshots(t *testing.T) {
 	}
 }
 
-// TestPrefixCacheEntryUnchanged: sampling many sequences from an entry
-// leaves it exactly as a fresh prefill makes it.
+// TestPrefixCacheEntryUnchanged: sampling many sequences from a cached
+// prompt leaves every cached row exactly as a fresh prefill makes it.
 func TestPrefixCacheEntryUnchanged(t *testing.T) {
 	ctx := context.Background()
 	b := newTestBackend(t, smallConfig())
@@ -242,14 +267,11 @@ func TestPrefixCacheEntryUnchanged(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	key := promptKey(prompt)
-	got := s.prefixCache().lookup(key)
-	if got == nil {
+	if s.prefixCache().match(prompt, false) == nil {
 		t.Fatal("the prompt is not cached")
 	}
-	if want := newPrefixEntry(s.w, key, prompt); !reflect.DeepEqual(got, want) {
-		t.Fatal("a cached entry changed after sampling from it")
-	}
+	checkTrie(t, s.prefixCache())
+	checkRows(t, s)
 }
 
 func TestPrefixCacheCancelled(t *testing.T) {
@@ -299,7 +321,7 @@ func TestPrefixCachePrefillPanic(t *testing.T) {
 	if _, err := broken.Sample(context.Background(), req); err == nil {
 		t.Fatal("a panicking prefill gave no error")
 	}
-	if entries, _ := broken.prefixCache().stats(); entries != 0 {
+	if _, nodes, _ := broken.prefixCache().stats(); nodes != 0 {
 		t.Fatal("a failed prefill was cached")
 	}
 }

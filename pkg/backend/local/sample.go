@@ -33,8 +33,9 @@ type Snapshot struct {
 	w       *weights
 	workers int
 
-	// prefixes caches prefilled prompts (prefixcache.go), made on first use
-	// because snapshots are built as literals.
+	// prefixes caches the KV rows of prompts and decoded sequences
+	// (prefixcache.go), made on first use because snapshots are built as
+	// literals.
 	prefixOnce sync.Once
 	prefixes   *prefixCache
 }
@@ -53,7 +54,7 @@ func (s *Snapshot) Config() Config { return s.w.cfg }
 // Tokenizer is the snapshot's tokenizer.
 func (s *Snapshot) Tokenizer() Tokenizer { return Tokenizer{} }
 
-// prefixCache is the snapshot's prompt cache, bounded by
+// prefixCache is the snapshot's prefix cache, bounded by
 // defaultPrefixCacheLimit unless a test set it first.
 func (s *Snapshot) prefixCache() *prefixCache {
 	s.prefixOnce.Do(func() { s.prefixes = newPrefixCache(s.w, defaultPrefixCacheLimit(s.w.cfg)) })
@@ -62,15 +63,18 @@ func (s *Snapshot) prefixCache() *prefixCache {
 
 // Sample draws req.NumSamples completions of req.Prompt. The prompt is run
 // once and its KV cache shared, also with concurrent and later requests
-// for the same prompt on this snapshot (prefixcache.go); the sequences
-// then decode in parallel.
+// for the same prompt on this snapshot, and only the part of it after the
+// longest cached prefix (an earlier prompt, or an earlier prompt and its
+// reply) is run at all (prefixcache.go); the sequences then decode in
+// parallel, and what they decoded is cached for the next turn.
 func (s *Snapshot) Sample(ctx context.Context, req backend.SampleRequest) (backend.SampleResult, error) {
 	cfg := s.w.cfg
 	if err := validateSampleRequest(&req, cfg.Context); err != nil {
 		return backend.SampleResult{}, err
 	}
 	n := max(req.NumSamples, 1)
-	prompt, err := s.prefixCache().get(ctx, req.Prompt)
+	pc := s.prefixCache()
+	prompt, err := pc.get(ctx, req.Prompt)
 	if err != nil {
 		return backend.SampleResult{}, err
 	}
@@ -99,6 +103,7 @@ func (s *Snapshot) Sample(ctx context.Context, req backend.SampleRequest) (backe
 					return
 				}
 				out[i] = seq
+				pc.keepDecoded(req.Prompt, seq.Tokens, sc.dec)
 			}
 		}()
 	}
