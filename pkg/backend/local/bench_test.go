@@ -120,18 +120,26 @@ func BenchmarkForwardBackward(b *testing.B) {
 	b.ReportMetric(float64(after.HeapInuse)/(1<<20), "heap-MiB")
 }
 
-func BenchmarkSample(b *testing.B) {
+// benchSnapshot is the first snapshot of a fresh backend of config c,
+// closed when b ends.
+func benchSnapshot(b *testing.B, c Config) *Snapshot {
 	ctx := context.Background()
-	cfg := DefaultConfig().withDefaults()
-	be, err := New(Options{Config: cfg})
+	be, err := New(Options{Config: c})
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer be.Close()
+	b.Cleanup(func() { be.Close() })
 	ts, err := be.PublishSampler(ctx, "").Result(ctx)
 	if err != nil {
 		b.Fatal(err)
 	}
+	return ts.(*Snapshot)
+}
+
+func BenchmarkSample(b *testing.B) {
+	ctx := context.Background()
+	cfg := DefaultConfig().withDefaults()
+	ts := benchSnapshot(b, cfg)
 	prompt := chatPrompt("12+34=")
 	const n, maxTok = 16, 32
 	// No stop token can end a sequence early: every sample is maxTok long.

@@ -66,16 +66,7 @@ func BenchmarkSampleMultiTurnBound(b *testing.B) {
 // prompt tokens reused and the tokens prefilled.
 func benchMultiTurn(b *testing.B, wl multiTurnLoad, limit int64, partial bool) {
 	ctx := context.Background()
-	be, err := New(Options{Config: frozenlakeConfig()})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer be.Close()
-	ts, err := be.PublishSampler(ctx, "").Result(ctx)
-	if err != nil {
-		b.Fatal(err)
-	}
-	base := ts.(*Snapshot)
+	base := benchSnapshot(b, frozenlakeConfig())
 	var asked, prefilled, requests, replies, peak int64
 	cpu0 := cpuSeconds()
 	for b.Loop() {

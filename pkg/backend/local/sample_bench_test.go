@@ -25,16 +25,7 @@ func BenchmarkSampleGRPOGroups(b *testing.B) {
 // published one for every iteration.
 func benchGRPOGroups(b *testing.B, newSnap func(base *Snapshot) *Snapshot) {
 	ctx := context.Background()
-	be, err := New(Options{Config: DefaultConfig()})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer be.Close()
-	ts, err := be.PublishSampler(ctx, "").Result(ctx)
-	if err != nil {
-		b.Fatal(err)
-	}
-	base := ts.(*Snapshot)
+	base := benchSnapshot(b, DefaultConfig())
 	const prompts, group = 32, 8
 	reqs := make([]backend.SampleRequest, 0, prompts*group)
 	for p := range prompts {
