@@ -190,9 +190,24 @@ func sftDatums(file string, rows []episode.Task, promptKey, responseKey string, 
 }
 
 // sparkline draws values as a row of block characters, high = tall.
+// sparklineWidth bounds the curve to one terminal line: a longer run's
+// losses are averaged in equal buckets, one bar each.
+const sparklineWidth = 60
+
 func sparkline(xs []float64) string {
 	const bars = "▁▂▃▄▅▆▇█"
 	runes := []rune(bars)
+	if n := len(xs); n > sparklineWidth {
+		means := make([]float64, sparklineWidth)
+		for i := range means {
+			lo, hi := i*n/sparklineWidth, (i+1)*n/sparklineWidth
+			for _, x := range xs[lo:hi] {
+				means[i] += x
+			}
+			means[i] /= float64(hi - lo)
+		}
+		xs = means
+	}
 	lo, hi := xs[0], xs[0]
 	for _, x := range xs {
 		lo, hi = min(lo, x), max(hi, x)
