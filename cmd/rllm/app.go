@@ -266,7 +266,4 @@ const (
 	exitInterrupted = usererr.ExitInterrupted
 )
 
-// exitCoder is implemented by errors that know their exit code.
-type exitCoder interface{ ExitCode() int }
-
 func exitCode(ctx context.Context, err error) int { return usererr.ExitCode(ctx, err) }

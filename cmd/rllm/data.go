@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -12,6 +11,7 @@ import (
 	"github.com/rllm-org/rllm-go/pkg/tasks/arith"
 	"github.com/rllm-org/rllm-go/pkg/tasks/countdown"
 	"github.com/rllm-org/rllm-go/pkg/tasks/frozenlake"
+	"github.com/rllm-org/rllm-go/pkg/usererr"
 )
 
 func newDataCmd(a *App) *cobra.Command {
@@ -135,8 +135,7 @@ func generateTasks(opts *dataGenerateOptions) ([]episode.Task, error) {
 func runDataGenerate(ctx context.Context, a *App, opts *dataGenerateOptions) error {
 	rows, err := generateTasks(opts)
 	if err != nil {
-		var ec exitCoder
-		if errors.As(err, &ec) {
+		if usererr.Is(err) {
 			return err
 		}
 		return usagef("%v", err) // generator options are flags the user set

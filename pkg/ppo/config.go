@@ -63,19 +63,19 @@ func DefaultConfig() Config {
 func (c *Config) Validate() error {
 	switch {
 	case c.Reference != ReferenceVerl && c.Reference != ReferenceRLLM:
-		return &ConfigError{Key: "reference", Msg: "must be verl or rllm"}
+		return configError("reference", "must be verl or rllm")
 	case !finite(c.Epsilon) || c.Epsilon < 0:
-		return &ConfigError{Key: "epsilon", Msg: "must be a finite number ≥ 0"}
+		return configError("epsilon", "must be a finite number ≥ 0")
 	case !finite(c.Gamma) || c.Gamma < 0 || c.Gamma > 1:
-		return &ConfigError{Key: "algorithm.gamma", Msg: "must be in [0, 1]"}
+		return configError("algorithm.gamma", "must be in [0, 1]")
 	case !finite(c.Lam) || c.Lam < 0 || c.Lam > 1:
-		return &ConfigError{Key: "algorithm.lam", Msg: "must be in [0, 1]"}
+		return configError("algorithm.lam", "must be in [0, 1]")
 	case !finite(c.KLInRewardCoef):
-		return &ConfigError{Key: "algorithm.kl_ctrl.kl_coef", Msg: "must be a finite number"}
+		return configError("algorithm.kl_ctrl.kl_coef", "must be a finite number")
 	}
 	if c.KLInRewardCoef != 0 {
 		if _, err := ParseKLType(string(c.KLInRewardType)); err != nil {
-			return &ConfigError{Key: "algorithm.kl_penalty", Msg: err.(*ConfigError).Msg}
+			return rekey(err, "algorithm.kl_penalty")
 		}
 	}
 	return nil

@@ -1,8 +1,11 @@
 package ppo
 
 import (
+	"errors"
 	"fmt"
 	"math"
+
+	"github.com/rllm-org/rllm-go/pkg/usererr"
 )
 
 // LengthError reports two inputs that must have the same length and do not.
@@ -29,17 +32,20 @@ func (e *NonFiniteError) Error() string {
 	return fmt.Sprintf("ppo: %s[%d] is %v; every value must be a finite number", e.Name, e.Index, e.Value)
 }
 
-// ConfigError is a setting a user can fix (an unknown estimator name, a clip
-// ratio out of range). It carries exit code 2 for the CLI.
-type ConfigError struct {
-	Key string
-	Msg string
+// configError is a setting a user can fix (an unknown estimator name, a
+// clip ratio out of range): rllm's one user error type, exit code 2,
+// naming the key.
+func configError(key, msg string) error { return &usererr.Error{Subject: key, Msg: msg} }
+
+// rekey names another key in a config error, for a setting checked by a
+// helper that knows only the value.
+func rekey(err error, key string) error {
+	var ue *usererr.Error
+	if errors.As(err, &ue) {
+		return configError(key, ue.Msg)
+	}
+	return err
 }
-
-func (e *ConfigError) Error() string { return fmt.Sprintf("ppo: %s: %s", e.Key, e.Msg) }
-
-// ExitCode marks the error as user-fixable.
-func (e *ConfigError) ExitCode() int { return 2 }
 
 // InputError is an input that is malformed in a way other than its length
 // (offsets that go backwards, a group id out of range).

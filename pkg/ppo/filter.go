@@ -201,7 +201,7 @@ func MaskTruncated(responseLengths []int, maxResponseLength int, keep []bool) (i
 		return 0, err
 	}
 	if maxResponseLength <= 0 {
-		return 0, &ConfigError{Key: "data.max_response_length", Msg: "must be positive"}
+		return 0, configError("data.max_response_length", "must be positive")
 	}
 	n := 0
 	for i, l := range responseLengths {

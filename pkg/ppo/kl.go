@@ -39,7 +39,7 @@ func ParseKLType(s string) (KLType, error) {
 	case "low_var_kl", "k3":
 		k = KLK3
 	default:
-		return "", &ConfigError{Key: "kl_loss_type", Msg: "unknown KL estimator " + strconvQuote(s) + "; use one of kl, k1, abs, mse, k2, low_var_kl, k3 (optionally with a trailing +)"}
+		return "", configError("kl_loss_type", "unknown KL estimator "+strconvQuote(s)+"; use one of kl, k1, abs, mse, k2, low_var_kl, k3 (optionally with a trailing +)")
 	}
 	if plus {
 		k += "+"

@@ -30,7 +30,7 @@ func ParsePolicyLoss(s string) (PolicyLossKind, error) {
 	case "importance_sampling", "cispo", "gspo":
 		return PolicyLossKind(s), nil
 	}
-	return "", &ConfigError{Key: "policy_loss.loss_mode", Msg: "unknown policy loss \"" + s + "\"; use vanilla (ppo), importance_sampling, cispo or gspo"}
+	return "", configError("policy_loss.loss_mode", "unknown policy loss \""+s+"\"; use vanilla (ppo), importance_sampling, cispo or gspo")
 }
 
 // AggMode names how per-token losses become one number (verl's
@@ -50,7 +50,7 @@ func ParseAggMode(s string) (AggMode, error) {
 	case AggTokenMean, AggSeqMeanTokenSum, AggSeqMeanTokenMean, AggSeqMeanTokenSumNorm:
 		return m, nil
 	}
-	return "", &ConfigError{Key: "actor.loss_agg_mode", Msg: "unknown aggregation \"" + s + "\"; use token-mean, seq-mean-token-sum, seq-mean-token-mean or seq-mean-token-sum-norm"}
+	return "", configError("actor.loss_agg_mode", "unknown aggregation \""+s+"\"; use token-mean, seq-mean-token-sum, seq-mean-token-mean or seq-mean-token-sum-norm")
 }
 
 // LossConfig holds the actor's loss settings. Start from DefaultLossConfig.
@@ -99,17 +99,17 @@ func (c *LossConfig) Validate() error {
 	}
 	switch {
 	case !finite(c.ClipRatioLow) || c.ClipRatioLow < 0:
-		return &ConfigError{Key: "actor.clip_ratio_low", Msg: "must be a finite number ≥ 0"}
+		return configError("actor.clip_ratio_low", "must be a finite number ≥ 0")
 	case !finite(c.ClipRatioHigh) || c.ClipRatioHigh < 0:
-		return &ConfigError{Key: "actor.clip_ratio_high", Msg: "must be a finite number ≥ 0"}
+		return configError("actor.clip_ratio_high", "must be a finite number ≥ 0")
 	case c.Loss == LossPPO && (!finite(c.ClipRatioC) || c.ClipRatioC <= 1):
-		return &ConfigError{Key: "actor.clip_ratio_c", Msg: "must be greater than 1 (dual-clip PPO's lower bound; verl's default is 3.0)"}
+		return configError("actor.clip_ratio_c", "must be greater than 1 (dual-clip PPO's lower bound; verl's default is 3.0)")
 	case !finite(c.NormLength) || c.NormLength < 0:
-		return &ConfigError{Key: "loss_scale_factor", Msg: "must be a finite number ≥ 0"}
+		return configError("loss_scale_factor", "must be a finite number ≥ 0")
 	case !finite(c.KLCoef):
-		return &ConfigError{Key: "actor.kl_loss_coef", Msg: "must be a finite number"}
+		return configError("actor.kl_loss_coef", "must be a finite number")
 	case !finite(c.EntropyCoeff):
-		return &ConfigError{Key: "actor.entropy_coeff", Msg: "must be a finite number"}
+		return configError("actor.entropy_coeff", "must be a finite number")
 	}
 	if c.KLCoef != 0 {
 		if _, err := ParseKLType(string(c.KLType)); err != nil {

@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+
+	"github.com/rllm-org/rllm-go/pkg/usererr"
 )
 
 func randomGroups(rng *rand.Rand, n, numGroups int) []int {
@@ -340,8 +342,8 @@ func TestEdgeCases(t *testing.T) {
 		lcfg := DefaultLossConfig()
 		lcfg.ClipRatioC = 1
 		_, err := PolicyLoss(&LossInput{Offsets: []int{0}}, &lcfg, nil)
-		var ce *ConfigError
-		if !errors.As(err, &ce) || ce.ExitCode() != 2 {
+		var ce *usererr.Error
+		if !errors.As(err, &ce) || ce.ExitCode() != 2 || ce.Subject != "actor.clip_ratio_c" {
 			t.Errorf("clip_ratio_c 1: %v", err)
 		}
 	})

@@ -56,12 +56,12 @@ var registry = struct {
 // Register adds an estimator; a name can be registered once.
 func Register(e Estimator) error {
 	if e.Name == "" || e.Compute == nil {
-		return &ConfigError{Key: "adv_estimator", Msg: "an estimator needs a name and a Compute function"}
+		return configError("adv_estimator", "an estimator needs a name and a Compute function")
 	}
 	registry.Lock()
 	defer registry.Unlock()
 	if _, dup := registry.byName[e.Name]; dup {
-		return &ConfigError{Key: "adv_estimator", Msg: "estimator \"" + e.Name + "\" is already registered"}
+		return configError("adv_estimator", "estimator \""+e.Name+"\" is already registered")
 	}
 	registry.byName[e.Name] = e
 	return nil
@@ -73,7 +73,7 @@ func Lookup(name string) (Estimator, error) {
 	e, ok := registry.byName[name]
 	registry.RUnlock()
 	if !ok {
-		return Estimator{}, &ConfigError{Key: "algorithm.adv_estimator", Msg: "unknown estimator \"" + name + "\"; known: " + strings.Join(Names(), ", ")}
+		return Estimator{}, configError("algorithm.adv_estimator", "unknown estimator \""+name+"\"; known: "+strings.Join(Names(), ", "))
 	}
 	return e, nil
 }
@@ -114,7 +114,7 @@ func (r RoleEstimators) Validate() error {
 	}
 	for role, name := range r.ByRole {
 		if _, err := Lookup(name); err != nil {
-			return &ConfigError{Key: "algorithm.estimator_map." + role, Msg: err.(*ConfigError).Msg}
+			return rekey(err, "algorithm.estimator_map."+role)
 		}
 	}
 	return nil

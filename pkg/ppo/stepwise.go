@@ -83,7 +83,7 @@ func MonteCarloReturns(stepRewards []float64, stepOffsets []int, gamma float64, 
 		return err
 	}
 	if !finite(gamma) {
-		return &ConfigError{Key: "gamma", Msg: "must be a finite number"}
+		return configError("gamma", "must be a finite number")
 	}
 	if err := checkFinite("step rewards", stepRewards); err != nil {
 		zero(dst)

@@ -84,7 +84,7 @@ func List() []registry.Info { return workflows.List() }
 // New builds workflow name with args (the workflow.args config map). It
 // validates everything it can before any episode runs: the workflow, and
 // for the built-ins the agent and env names and args. Mistakes are
-// *registry.ConfigError (exit code 2) naming the config key.
+// user errors (pkg/usererr, exit code 2) naming the config key.
 func New(name string, args map[string]any, deps Deps) (Workflow, error) {
 	d, err := Lookup(name)
 	if err != nil {

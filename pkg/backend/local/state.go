@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/rllm-org/rllm-go/internal/boundedio"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -14,7 +13,9 @@ import (
 	"strconv"
 
 	"github.com/rllm-org/rllm-go/internal/atomicfile"
+	"github.com/rllm-org/rllm-go/internal/boundedio"
 	"github.com/rllm-org/rllm-go/pkg/backend"
+	"github.com/rllm-org/rllm-go/pkg/usererr"
 )
 
 // A checkpoint is a directory of three files:
@@ -179,7 +180,8 @@ func (b *Backend) load(dir string, withOptimizer bool) error {
 }
 
 // ShapeMismatchError is a checkpoint tensor whose shape differs from the
-// model's: the checkpoint comes from a model of another size.
+// model's: the checkpoint comes from a model of another size. It reaches
+// the user as the Err of a usererr.Error (exit code 2).
 type ShapeMismatchError struct {
 	File, Tensor string
 	Got, Want    []int
@@ -188,7 +190,6 @@ type ShapeMismatchError struct {
 func (e *ShapeMismatchError) Error() string {
 	return fmt.Sprintf("tensor %s in %s has shape %v but this model expects %v; the checkpoint was saved by a model of another size (set the model config to match it)", e.Tensor, e.File, e.Got, e.Want)
 }
-func (e *ShapeMismatchError) ExitCode() int { return 2 }
 
 // readTensors reads the tensors named prefix+<param> of a config into a
 // flat vector in layout order.
@@ -215,7 +216,8 @@ func readTensors(file string, c Config, prefix string) ([]float32, error) {
 			return nil, &backend.InputError{Msg: fmt.Sprintf("%s lacks tensor %s that this model has; the checkpoint was saved by a model of another shape", file, name)}
 		}
 		if !slices.Equal(t.Shape, s.Shape) {
-			return nil, &ShapeMismatchError{File: file, Tensor: name, Got: t.Shape, Want: s.Shape}
+			sm := &ShapeMismatchError{File: file, Tensor: name, Got: t.Shape, Want: s.Shape}
+			return nil, &usererr.Error{Msg: sm.Error(), Err: sm}
 		}
 		copy(flat[s.Offset:], t.Data)
 	}
