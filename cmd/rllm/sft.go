@@ -189,11 +189,11 @@ func sftDatums(file string, rows []episode.Task, promptKey, responseKey string, 
 	return data, nil
 }
 
-// sparkline draws values as a row of block characters, high = tall.
 // sparklineWidth bounds the curve to one terminal line: a longer run's
 // losses are averaged in equal buckets, one bar each.
 const sparklineWidth = 60
 
+// sparkline draws values as a row of block characters, high = tall.
 func sparkline(xs []float64) string {
 	const bars = "▁▂▃▄▅▆▇█"
 	runes := []rune(bars)
