@@ -75,7 +75,8 @@ func TestCPUExampleConfigsRun(t *testing.T) {
 				t.Fatalf("header commands %q: want the data commands, then rllm train", cmds)
 			}
 			for _, args := range cmds {
-				if args[0] == "train" {
+				train := args[0] == "train"
+				if train {
 					args = append(append([]string{"-o", "text"}, args...), shrink...)
 				}
 				var stdout, stderr bytes.Buffer
@@ -83,7 +84,7 @@ func TestCPUExampleConfigsRun(t *testing.T) {
 				if code := app.Run(context.Background(), args); code != 0 {
 					t.Fatalf("rllm %s: exit %d\n%s%s", strings.Join(args, " "), code, stdout.String(), stderr.String())
 				}
-				if args[0] == "-o" && !strings.Contains(stderr.String(), "done: 1 steps") {
+				if train && !strings.Contains(stderr.String(), "done: 1 steps") {
 					t.Fatalf("rllm %s did not train a step:\n%s", strings.Join(args, " "), stderr.String())
 				}
 			}
