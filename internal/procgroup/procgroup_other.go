@@ -1,0 +1,11 @@
+//go:build !unix
+
+package procgroup
+
+import "os/exec"
+
+func setGroup(*exec.Cmd) {}
+
+func killGroup(cmd *exec.Cmd) error { return cmd.Process.Kill() }
+
+func termGroup(cmd *exec.Cmd) error { return cmd.Process.Kill() }
