@@ -10,7 +10,6 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -150,7 +149,8 @@ type GenStream struct {
 
 	mu          sync.Mutex
 	events      []GenEvent
-	left        int // sequences not finished
+	left        int   // sequences not finished
+	err         error // why the engine failed the request (see Err)
 	promptL     [][]TokenLogprob
 	first, last time.Time // first and latest push with a token
 	closed      atomic.Bool
@@ -248,6 +248,15 @@ func (s *GenStream) push(ev []GenEvent, finished int) {
 	case s.notify <- struct{}{}:
 	default:
 	}
+}
+
+// Err is set when the engine failed the request (a panic while it ran):
+// its sequences then finish with "abort" and Err says why. It is set
+// before the finishing events.
+func (s *GenStream) Err() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err
 }
 
 func (s *GenStream) cancelled() bool { return s.closed.Load() || s.ctx.Err() != nil }
@@ -476,6 +485,17 @@ func (e *Engine) Submit(ctx context.Context, reqs ...GenRequest) ([]*GenStream, 
 	return streams, nil
 }
 
+// fail ends the group's unfinished sequences because the engine failed
+// while running them; the stream's Err says why.
+func (g *genGroup) fail(err error) {
+	g.stream.mu.Lock()
+	if g.stream.err == nil {
+		g.stream.err = err
+	}
+	g.stream.mu.Unlock()
+	g.abort()
+}
+
 func (g *genGroup) abort() {
 	var ev []GenEvent
 	finished := 0
@@ -568,13 +588,76 @@ func (e *Engine) loop() {
 		e.mu.Unlock()
 
 		running = dropCancelled(running)
-		running = append(running, e.prefill(admit)...)
+		if err := guard(func() { running = append(running, e.prefill(admit)...) }); err != nil {
+			// Only the requests being admitted were involved.
+			for _, g := range admit {
+				g.fail(err)
+			}
+		}
 		e.running.Store(int64(len(running)))
 		if len(running) == 0 {
 			continue
 		}
-		running = e.step(running, spaces)
+		if err := guard(func() { running = e.step(running, spaces) }); err != nil {
+			// The step's batch is in an unknown state: fail its requests,
+			// start the next step afresh.
+			failRunning(running, err)
+			running = nil
+			clear(spaces)
+		}
 		e.running.Store(int64(len(running)))
+	}
+}
+
+// testHookStep, set by tests, runs in each step worker before sampling.
+var testHookStep func(part []*genSeq)
+
+// ErrEngineFailed wraps a panic in the engine loop: the requests it was
+// running fail with it, the engine goes on serving the others.
+var ErrEngineFailed = errors.New("the engine failed while running this request")
+
+// guard runs fn and turns a panic (in fn or re-raised from its workers)
+// into an error.
+func guard(fn func()) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("%w: %v", ErrEngineFailed, p)
+		}
+	}()
+	fn()
+	return nil
+}
+
+// workerPanic carries a worker goroutine's panic to the loop goroutine,
+// where guard can recover it (a panic in another goroutine cannot be).
+type workerPanic struct {
+	mu sync.Mutex
+	p  any
+}
+
+func (w *workerPanic) catch() {
+	if p := recover(); p != nil {
+		w.mu.Lock()
+		if w.p == nil {
+			w.p = p
+		}
+		w.mu.Unlock()
+	}
+}
+
+func (w *workerPanic) rethrow() {
+	if w.p != nil {
+		panic(w.p)
+	}
+}
+
+func failRunning(running []*genSeq, err error) {
+	groups := map[*genGroup]bool{}
+	for _, s := range running {
+		groups[s.g] = true
+	}
+	for g := range groups {
+		g.fail(err)
 	}
 }
 
@@ -661,10 +744,13 @@ func (e *Engine) parallel(n int, fn func(i int)) {
 	}
 	var next atomic.Int64
 	var wg sync.WaitGroup
+	var wp workerPanic
+	defer wp.rethrow()
 	for range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			defer wp.catch()
 			for {
 				i := int(next.Add(1)) - 1
 				if i >= n {
@@ -689,6 +775,7 @@ func (e *Engine) step(running []*genSeq, spaces []*stepSpace) []*genSeq {
 	workers := min(e.opts.Workers, len(running))
 	chunk := (len(running) + workers - 1) / workers
 	var wg sync.WaitGroup
+	var wp workerPanic
 	for wk := range workers {
 		lo, hi := wk*chunk, min((wk+1)*chunk, len(running))
 		if lo >= hi {
@@ -700,6 +787,10 @@ func (e *Engine) step(running []*genSeq, spaces []*stepSpace) []*genSeq {
 		wg.Add(1)
 		go func(part []*genSeq, sp *stepSpace) {
 			defer wg.Done()
+			defer wp.catch()
+			if testHookStep != nil {
+				testHookStep(part)
+			}
 			scratch := make([]float64, TokenizerVocab)
 			biased := make([]float32, TokenizerVocab)
 			var caches []*kvCache
@@ -727,6 +818,7 @@ func (e *Engine) step(running []*genSeq, spaces []*stepSpace) []*genSeq {
 		}(running[lo:hi], spaces[wk])
 	}
 	wg.Wait()
+	wp.rethrow()
 
 	// Count forwards: one per weight version among the sequences that
 	// went on (the per-worker chunks of one version are one batch).
@@ -838,7 +930,7 @@ func (s *genSeq) sample(scratch []float64, biased []float32) {
 		s.text = append(s.text, byte(tok))
 		if !blockStops {
 			for _, stop := range r.Params.Stop {
-				if stop != "" && strings.HasSuffix(string(s.text), stop) {
+				if stop != "" && len(stop) <= len(s.text) && string(s.text[len(s.text)-len(stop):]) == stop {
 					end(backend.StopReasonStop, stop)
 					return
 				}
@@ -853,6 +945,9 @@ func (s *genSeq) sample(scratch []float64, biased []float32) {
 // topLogprobs lists the k most likely tokens (ties by id).
 func topLogprobs(logits []float32, lse float64, k int) []TokenLogprob {
 	k = min(k, len(logits))
+	if k <= 0 {
+		return nil // prompt_logprobs: 0 asks for the token's own only
+	}
 	top := make([]TokenLogprob, 0, k+1)
 	for id, v := range logits {
 		lp := float64(v) - lse
