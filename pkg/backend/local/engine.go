@@ -137,9 +137,12 @@ type GenEvent struct {
 // N × max_tokens of them), so a slow client cannot hold up a step.
 type GenStream struct {
 	// Version is the weight version the request runs on; Snapshot the
-	// weights.
+	// weights. A request takes the weights current when it starts: both
+	// may change until Started is closed, and are fixed after.
 	Version  string
 	Snapshot *Snapshot
+	started  chan struct{}
+	startMu  sync.Once
 
 	ctx    context.Context
 	eng    *Engine
@@ -223,6 +226,7 @@ func (s *GenStream) Close() {
 }
 
 func (s *GenStream) push(ev []GenEvent, finished int) {
+	s.markStarted()
 	s.mu.Lock()
 	s.events = append(s.events, ev...)
 	for _, e := range ev {
@@ -258,6 +262,12 @@ func (s *GenStream) Err() error {
 	defer s.mu.Unlock()
 	return s.err
 }
+
+// Started is closed once the request has left the waiting queue (it runs,
+// or it ended without running); Version and Snapshot are final then.
+func (s *GenStream) Started() <-chan struct{} { return s.started }
+
+func (s *GenStream) markStarted() { s.startMu.Do(func() { close(s.started) }) }
 
 func (s *GenStream) cancelled() bool { return s.closed.Load() || s.ctx.Err() != nil }
 
@@ -319,12 +329,29 @@ func (e *Engine) Weights() (*Snapshot, string) {
 func (e *Engine) SetWeights(snap *Snapshot, version string) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if a, b := snap.Config().withDefaults(), e.snap.Config().withDefaults(); a.Layers != b.Layers || a.DModel != b.DModel || a.Heads != b.Heads || a.DFF != b.DFF || a.Context != b.Context {
-		return &backend.InputError{Msg: fmt.Sprintf("the new weights have shape layers %d, d_model %d, heads %d, d_ff %d, context %d but the server runs layers %d, d_model %d, heads %d, d_ff %d, context %d; restart the server to change the model's shape",
-			a.Layers, a.DModel, a.Heads, a.DFF, a.Context, b.Layers, b.DModel, b.Heads, b.DFF, b.Context)}
+	if err := CheckSameShape(snap.Config(), e.snap.Config()); err != nil {
+		return err
 	}
 	e.snap, e.version = snap, version
 	e.wseq++
+	// Requests still waiting have not started: they run on the new
+	// weights, as SGLang runs requests queued during a pause on the
+	// weights loaded before /continue_generation.
+	for _, g := range e.waiting {
+		g.stream.Snapshot, g.stream.Version, g.wseq = snap, version, e.wseq
+	}
+	return nil
+}
+
+// CheckSameShape refuses weights of shape got for a server that runs
+// shape want: the served context and vocabulary would change under
+// clients.
+func CheckSameShape(got, want Config) error {
+	a, b := got.withDefaults(), want.withDefaults()
+	if a.Layers != b.Layers || a.DModel != b.DModel || a.Heads != b.Heads || a.DFF != b.DFF || a.Context != b.Context {
+		return &backend.InputError{Msg: fmt.Sprintf("the new weights have shape layers %d, d_model %d, heads %d, d_ff %d, context %d but the server runs layers %d, d_model %d, heads %d, d_ff %d, context %d; restart the server to change the model's shape",
+			a.Layers, a.DModel, a.Heads, a.DFF, a.Context, b.Layers, b.DModel, b.Heads, b.DFF, b.Context)}
+	}
 	return nil
 }
 
@@ -453,7 +480,7 @@ func (e *Engine) Submit(ctx context.Context, reqs ...GenRequest) ([]*GenStream, 
 	groups := make([]*genGroup, len(reqs))
 	streams := make([]*GenStream, len(reqs))
 	for i, r := range reqs {
-		st := &GenStream{Version: version, Snapshot: snap, ctx: ctx, eng: e, n: r.N, left: r.N, notify: make(chan struct{}, 1), done: make(chan struct{})}
+		st := &GenStream{Version: version, Snapshot: snap, ctx: ctx, eng: e, n: r.N, left: r.N, notify: make(chan struct{}, 1), done: make(chan struct{}), started: make(chan struct{})}
 		seed := rand.Uint64()
 		if r.Params.Seed != nil {
 			seed = uint64(*r.Params.Seed)
@@ -582,6 +609,7 @@ func (e *Engine) loop() {
 				g.abort()
 				continue
 			}
+			g.stream.markStarted()
 			admit = append(admit, g)
 		}
 		e.waitN.Store(int64(e.nWait))

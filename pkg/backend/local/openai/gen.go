@@ -221,6 +221,17 @@ func (r *run) begin(w http.ResponseWriter, ctx context.Context) bool {
 	if r.streams == nil {
 		return false
 	}
+	// A request takes the weights current when it leaves the queue (a
+	// weight update while it waits, e.g. during /pause_generation, applies
+	// to it): its version is known once it has started.
+	for _, st := range r.streams {
+		select {
+		case <-st.Started():
+		case <-ctx.Done():
+			r.failed(w, ctx.Err())
+			return false
+		}
+	}
 	r.version = r.streams[0].Version
 	return true
 }

@@ -2,6 +2,8 @@ package openai
 
 import (
 	"fmt"
+	"io"
+	"net/http"
 	"strings"
 	"testing"
 )
@@ -103,5 +105,52 @@ func TestTokenizeOptions(t *testing.T) {
 	code, _ = post(t, srv.URL+"/tokenize", `{`+msgs+`,"continue_final_message":true,"add_generation_prompt":true}`)
 	if code != 400 {
 		t.Fatalf("continue_final_message with add_generation_prompt: %d, want 400 as chat/completions", code)
+	}
+}
+
+// With an API key every endpoint but /health and /metrics needs it, the
+// admin endpoints included.
+func TestAPIKey(t *testing.T) {
+	srv := newTestServer(t, Options{APIKey: "sekret"})
+	do := func(method, path, body, key string) int {
+		req, _ := http.NewRequest(method, srv.URL+path, strings.NewReader(body))
+		if key != "" {
+			req.Header.Set("Authorization", "Bearer "+key)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if strings.Contains(string(b), "sekret") {
+			t.Fatalf("%s answered with the key: %s", path, b)
+		}
+		return resp.StatusCode
+	}
+	for _, c := range []struct{ method, path, body string }{
+		{"POST", "/v1/completions", `{"prompt":"a","max_tokens":1}`},
+		{"POST", "/v1/chat/completions", `{"messages":[{"role":"user","content":"a"}],"max_tokens":1}`},
+		{"GET", "/v1/models", ""},
+		{"POST", "/tokenize", `{"prompt":"a"}`},
+		{"POST", "/detokenize", `{"tokens":[97]}`},
+		{"POST", "/update_weights_from_disk", `{"model_path":"/nowhere"}`},
+		{"POST", "/pause_generation", `{"mode":"in_place"}`},
+		{"POST", "/continue_generation", `{}`},
+		{"GET", "/get_weight_version", ""},
+	} {
+		for _, key := range []string{"", "wrong"} {
+			if code := do(c.method, c.path, c.body, key); code != 401 {
+				t.Errorf("%s %s with key %q: %d, want 401", c.method, c.path, key, code)
+			}
+		}
+		if code := do(c.method, c.path, c.body, "sekret"); code == 401 {
+			t.Errorf("%s %s with the key: 401", c.method, c.path)
+		}
+	}
+	for _, path := range []string{"/health", "/metrics"} {
+		if code := do("GET", path, "", ""); code != 200 {
+			t.Errorf("GET %s without a key: %d, want 200", path, code)
+		}
 	}
 }

@@ -10,6 +10,7 @@ package openai
 import (
 	"bytes"
 	"context"
+	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -59,6 +60,12 @@ type Options struct {
 	Workers int
 	// Logf, when set, receives one line per weight update.
 	Logf func(format string, args ...any)
+	// APIKey, when set, is required as "Authorization: Bearer KEY" on
+	// every endpoint but GET /health and GET /metrics (vLLM's --api-key
+	// protects /v1; here the weight-update and pause endpoints, /tokenize
+	// and /detokenize are protected too, so a server reachable from other
+	// machines cannot be re-weighted or paused by them).
+	APIKey string
 }
 
 // Server answers HTTP requests from an engine.
@@ -109,7 +116,25 @@ func New(eng *local.Engine, opts Options) *Server {
 }
 
 // ServeHTTP implements http.Handler.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if s.opts.APIKey != "" && !openEndpoint(r) && !s.authorized(r) {
+		w.Header().Set("WWW-Authenticate", "Bearer")
+		writeError(w, http.StatusUnauthorized, "", "Unauthorized: this server requires Authorization: Bearer with its --api-key")
+		return
+	}
+	s.mux.ServeHTTP(w, r)
+}
+
+// openEndpoint reports the endpoints --api-key leaves open: health checks
+// and Prometheus scrapes, which change nothing and show no text.
+func openEndpoint(r *http.Request) bool {
+	return r.Method == http.MethodGet && (r.URL.Path == "/health" || r.URL.Path == "/metrics")
+}
+
+func (s *Server) authorized(r *http.Request) bool {
+	token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	return ok && subtle.ConstantTimeCompare([]byte(strings.TrimSpace(token)), []byte(s.opts.APIKey)) == 1
+}
 
 // apiError is vLLM's error body: {"error": {message, type, param, code}}.
 type apiError struct {
@@ -122,6 +147,8 @@ type apiError struct {
 func writeError(w http.ResponseWriter, status int, param, format string, args ...any) {
 	e := apiError{Message: fmt.Sprintf(format, args...), Type: "BadRequestError", Code: status}
 	switch status {
+	case http.StatusUnauthorized:
+		e.Type = "AuthenticationError"
 	case http.StatusNotFound:
 		e.Type = "NotFoundError"
 	case http.StatusTooManyRequests:
