@@ -186,7 +186,7 @@ func newDatasetRmCmd(a *App) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if err := c.Remove(pos[0], opts.split); err != nil {
+			if err := c.Remove(cmd.Context(), pos[0], opts.split); err != nil {
 				return err
 			}
 			what := pos[0]
