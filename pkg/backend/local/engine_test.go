@@ -180,11 +180,23 @@ func TestEngineWeightSwap(t *testing.T) {
 	if slices.Equal(wantOld.Sequences[0].Logprobs, wantNew.Sequences[0].Logprobs) {
 		t.Fatal("the two snapshots sample alike; the test cannot tell them apart")
 	}
-	// A request submitted before the swap runs on the old weights even
-	// though it decodes after the swap, in the same steps as a request on
-	// the new weights (two forwards per step).
-	e.Pause(false)
+	// A request already running when the weights change finishes on the
+	// old weights, in the same steps as requests on the new ones (two
+	// forwards per step); a request still waiting when they change takes
+	// the new weights (SGLang runs requests queued during a pause on the
+	// weights loaded before /continue_generation). The step hook holds
+	// the first step until the swap is done, so that order is certain.
+	entered, gate := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	testHookStep = func([]*genSeq) { once.Do(func() { close(entered); <-gate }) }
+	t.Cleanup(func() { testHookStep = nil })
 	before, err := e.Submit(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-entered
+	e.Pause(false)
+	queued, err := e.Submit(ctx, req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,15 +207,22 @@ func TestEngineWeightSwap(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	close(gate)
 	e.Continue()
-	if before[0].Version != "v0" || after[0].Version != "v1" {
-		t.Fatalf("versions %q, %q", before[0].Version, after[0].Version)
+	for _, st := range []*GenStream{before[0], queued[0], after[0]} {
+		<-st.Started()
+	}
+	if before[0].Version != "v0" || queued[0].Version != "v1" || after[0].Version != "v1" {
+		t.Fatalf("versions %q, %q, %q; want v0, v1, v1", before[0].Version, queued[0].Version, after[0].Version)
 	}
 	if got := collect(t, after[0])[0]; !slices.Equal(got.Logprobs, wantNew.Sequences[0].Logprobs) {
 		t.Errorf("request after the swap did not use the new weights")
 	}
+	if got := collect(t, queued[0])[0]; !slices.Equal(got.Logprobs, wantNew.Sequences[0].Logprobs) {
+		t.Errorf("request waiting during the swap did not use the new weights")
+	}
 	if got := collect(t, before[0])[0]; !slices.Equal(got.Logprobs, wantOld.Sequences[0].Logprobs) {
-		t.Errorf("request submitted before the swap did not finish on the old weights")
+		t.Errorf("request running during the swap did not finish on the old weights")
 	}
 	if st := e.Stats(); st.Forwards <= st.Steps {
 		t.Errorf("%d forwards in %d steps: the two weight versions were not run separately", st.Forwards, st.Steps)
