@@ -241,4 +241,7 @@ type Tinker struct {
 	// connections, expired futures); RetryAfterCapS caps a 429's wait.
 	MaxRetries     int     `koanf:"max_retries" json:"max_retries" yaml:"max_retries"`
 	RetryAfterCapS float64 `koanf:"retry_after_cap_s" json:"retry_after_cap_s" yaml:"retry_after_cap_s"`
+	// Weights are the starting weights (a tinker:// path or a directory
+	// holding tinker.json) instead of a fresh LoRA adapter.
+	Weights string `koanf:"weights" json:"weights" yaml:"weights"`
 }

@@ -218,7 +218,8 @@ func NewPlan(c *config.Config) (*Plan, error) {
 	}
 
 	// Backend and where rollouts come from.
-	if !slices.Contains(backend.Names(), c.Backend.Name) {
+	kind, known := backend.KindOf(c.Backend.Name)
+	if !known {
 		refuse("backend.name: the %s backend is not available in this build; use one of %s", c.Backend.Name, strings.Join(backend.Names(), ", "))
 	}
 	if c.Rollout.Engine != "auto" {
@@ -353,6 +354,9 @@ func NewPlan(c *config.Config) (*Plan, error) {
 		refuse("actor.entropy_coeff: %g must be a finite number", a.EntropyCoeff)
 	} else {
 		lc.EntropyCoeff = a.EntropyCoeff
+		if known && a.EntropyCoeff != 0 && !kind.Entropy {
+			errs = append(errs, entropyRefusal(c.Backend.Name))
+		}
 	}
 	p.Reference.Path = a.RefPath
 	if a.RefPath != "" && !p.Reference.Needed {
@@ -414,7 +418,7 @@ func (p *Plan) CheckBackend(info backend.ModelInfo) error {
 		return usererr.Errorf("backend.name: the %s backend (%s) has no cross_entropy loss, which the trainer's client-side policy losses run on", p.Backend, info.Name)
 	}
 	if p.Update.Loss.EntropyCoeff != 0 && !info.Entropy {
-		return usererr.Errorf("actor.entropy_coeff: the %s backend does not return per-token entropies (the Tinker API never does), so the entropy bonus cannot be computed; set it to 0", p.Backend)
+		return entropyRefusal(p.Backend)
 	}
 	// A loss the backend computes itself, exactly, is sent by name.
 	l := p.Update.Loss
@@ -422,6 +426,13 @@ func (p *Plan) CheckBackend(info backend.ModelInfo) error {
 		p.Update.Builtin = backend.LossImportanceSampling
 	}
 	return nil
+}
+
+// entropyRefusal is what NewPlan (from the backend kind's declaration)
+// and CheckBackend (from the opened model) say when the backend returns
+// no entropies, so validate-config and train refuse with the same words.
+func entropyRefusal(backendName string) error {
+	return usererr.Errorf("actor.entropy_coeff: the %s backend does not return per-token entropies (the Tinker API never does), so the entropy bonus cannot be computed; set it to 0", backendName)
 }
 
 // Adam is the optimizer setting of training step s of total.
