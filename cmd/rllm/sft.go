@@ -42,7 +42,12 @@ lines, JSON or CSV; columns "prompt" and "response" unless renamed with
 with the chat template, and the loss (cross_entropy, summed over response tokens) is taken on the
 response and its end-of-message token only. Prints one loss line per step
 and the loss curve at the end; --out saves a checkpoint rllm serve and
-rllm train can load.`,
+rllm train can load.
+
+It runs on the configured backend: the embedded policy (backend.name=local),
+or a real model on a Tinker service (backend.name=tinker), whose own chat
+template renders the prompts; there --out DIR records the tinker:// paths in
+DIR/tinker.json, and rllm train backend.tinker.weights=DIR starts from them.`,
 		Example: `  rllm sft --data pairs.jsonl --epochs 5 --out checkpoints/sft
   rllm sft --data train.parquet --prompt-key question --response-key answer`,
 		RunE: func(cmd *cobra.Command, args []string) error {
