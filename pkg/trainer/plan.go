@@ -1,6 +1,7 @@
 package trainer
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -10,6 +11,8 @@ import (
 
 	"github.com/rllm-org/rllm-go/pkg/backend"
 	"github.com/rllm-org/rllm-go/pkg/config"
+	"github.com/rllm-org/rllm-go/pkg/dataset"
+	"github.com/rllm-org/rllm-go/pkg/episode"
 	"github.com/rllm-org/rllm-go/pkg/ppo"
 	"github.com/rllm-org/rllm-go/pkg/rollout"
 	"github.com/rllm-org/rllm-go/pkg/sampler"
@@ -55,6 +58,56 @@ type Plan struct {
 	Seed int
 	// Identity is what a resumed run must share with this one.
 	Identity RunIdentity
+
+	// schedule, once the training tasks are known (Describe), is printed
+	// by String.
+	schedule *Schedule
+}
+
+// Schedule is how much a run does, known once its training tasks are.
+type Schedule struct {
+	// Tasks is the training set's size, StepsPerEpoch the batches of
+	// DrawSize tasks it makes, Steps the run's length.
+	Tasks, StepsPerEpoch, Steps int
+}
+
+// Schedule counts the steps a run over the training tasks takes:
+// trainer.total_training_steps, else total_epochs passes over them. A set
+// that cannot fill one batch with data.drop_last is refused.
+func (p *Plan) Schedule(train []episode.Task) (Schedule, error) {
+	if n := p.DrawSize; p.DropLast && n > len(train) {
+		return Schedule{}, usererr.Errorf("data.train_batch_size: %d tasks per step (× rejection_sample.multiplier) is more than the training set's %d tasks, so there is no full batch; lower it, add tasks or set data.drop_last=false", n, len(train))
+	}
+	l, err := dataset.NewLoader(train, dataset.LoaderOptions{BatchSize: p.DrawSize, DropLast: p.DropLast})
+	if err != nil {
+		return Schedule{}, err
+	}
+	s := Schedule{Tasks: len(train), StepsPerEpoch: l.BatchesPerEpoch()}
+	s.Steps = p.TotalEpochs * s.StepsPerEpoch
+	if p.TotalSteps != nil {
+		s.Steps = *p.TotalSteps
+	}
+	return s, nil
+}
+
+// Describe is the plan as `rllm train --dry-run` prints it: the
+// configuration's plan and the schedule of the run over its training
+// tasks, read or generated as the run would.
+func Describe(ctx context.Context, c *config.Config) (string, error) {
+	p, err := NewPlan(c)
+	if err != nil {
+		return "", err
+	}
+	train, _, err := loadTasks(ctx, c, Options{})
+	if err != nil {
+		return "", err
+	}
+	s, err := p.Schedule(train)
+	if err != nil {
+		return "", err
+	}
+	p.schedule = &s
+	return p.String(), nil
 }
 
 // RolloutPlan is one phase's sampling: N episodes per task with Params.
@@ -450,11 +503,21 @@ func (p *Plan) String() string {
 	}
 	line("backend", "%s", p.Backend)
 	line("workflow", "%s", p.Workflow)
-	steps := fmt.Sprintf("%d epochs", p.TotalEpochs)
-	if p.TotalSteps != nil {
-		steps = fmt.Sprintf("%d steps", *p.TotalSteps)
+	switch sc := p.schedule; {
+	case sc == nil:
+		steps := plural(p.TotalEpochs, "epoch")
+		if p.TotalSteps != nil {
+			steps = plural(*p.TotalSteps, "step")
+		}
+		line("data", "%d tasks per step (drawn %d), %s, shuffle %t", p.BatchSize, p.DrawSize, steps, p.Shuffle)
+	default:
+		line("data", "%d tasks per step (drawn %d) from %s, shuffle %t", p.BatchSize, p.DrawSize, plural(sc.Tasks, "training task"), p.Shuffle)
+		how := fmt.Sprintf("%s of %d", plural(p.TotalEpochs, "epoch"), sc.StepsPerEpoch)
+		if p.TotalSteps != nil {
+			how = "trainer.total_training_steps"
+		}
+		line("steps", "%d (%s): %s drawn, %s", sc.Steps, how, plural(sc.Steps*p.DrawSize, "task"), plural(sc.Steps*p.DrawSize*p.Train.N, "episode"))
 	}
-	line("data", "%d tasks per step (drawn %d), %s, shuffle %t", p.BatchSize, p.DrawSize, steps, p.Shuffle)
 	line("rollouts", "%d per task, temperature %g, max %d tokens; validation %d per task at temperature %g",
 		p.Train.N, p.Train.Params.Temperature, p.Train.Params.MaxTokens, p.Val.N, p.Val.Params.Temperature)
 	if p.Remote.Enabled {
@@ -513,13 +576,21 @@ func (p *Plan) String() string {
 		}
 		line("reference", "%s", ref)
 	}
-	line("update", "%d task groups per mini-batch, %d epochs, lr %g", p.Update.MiniBatchTasks, p.Update.Epochs, p.Update.LR.Base)
+	line("update", "%d task groups per mini-batch, %s, lr %g", p.Update.MiniBatchTasks, plural(p.Update.Epochs, "epoch"), p.Update.LR.Base)
 	if p.Warmup.Steps > 0 {
 		line("warm-up", "%d steps at lr %g", p.Warmup.Steps, p.Warmup.LR)
 	}
 	line("cadence", "validate every %d, save every %d, keep %s checkpoints", p.Cadence.TestFreq, p.Cadence.SaveFreq, keepString(p.Cadence.MaxCkptToKeep))
 	line("output", "%s", p.Dir)
 	return b.String()
+}
+
+// plural is "1 epoch", "25 epochs".
+func plural(n int, unit string) string {
+	if n == 1 {
+		return "1 " + unit
+	}
+	return fmt.Sprintf("%d %ss", n, unit)
 }
 
 func durationOrNone(d time.Duration) string {
