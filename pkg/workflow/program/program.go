@@ -17,10 +17,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
+	"os"
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/rllm-org/rllm-go/internal/childenv"
@@ -208,9 +211,8 @@ func (w *Program) Run(ctx context.Context, task episode.Task, episodeID string) 
 	})
 	cmd.Stdin = bytes.NewReader(append(in, '\n'))
 	stdout, stderr := procgroup.NewTail(1<<20), procgroup.NewTail(64<<10)
-	cmd.Stdout, cmd.Stderr = stdout, stderr
 	began := time.Now()
-	runErr := cmd.Run()
+	runErr := runGroup(cmd, stdout, stderr)
 	ep.Metrics["program_seconds"] = time.Since(began).Seconds()
 
 	traces := sess.Traces()
@@ -268,6 +270,47 @@ func (w *Program) Run(ctx context.Context, task episode.Task, episodeID string) 
 }
 
 var errTimeout = errors.New("program timeout")
+
+// runGroup runs cmd to its end, then kills what is left of its process
+// group: children a program forked and left behind die with it. Output
+// goes through pipes of our own so that Wait returns when the program
+// exits, not when the last descendant holding its stdout does.
+func runGroup(cmd *exec.Cmd, stdout, stderr io.Writer) error {
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		outR.Close()
+		outW.Close()
+		return err
+	}
+	cmd.Stdout, cmd.Stderr = outW, errW
+	err = cmd.Start()
+	outW.Close()
+	errW.Close()
+	if err != nil {
+		outR.Close()
+		errR.Close()
+		return err
+	}
+	var copies sync.WaitGroup
+	copies.Go(func() { _, _ = io.Copy(stdout, outR) })
+	copies.Go(func() { _, _ = io.Copy(stderr, errR) })
+	err = cmd.Wait()
+	_ = procgroup.Kill(cmd)
+	done := make(chan struct{})
+	go func() { copies.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(procgroup.DefaultWaitDelay):
+		// A descendant that left the group still holds a pipe.
+	}
+	outR.Close()
+	errR.Close()
+	return err
+}
 
 func exitText(ee *exec.ExitError) string {
 	if ee.ExitCode() >= 0 {
