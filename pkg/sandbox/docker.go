@@ -90,8 +90,8 @@ func (d *docker) Run(ctx context.Context, req Request) (Result, error) {
 	created, err := d.cli.ContainerCreate(ctx, client.ContainerCreateOptions{
 		Config: &container.Config{
 			Image: d.image, User: fmt.Sprintf("%d:%d", 65534, 65534), WorkingDir: WorkDir, Env: d.env,
-			Cmd:          append([]string{"sh", "-c", dockerScript(req), "sh"}, req.Command...),
-			AttachStdin:  true, AttachStdout: true, AttachStderr: true, OpenStdin: true, StdinOnce: true,
+			Cmd:         append([]string{"sh", "-c", dockerScript(req), "sh"}, req.Command...),
+			AttachStdin: true, AttachStdout: true, AttachStderr: true, OpenStdin: true, StdinOnce: true,
 			NetworkDisabled: true,
 		},
 		HostConfig: &container.HostConfig{

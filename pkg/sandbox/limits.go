@@ -57,7 +57,6 @@ func (w *capWriter) bytes() []byte {
 	return bytes.Clone(w.buf.Bytes())
 }
 
-
 // classify names the limit that ended a run the sandbox did not kill
 // itself: SIGXCPU or a CPU time at the limit, SIGXFSZ, or the program's
 // own report of an allocation, fork or write that its rlimit refused

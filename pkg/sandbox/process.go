@@ -114,4 +114,3 @@ func cpuTime(st *os.ProcessState) time.Duration {
 	}
 	return st.UserTime() + st.SystemTime()
 }
-
