@@ -793,15 +793,15 @@ func parseRetryAfter(v string) time.Duration {
 
 // ClientStats are the client's counters.
 type ClientStats struct {
-	Requests         int64 // calls (a call may take several attempts)
-	Attempts         int64
-	Retries          int64
-	Failures         int64 // calls that ended in an error
+	Requests int64 // calls (a call may take several attempts)
+	Attempts int64
+	Retries  int64
+	Failures int64 // calls that ended in an error
 	// Refused counts the failed calls the server answered with an error
 	// it will give again (a 4xx status other than 408 and 429: a prompt
 	// longer than the context, a bad request) and the token-id prompts
 	// refused unsent for leaving no room in the endpoint's context.
-	Refused int64
+	Refused          int64
 	PromptTokens     int64
 	CompletionTokens int64
 	Endpoints        []EndpointStats
