@@ -97,7 +97,7 @@ func (f *FirstTurnEndings) Dominant() (FirstTurnFailure, bool) {
 }
 
 // maxMessage bounds the server message quoted in a warning.
-const maxMessage = 400
+const maxMessage = 1000
 
 // String is the warning: how many episodes ended how, the message, and
 // the keys that change it.
