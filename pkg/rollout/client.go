@@ -553,7 +553,9 @@ func (f *fitting) maxTokensFor(ep *endpoint, widened bool) (int, error) {
 		return f.maxTokens, nil
 	case widened || f.maxTokens >= ctxLen:
 		// Whatever the prompt, max_tokens alone would not fit: the server
-		// caps an absent max_tokens at what its context leaves.
+		// caps an absent max_tokens at what its context leaves (vLLM's
+		// get_max_tokens in entrypoints/utils.py: max_model_len minus the
+		// prompt; SGLang's scheduler likewise; rllm serve's chat route).
 		return 0, nil
 	}
 	return f.maxTokens, nil
