@@ -195,7 +195,9 @@ func (w *AgentEnv) Run(ctx context.Context, task episode.Task, episodeID string)
 		resp, err := w.deps.Sampler.Sample(ctx, req)
 		if errors.Is(err, sampler.ErrPromptTooLong) {
 			// The conversation outgrew the model: an ending, not a failure.
+			// The refusal is kept so that a report can say who refused.
 			ep.TerminationReason = episode.TerminationMaxPromptLength
+			ep.Error = fmt.Sprintf("sampling turn %d: %v", turn+1, err)
 			return ep, nil
 		}
 		if err != nil {
