@@ -53,6 +53,8 @@ type Plan struct {
 	Update    UpdatePlan
 	Cadence   CadencePlan
 	Warmup    WarmupPlan
+	// Async is asynchronous training (async_training.*); zero when off.
+	Async AsyncPlan
 
 	Dir  string
 	Seed int
@@ -84,6 +86,10 @@ func (p *Plan) Schedule(train []episode.Task) (Schedule, error) {
 	}
 	s := Schedule{Tasks: len(train), StepsPerEpoch: l.BatchesPerEpoch()}
 	s.Steps = p.TotalEpochs * s.StepsPerEpoch
+	if a := p.Async; a.Enabled {
+		// An async step is one optimizer step of a.GroupsPerStep() groups.
+		s.Steps = max(1, p.TotalEpochs*s.StepsPerEpoch*p.DrawSize/a.GroupsPerStep())
+	}
 	if p.TotalSteps != nil {
 		s.Steps = *p.TotalSteps
 	}
@@ -189,8 +195,11 @@ type UpdatePlan struct {
 	// into the advantages): sent by name, it spares the forward pass.
 	// Empty runs the loss client side.
 	Builtin string
-	LR      LRSchedule
-	Adam    backend.AdamParams // LearningRate set per step
+	// Correction is the off-policy correction of the loss
+	// (algorithm.rollout_correction).
+	Correction CorrectionPlan
+	LR         LRSchedule
+	Adam       backend.AdamParams // LearningRate set per step
 }
 
 // LRSchedule is Hugging Face's warm-up then constant or cosine, as verl
@@ -430,6 +439,8 @@ func NewPlan(c *config.Config) (*Plan, error) {
 		Adam: backend.AdamParams{Beta1: o.Betas[0], Beta2: o.Betas[1], Eps: o.Eps, WeightDecay: o.WeightDecay, GradClipNorm: o.GradClip},
 	}
 
+	p.Update.Correction, p.Async = correctionAndAsync(c, p, refuse)
+
 	// Data sizes known before any file is read.
 	if !c.Workflow.UseWorkflow && len(c.Data.TrainFiles) == 0 {
 		if _, ok := tasks.GeneratorFor(c.Env.Name); ok && c.Data.GeneratedTrainSize < p.DrawSize && c.Data.DropLast {
@@ -475,7 +486,7 @@ func (p *Plan) CheckBackend(info backend.ModelInfo) error {
 	}
 	// A loss the backend computes itself, exactly, is sent by name.
 	l := p.Update.Loss
-	if l.Loss == ppo.LossImportanceSampling && l.KLCoef == 0 && l.EntropyCoeff == 0 && slices.Contains(info.SupportedLosses, backend.LossImportanceSampling) {
+	if l.Loss == ppo.LossImportanceSampling && l.KLCoef == 0 && l.EntropyCoeff == 0 && !p.Update.Correction.Decoupled && slices.Contains(info.SupportedLosses, backend.LossImportanceSampling) {
 		p.Update.Builtin = backend.LossImportanceSampling
 	}
 	return nil
@@ -577,6 +588,10 @@ func (p *Plan) String() string {
 		line("reference", "%s", ref)
 	}
 	line("update", "%d task groups per mini-batch, %s, lr %g", p.Update.MiniBatchTasks, plural(p.Update.Epochs, "epoch"), p.Update.LR.Base)
+	line("off-policy", "%s", p.Update.Correction)
+	if p.Async.Enabled {
+		line("async", "%s", p.Async)
+	}
 	if p.Warmup.Steps > 0 {
 		line("warm-up", "%d steps at lr %g", p.Warmup.Steps, p.Warmup.LR)
 	}

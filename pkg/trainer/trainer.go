@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"sync"
 	"time"
 
 	"github.com/rllm-org/rllm-go/internal/atomicfile"
@@ -22,7 +21,6 @@ import (
 	"github.com/rllm-org/rllm-go/pkg/progress"
 	"github.com/rllm-org/rllm-go/pkg/promserve"
 	"github.com/rllm-org/rllm-go/pkg/rollout"
-	"github.com/rllm-org/rllm-go/pkg/sampler"
 	"github.com/rllm-org/rllm-go/pkg/usererr"
 )
 
@@ -90,6 +88,7 @@ type Trainer struct {
 	prom      *promserve.Metrics       // trainer.metrics_addr
 	promSrv   *promserve.Server
 	diag      *diagnosis
+	async     *asyncRun // the rollout producer of async_training
 }
 
 // New reads the configuration into a plan (refusing what the trainer
@@ -105,6 +104,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Trainer, error
 		return nil, err
 	}
 	t := &Trainer{plan: plan, opts: opts, now: opts.Now, savedStep: -1, chat: &swapSampler{}, diag: newDiagnosis()}
+	t.chat.step, t.chat.remote = func() int { return t.step }, plan.Remote.Enabled // step is read by swap, on the trainer's goroutine
 	if t.now == nil {
 		t.now = time.Now
 	}
@@ -205,6 +205,7 @@ func (t *Trainer) Train(ctx context.Context) (*Result, error) {
 	if err := t.start(ctx); err != nil {
 		return nil, err
 	}
+	defer t.stopAsync()
 	if t.plan.Cadence.ValOnly || (t.plan.Cadence.ValBeforeTrain && t.step == 0) {
 		if len(t.val) > 0 {
 			v, err := t.validate(ctx)
@@ -414,6 +415,13 @@ func (t *Trainer) stopped(ctx context.Context, res *Result, err error) error {
 // publish makes the current weights the ones every new episode samples
 // from; episodes in flight keep the snapshot they started with.
 func (t *Trainer) publish(ctx context.Context) error {
+	if t.async != nil {
+		return t.async.publish(ctx, t.publishNow)
+	}
+	return t.publishNow(ctx)
+}
+
+func (t *Trainer) publishNow(ctx context.Context) error {
 	if t.publisher != nil {
 		return t.publishRemote(ctx)
 	}
@@ -435,29 +443,6 @@ func (t *Trainer) logf(format string, args ...any) {
 		return
 	}
 	t.say(msg)
-}
-
-// swapSampler is the chat sampler over the newest published weights;
-// before the first publication it refuses to sample.
-type swapSampler struct {
-	mu  sync.RWMutex
-	cur sampler.Sampler
-}
-
-func (s *swapSampler) swap(next sampler.Sampler) {
-	s.mu.Lock()
-	s.cur = next
-	s.mu.Unlock()
-}
-
-func (s *swapSampler) Sample(ctx context.Context, req sampler.Request) (sampler.Response, error) {
-	s.mu.RLock()
-	cur := s.cur
-	s.mu.RUnlock()
-	if cur == nil {
-		return sampler.Response{}, errors.New("trainer: no weights published yet")
-	}
-	return cur.Sample(ctx, req)
 }
 
 func merge(dst, src map[string]float64) {
