@@ -87,10 +87,3 @@ func (es Errors) Unwrap() []error {
 func (es *Errors) add(key string, o Origin, format string, args ...any) {
 	*es = append(*es, newError(key, o, fmt.Sprintf(format, args...)))
 }
-
-func (es Errors) err() error {
-	if len(es) == 0 {
-		return nil
-	}
-	return es
-}
