@@ -268,16 +268,3 @@ func Shared(ctx context.Context, c Config) (*Set, error) {
 	}
 	return ss.set, ss.err
 }
-
-// CloseShared closes every Set Shared opened.
-func CloseShared() {
-	sharedMu.Lock()
-	all := shared
-	shared = map[string]*sharedSet{}
-	sharedMu.Unlock()
-	for _, ss := range all {
-		if ss.set != nil {
-			_ = ss.set.Close()
-		}
-	}
-}

@@ -358,3 +358,16 @@ func alive(pid int) bool {
 	}
 	return true
 }
+
+// CloseShared closes every Set Shared opened.
+func CloseShared() {
+	sharedMu.Lock()
+	all := shared
+	shared = map[string]*sharedSet{}
+	sharedMu.Unlock()
+	for _, ss := range all {
+		if ss.set != nil {
+			_ = ss.set.Close()
+		}
+	}
+}
