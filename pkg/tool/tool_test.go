@@ -262,7 +262,7 @@ func TestShared(t *testing.T) {
 	if a != b {
 		t.Fatal("the same config opened twice")
 	}
-	CloseShared()
+	closeShared()
 	if _, err := Shared(context.Background(), Config{Builtin: []string{"nope"}}); err == nil {
 		t.Fatal("no error")
 	}
@@ -359,8 +359,8 @@ func alive(pid int) bool {
 	return true
 }
 
-// CloseShared closes every Set Shared opened.
-func CloseShared() {
+// closeShared closes every Set Shared opened.
+func closeShared() {
 	sharedMu.Lock()
 	all := shared
 	shared = map[string]*sharedSet{}
