@@ -265,5 +265,3 @@ const (
 	exitUsage       = usererr.ExitUsage
 	exitInterrupted = usererr.ExitInterrupted
 )
-
-func exitCode(ctx context.Context, err error) int { return usererr.ExitCode(ctx, err) }

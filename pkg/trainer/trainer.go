@@ -156,9 +156,6 @@ func (t *Trainer) open(ctx context.Context, cfg *config.Config) error {
 	return t.openRemote()
 }
 
-// Plan is the plan the trainer runs.
-func (t *Trainer) Plan() *Plan { return t.plan }
-
 // Close releases the backend and the metrics file.
 func (t *Trainer) Close() error {
 	var errs []error
