@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -52,6 +53,10 @@ type Options struct {
 	Weights string
 	// MaxInFlight bounds the calls sent but not finished; 0 means 32.
 	MaxInFlight int
+	// SamplerTTL, when set, is the ttl_seconds of the sampler snapshots
+	// PublishSampler saves (backend.tinker.sampler_ttl_s): the service
+	// deletes each after that long. Checkpoints never expire.
+	SamplerTTL time.Duration
 	// Tokenizer is the base model's own tokenizer and chat template
 	// (rollout.tokenizer): ChatSampler renders chats with it and Codec is
 	// it. It may be nil only for EmbeddedModel, whose byte tokenizer is
@@ -99,6 +104,10 @@ type Backend struct {
 
 	stopHeartbeat context.CancelFunc
 	heartbeatDone chan struct{}
+	// life ends when Close gives up waiting for the calls in flight:
+	// sends that must not stop with their caller's context stop then.
+	life    context.Context
+	endLife context.CancelFunc
 }
 
 var _ backend.TrainingBackend = (*Backend)(nil)
@@ -121,12 +130,16 @@ func Open(ctx context.Context, cfg *config.Config, o backend.OpenOptions) (backe
 		ClientOptions: ClientOptions{
 			BaseURL: tk.BaseURL, APIKey: key, KeySource: source, Log: o.Log,
 			MaxRetries: tk.MaxRetries, RetryAfterCap: time.Duration(tk.RetryAfterCapS * float64(time.Second)),
+			RequestTimeout: time.Duration(tk.RequestTimeoutS * float64(time.Second)),
 		},
 		BaseModel: tk.BaseModel,
 		LoRA:      LoRAConfig{Rank: tk.LoRARank, Seed: &seed, TrainUnembed: tk.TrainUnembed, TrainMLP: tk.TrainMLP, TrainAttn: tk.TrainAttn},
 		Heartbeat: time.Duration(tk.HeartbeatS * float64(time.Second)),
 		Weights:   o.Weights,
 		Chat:      chatsampler.Options{ParseToolCalls: true},
+	}
+	if tk.SamplerTTLS != nil {
+		opts.SamplerTTL = time.Duration(*tk.SamplerTTLS * float64(time.Second))
 	}
 	opts.TokenizerRef, opts.Getenv = cfg.Rollout.Tokenizer, o.Getenv
 	b, err := New(ctx, opts)
@@ -194,13 +207,17 @@ func New(ctx context.Context, opts Options) (*Backend, error) {
 		opts.MaxInFlight = 32
 	}
 	b := &Backend{c: c, opts: opts, jobs: make(chan *job, 64), slots: make(chan struct{}, opts.MaxInFlight)}
+	b.life, b.endLife = context.WithCancel(context.Background())
 	if err := b.checkCapabilities(ctx); err != nil {
+		b.endLife()
 		return nil, err
 	}
 	if err := b.loadTokenizer(); err != nil {
+		b.endLife()
 		return nil, err
 	}
 	if err := b.createSession(ctx); err != nil {
+		b.endLife()
 		return nil, err
 	}
 	hbCtx, stop := context.WithCancel(context.Background())
@@ -209,6 +226,7 @@ func New(ctx context.Context, opts Options) (*Backend, error) {
 	if err := b.createModel(ctx); err != nil {
 		b.stopHeartbeat()
 		<-b.heartbeatDone
+		b.endLife()
 		return nil, err
 	}
 	b.workerWG.Add(1)
@@ -421,8 +439,12 @@ func enqueue[T any](b *Backend, ctx context.Context, path string, body func(seq 
 		return f
 	}
 	// A full queue blocks the caller: back-pressure for a trainer racing
-	// ahead of the service.
-	b.jobs <- j
+	// ahead of the service (until the caller gives up).
+	select {
+	case b.jobs <- j:
+	case <-ctx.Done():
+		resolve(zero, ctx.Err())
+	}
 	return f
 }
 
@@ -453,9 +475,12 @@ func (b *Backend) worker() {
 		body := j.body(seq)
 		// Sending is not cancelled with the caller's context: once a
 		// seq_id is out, the server must receive it or the model's
-		// queue would have a gap.
-		sendCtx := context.WithoutCancel(j.ctx)
+		// queue would have a gap. It is bounded all the same: each
+		// attempt by request_timeout_s, the attempts by max_retries, and
+		// the whole by Close.
+		sendCtx, stop := b.lifeOf(j.ctx)
 		s, err := b.c.submit(sendCtx, j.path, body...)
+		stop()
 		if err != nil {
 			<-b.slots
 			if rejected(err) {
@@ -478,10 +503,15 @@ func (b *Backend) worker() {
 		go func() {
 			defer b.waitWG.Done()
 			defer func() { <-b.slots }()
-			raw, err := b.c.await(j.ctx, j.path, s.RequestID, func() (string, error) {
+			waitCtx, cancel := context.WithCancel(j.ctx)
+			defer cancel()
+			defer context.AfterFunc(b.life, cancel)()
+			raw, err := b.c.await(waitCtx, j.path, s.RequestID, func() (string, error) {
 				// 410: the same body, hence the same seq_id; the server
 				// de-duplicates it.
-				r, err := b.c.submit(context.WithoutCancel(j.ctx), j.path, j.body(usedSeq)...)
+				sendCtx, stop := b.lifeOf(j.ctx)
+				defer stop()
+				r, err := b.c.submit(sendCtx, j.path, j.body(usedSeq)...)
 				return r.RequestID, err
 			})
 			j.finish(raw, err)
@@ -489,9 +519,26 @@ func (b *Backend) worker() {
 	}
 }
 
+// lifeOf is ctx's values without its cancellation, ended instead with
+// the backend's life (Close).
+func (b *Backend) lifeOf(ctx context.Context) (context.Context, context.CancelFunc) {
+	c, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	stop := context.AfterFunc(b.life, cancel)
+	return c, func() { stop(); cancel() }
+}
+
 // rejected reports a submit the server refused as a whole (a 4xx other
-// than 408, 409 and 429): the request was not queued.
+// than 408, 409 and 429): the request was not queued, and its seq_id
+// goes to the next call. After an attempt whose answer was lost (a
+// *LostError), even a refusal does not say the first attempt was not
+// taken, so the seq_id is never handed to another request: the backend
+// stops ordering calls instead (as the Tinker SDK, which never reuses a
+// seq_id).
 func rejected(err error) bool {
+	var lost *LostError
+	if errors.As(err, &lost) {
+		return false
+	}
 	var he *HTTPError
 	if errors.As(err, &he) {
 		return he.Status/100 == 4 && he.Status != http.StatusConflict && !he.retryable()
@@ -634,6 +681,8 @@ func (b *Backend) saveToDir(ctx context.Context, dir string) *backend.Future[str
 	sampler := enqueue(b, ctx, PathSaveForSampler, jsonBody(func(seq int) any {
 		return SaveWeightsRequest{Type: PathSaveForSampler, ModelID: b.modelID, SeqID: seq, Path: name}
 	}), decodePath(PathSaveForSampler))
+	_, statErr := os.Stat(filepath.Dir(dir))
+	parentExisted := statErr == nil
 	f, resolve := backend.NewFuture[string]()
 	go func() {
 		wp, err := weights.Result(context.WithoutCancel(ctx))
@@ -646,8 +695,15 @@ func (b *Backend) saveToDir(ctx context.Context, dir string) *backend.Future[str
 			resolve("", err)
 			return
 		}
-		if err := os.MkdirAll(dir, atomicfile.DirMode); err != nil {
-			resolve("", err)
+		// When dir's parent existed at the call, only dir itself is made:
+		// if the caller gave up and removed the checkpoint's temporary
+		// directory meanwhile, nothing is written into an abandoned place.
+		mkdir := os.MkdirAll
+		if parentExisted {
+			mkdir = os.Mkdir
+		}
+		if err := mkdir(dir, atomicfile.DirMode); err != nil && !errors.Is(err, os.ErrExist) {
+			resolve("", fmt.Errorf("the checkpoint directory is gone (the save was abandoned): %w", err))
 			return
 		}
 		err = WriteCheckpoint(dir, Checkpoint{WeightsPath: wp, SamplerPath: sp, BaseModel: b.opts.BaseModel, BaseURL: b.c.BaseURL()})
@@ -694,8 +750,15 @@ func (b *Backend) PublishSampler(ctx context.Context, name string) *backend.Futu
 	b.published[name] = true
 	b.mu.Unlock()
 	decode := decodePath(PathSaveForSampler)
+	var ttl *int
+	if b.opts.SamplerTTL > 0 {
+		// A snapshot serves the episodes of one step: the service deletes
+		// it after sampler_ttl_s rather than keeping every step's forever.
+		n := int(max(b.opts.SamplerTTL.Round(time.Second), time.Second) / time.Second)
+		ttl = &n
+	}
 	return enqueue(b, ctx, PathSaveForSampler, jsonBody(func(seq int) any {
-		return SaveWeightsRequest{Type: PathSaveForSampler, ModelID: b.modelID, SeqID: seq, Path: name}
+		return SaveWeightsRequest{Type: PathSaveForSampler, ModelID: b.modelID, SeqID: seq, Path: name, TTLSeconds: ttl}
 	}), func(raw json.RawMessage) (backend.TokenSampler, error) {
 		path, err := decode(raw)
 		if err != nil {
@@ -718,8 +781,18 @@ func (b *Backend) Close() error {
 	if already {
 		return nil
 	}
-	b.workerWG.Wait()
-	b.waitWG.Wait()
+	// The calls queued and in flight get one request_timeout_s to finish;
+	// then every send and wait stops.
+	done := make(chan struct{})
+	go func() { b.workerWG.Wait(); b.waitWG.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(b.c.opts.RequestTimeout):
+		b.c.logf("%d calls still unfinished after %s; stopping them", len(b.slots), b.c.opts.RequestTimeout)
+		b.endLife()
+		<-done
+	}
+	defer b.endLife()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	body, _ := json.Marshal(ModelRequest{Type: PathUnloadModel, ModelID: b.modelID})

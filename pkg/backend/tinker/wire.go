@@ -28,6 +28,13 @@ const (
 	PathRetrieveFuture  = "retrieve_future"
 )
 
+// CheckpointPath is the REST route of one checkpoint, relative to
+// base_url/api/v1/: DELETE removes it (the SDK's
+// RestClient.delete_checkpoint). kind is "weights" or "sampler_weights".
+func CheckpointPath(run, kind, name string) string {
+	return "training_runs/" + run + "/checkpoints/" + kind + "/" + name
+}
+
 // APIPrefix starts every path.
 const APIPrefix = "/api/v1/"
 
@@ -117,12 +124,14 @@ type OptimStepResult struct {
 }
 
 // SaveWeightsRequest is the body of save_weights and
-// save_weights_for_sampler.
+// save_weights_for_sampler; TTLSeconds, when set, has the service delete
+// the weights after that long.
 type SaveWeightsRequest struct {
-	Type    string `json:"type"`
-	ModelID string `json:"model_id"`
-	SeqID   int    `json:"seq_id"`
-	Path    string `json:"path"`
+	Type       string `json:"type"`
+	ModelID    string `json:"model_id"`
+	SeqID      int    `json:"seq_id"`
+	Path       string `json:"path"`
+	TTLSeconds *int   `json:"ttl_seconds,omitempty"`
 }
 
 // PathResult is the result of save_weights and save_weights_for_sampler.
