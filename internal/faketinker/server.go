@@ -61,7 +61,20 @@ type Options struct {
 	// Dir holds saved checkpoints; empty means a temporary directory
 	// removed by Close.
 	Dir string
+	// TrainingLatency is how long each training request (forward,
+	// forward_backward, optim_step, save and load) takes to run once its
+	// turn comes, as on a real accelerator; requests keep running after
+	// the client stops waiting, as on the real service.
+	TrainingLatency time.Duration
 }
+
+// The Tinker SDK's limits on one forward or forward_backward request; the
+// fake refuses a request over them, so a client must chunk as the SDK
+// does.
+const (
+	MaxChunkDatums  = 128
+	MaxChunkNumbers = 500_000
+)
 
 // FaultKind is what goes wrong.
 type FaultKind int
@@ -86,6 +99,9 @@ const (
 	// FaultArchive makes a checkpoint download (Path "download") serve
 	// Body instead of the real archive.
 	FaultArchive
+	// FaultHang accepts the request and never answers it (until the
+	// client gives up or the server closes).
+	FaultHang
 )
 
 // Fault is one injected failure; it hits the next Times requests to Path
@@ -146,6 +162,7 @@ type Server struct {
 	nextID     int
 	nextModel  int
 	downloads  int
+	ttls       []int
 	closing    chan struct{}
 	closedOnce sync.Once
 }
@@ -231,6 +248,11 @@ func New(opts Options) (*Server, error) {
 		})
 	})
 	mux.HandleFunc("GET /download/{run}/{kind}/{name}", s.download)
+	mux.HandleFunc("DELETE /api/v1/training_runs/{run}/checkpoints/{kind}/{name}", func(w http.ResponseWriter, r *http.Request) {
+		s.serve("delete_checkpoint", w, r, func(w http.ResponseWriter, r *http.Request, _ []byte) {
+			s.deleteCheckpoint(w, r.PathValue("run"), r.PathValue("kind"), r.PathValue("name"))
+		})
+	})
 	s.Server = httptest.NewServer(mux)
 	return s, nil
 }
@@ -347,7 +369,7 @@ func (s *Server) serve(name string, w http.ResponseWriter, r *http.Request, h fu
 	if f := s.futures[probe.RequestID]; f != nil {
 		forPath = f.path
 	}
-	fault := s.takeFault(name, forPath, FaultStatus, FaultDropBefore, FaultDropAfter)
+	fault := s.takeFault(name, forPath, FaultStatus, FaultDropBefore, FaultDropAfter, FaultHang)
 	s.mu.Unlock()
 	rec := &recorder{ResponseWriter: w}
 	defer func() {
@@ -382,6 +404,12 @@ func (s *Server) serve(name string, w http.ResponseWriter, r *http.Request, h fu
 			return
 		case FaultDropBefore:
 			drop(w)
+			return
+		case FaultHang:
+			select {
+			case <-r.Context().Done():
+			case <-s.closing:
+			}
 			return
 		case FaultDropAfter:
 			h(&discardWriter{header: http.Header{}, rec: rec}, r, body)
@@ -779,6 +807,53 @@ func (s *Server) Downloads() int {
 }
 
 func hashBody(b []byte) [32]byte { return sha256.Sum256(b) }
+
+// deleteCheckpoint is the SDK's RestClient.delete_checkpoint: DELETE
+// training_runs/{run}/checkpoints/{kind}/{name}; an unknown one is 404.
+func (s *Server) deleteCheckpoint(w http.ResponseWriter, run, kind, name string) {
+	if kind != "weights" && kind != "sampler_weights" {
+		writeJSON(w, http.StatusNotFound, map[string]string{"detail": "no checkpoint kind " + kind})
+		return
+	}
+	dir := s.checkpointDir(run, kind, name)
+	if _, err := os.Stat(dir); err != nil {
+		writeJSON(w, http.StatusNotFound, map[string]string{"detail": "checkpoint tinker://" + run + "/" + kind + "/" + name + " not found"})
+		return
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		writeJSON(w, http.StatusInternalServerError, map[string]string{"detail": err.Error()})
+		return
+	}
+	s.mu.Lock()
+	delete(s.samplers, "tinker://"+run+"/"+kind+"/"+name)
+	s.mu.Unlock()
+	w.WriteHeader(http.StatusOK)
+}
+
+// Checkpoints lists the saved checkpoints still on the server, as
+// tinker:// paths, sorted.
+func (s *Server) Checkpoints() []string {
+	var out []string
+	runs, _ := os.ReadDir(s.opts.Dir)
+	for _, r := range runs {
+		for _, kind := range []string{"weights", "sampler_weights"} {
+			names, _ := os.ReadDir(filepath.Join(s.opts.Dir, r.Name(), kind))
+			for _, n := range names {
+				out = append(out, "tinker://"+r.Name()+"/"+kind+"/"+n.Name())
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// SamplerTTLs are the ttl_seconds of every save_weights_for_sampler, in
+// order (0 when none was sent).
+func (s *Server) SamplerTTLs() []int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.ttls)
+}
 
 // PendingFaults counts the injected faults not yet used up.
 func (s *Server) PendingFaults() int {

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"regexp"
+	"time"
 
 	"github.com/rllm-org/rllm-go/pkg/backend"
 	"github.com/rllm-org/rllm-go/pkg/backend/local"
@@ -155,6 +156,13 @@ func (s *Server) work(m *model) {
 			resolve(e.fut, nil, nil)
 			continue
 		}
+		if d := s.opts.TrainingLatency; d > 0 {
+			select {
+			case <-time.After(d):
+			case <-s.closing:
+				return
+			}
+		}
 		v, err := e.run()
 		resolve(e.fut, v, err)
 	}
@@ -173,6 +181,21 @@ func (s *Server) prepare(m *model, path string, req *trainingRequest) (func() (a
 		}
 		if in == nil || (req.ForwardBackwardInput != nil && req.ForwardInput != nil) {
 			return nil, fmt.Errorf("%s needs exactly its own input field", path)
+		}
+		if n := len(in.Data); n > MaxChunkDatums {
+			return nil, fmt.Errorf("%s takes at most %d datums per request, got %d; split the batch as the SDK does", path, MaxChunkDatums, n)
+		}
+		numbers := 0
+		for _, d := range in.Data {
+			for _, c := range d.ModelInput.Chunks {
+				numbers += len(c.Tokens)
+			}
+			for _, t := range d.LossFnInputs {
+				numbers += len(t.Data)
+			}
+		}
+		if numbers > MaxChunkNumbers && len(in.Data) > 1 {
+			return nil, fmt.Errorf("%s takes at most %d numbers per request, got %d; split the batch as the SDK does", path, MaxChunkNumbers, numbers)
 		}
 		loss, data, err := s.datums(in)
 		if err != nil {
@@ -230,6 +253,16 @@ func (s *Server) prepare(m *model, path string, req *trainingRequest) (func() (a
 		dir := s.checkpointDir(m.id, kind, name)
 		tinker := "tinker://" + m.id + "/" + kind + "/" + name
 		overwrite := req.Overwrite
+		if req.TTLSeconds != nil && *req.TTLSeconds < 1 {
+			return nil, errors.New("ttl_seconds must be a positive number of seconds")
+		}
+		if kind == "sampler_weights" {
+			ttl := 0
+			if req.TTLSeconds != nil {
+				ttl = *req.TTLSeconds
+			}
+			s.ttls = append(s.ttls, ttl)
+		}
 		return func() (any, error) {
 			if _, err := os.Stat(dir); err == nil && !overwrite {
 				return nil, fmt.Errorf("checkpoint %s already exists", tinker)

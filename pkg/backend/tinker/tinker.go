@@ -102,6 +102,10 @@ type Backend struct {
 	workerWG  sync.WaitGroup
 	waitWG    sync.WaitGroup
 
+	// chunkMu keeps the chunks of one forward_backward together in the
+	// queue.
+	chunkMu sync.Mutex
+
 	stopHeartbeat context.CancelFunc
 	heartbeatDone chan struct{}
 	// life ends when Close gives up waiting for the calls in flight:
@@ -578,17 +582,118 @@ func (b *Backend) forward(ctx context.Context, path string, data []backend.Datum
 	if err := validateDatums(data, loss, b.info.MaxContext, b.info.VocabSize); err != nil {
 		return backend.Resolved(backend.ForwardBackwardOutput{}, err)
 	}
-	// Encoded now, in the caller's goroutine, so the worker only sends.
-	// As with every backend, the datums must not change until the future
-	// resolves (the elementwise loss may be computed from them).
-	head, tail := encodeTrainingBody(path, b.modelID, data, loss)
-	return enqueue(b, ctx, path, spliceSeq(head, tail), func(raw json.RawMessage) (backend.ForwardBackwardOutput, error) {
-		var res ForwardBackwardResult
-		if err := json.Unmarshal(raw, &res); err != nil {
-			return backend.ForwardBackwardOutput{}, fmt.Errorf("%s: the result is not {loss_fn_outputs, metrics}: %v", path, err)
+	// As the Tinker SDK does, a large batch goes as several requests of
+	// at most maxChunkDatums datums and maxChunkNumbers numbers, queued
+	// back to back: the server adds their gradients up before the next
+	// optim_step, so the update is the same as one request's.
+	chunks := chunkDatums(data, loss)
+	futures := make([]*backend.Future[backend.ForwardBackwardOutput], len(chunks))
+	b.chunkMu.Lock() // the chunks of one call take consecutive seq_ids
+	for i, c := range chunks {
+		part := data[c[0]:c[1]]
+		// Encoded now, in the caller's goroutine, so the worker only
+		// sends. As with every backend, the datums must not change until
+		// the future resolves (the elementwise loss may be computed from
+		// them).
+		head, tail := encodeTrainingBody(path, b.modelID, part, loss)
+		futures[i] = enqueue(b, ctx, path, spliceSeq(head, tail), func(raw json.RawMessage) (backend.ForwardBackwardOutput, error) {
+			var res ForwardBackwardResult
+			if err := json.Unmarshal(raw, &res); err != nil {
+				return backend.ForwardBackwardOutput{}, fmt.Errorf("%s: the result is not {loss_fn_outputs, metrics}: %v", path, err)
+			}
+			return decodeOutputs(path, res, part, loss)
+		})
+	}
+	b.chunkMu.Unlock()
+	if len(futures) == 1 {
+		return futures[0]
+	}
+	f, resolve := backend.NewFuture[backend.ForwardBackwardOutput]()
+	go func() {
+		outs := make([]backend.ForwardBackwardOutput, len(futures))
+		for i, fu := range futures {
+			o, err := fu.Result(context.WithoutCancel(ctx))
+			if err != nil {
+				resolve(backend.ForwardBackwardOutput{}, err)
+				return
+			}
+			outs[i] = o
 		}
-		return decodeOutputs(path, res, data, loss)
-	})
+		resolve(combineOutputs(outs), nil)
+	}()
+	return f
+}
+
+// The Tinker SDK's limits on one forward_backward request
+// (training_client's chunking): at most this many datums, and at most
+// this many numbers (input tokens plus every loss_fn_inputs value).
+const (
+	maxChunkDatums  = 128
+	maxChunkNumbers = 500_000
+)
+
+// chunkDatums splits data into [start, end) ranges within the limits; a
+// datum larger than maxChunkNumbers on its own goes alone.
+func chunkDatums(data []backend.Datum, loss backend.Loss) [][2]int {
+	var out [][2]int
+	start, numbers := 0, 0
+	for i := range data {
+		n := datumNumbers(&data[i], loss)
+		if i > start && (i-start == maxChunkDatums || numbers+n > maxChunkNumbers) {
+			out = append(out, [2]int{start, i})
+			start, numbers = i, 0
+		}
+		numbers += n
+	}
+	return append(out, [2]int{start, len(data)})
+}
+
+// datumNumbers counts what a datum puts on the wire: its input tokens and
+// one value per target for each loss input the loss sends.
+func datumNumbers(d *backend.Datum, loss backend.Loss) int {
+	n := len(d.Input)
+	keys := 1 // target_tokens
+	switch loss.Name {
+	case backend.LossCrossEntropy:
+		keys++ // weights
+	default:
+		keys += 2 // logprobs, advantages
+	}
+	return n + keys*len(d.LossFnInputs.TargetTokens)
+}
+
+// combineOutputs joins the results of one call's chunks: the outputs in
+// order; metrics named "…:sum" added, "…:max" and "…:min" the largest
+// and smallest, any other the mean weighted by the chunks' datums (the
+// Tinker SDK's reduction by suffix).
+func combineOutputs(outs []backend.ForwardBackwardOutput) backend.ForwardBackwardOutput {
+	res := backend.ForwardBackwardOutput{Metrics: map[string]float64{}}
+	total := 0
+	for _, o := range outs {
+		total += len(o.LossFnOutputs)
+	}
+	for _, o := range outs {
+		w := float64(len(o.LossFnOutputs)) / float64(max(total, 1))
+		res.LossFnOutputs = append(res.LossFnOutputs, o.LossFnOutputs...)
+		for k, v := range o.Metrics {
+			cur, ok := res.Metrics[k]
+			switch {
+			case strings.HasSuffix(k, ":sum"):
+				res.Metrics[k] = cur + v
+			case strings.HasSuffix(k, ":max"):
+				if !ok || v > cur {
+					res.Metrics[k] = v
+				}
+			case strings.HasSuffix(k, ":min"):
+				if !ok || v < cur {
+					res.Metrics[k] = v
+				}
+			default:
+				res.Metrics[k] = cur + w*v
+			}
+		}
+	}
+	return res
 }
 
 func spliceSeq(head, tail []byte) func(int) [][]byte {
