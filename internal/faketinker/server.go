@@ -66,6 +66,10 @@ type Options struct {
 	// turn comes, as on a real accelerator; requests keep running after
 	// the client stops waiting, as on the real service.
 	TrainingLatency time.Duration
+	// OnRequest, when set, is called with the endpoint name of every
+	// request as it arrives, before it is handled (a test's Ctrl-C at an
+	// exact point).
+	OnRequest func(name string)
 }
 
 // The Tinker SDK's limits on one forward or forward_backward request; the
@@ -355,6 +359,9 @@ func (s *Server) serve(name string, w http.ResponseWriter, r *http.Request, h fu
 	body, err := io.ReadAll(io.LimitReader(r.Body, 1<<30))
 	if err != nil {
 		return
+	}
+	if s.opts.OnRequest != nil {
+		s.opts.OnRequest(name)
 	}
 	e := Entry{Path: name, APIKey: r.Header.Get("X-API-Key")}
 	var probe struct {

@@ -139,6 +139,9 @@ func updateBuiltin(ctx context.Context, be backend.TrainingBackend, p *UpdatePla
 				}
 				datums[i].LossFnInputs.Logprobs, datums[i].LossFnInputs.Advantages = lp, adv
 			}
+			if ctx, err = commitStep(ctx); err != nil {
+				return st, err
+			}
 			fb := be.ForwardBackward(ctx, datums, loss)
 			opt := be.OptimStep(ctx, adam)
 			out, err := fb.Result(ctx)
@@ -218,6 +221,28 @@ func entropyWeights(mb []*Sample, datums []backend.Datum, in *ppo.LossInput, cfg
 	return nil
 }
 
+// commitStep is called before a step's optimizer call is queued. Once
+// optim_step is sent the server applies it even after Ctrl-C, so from the
+// first one on the step must finish (every mini-batch of it) and be
+// checkpointed as the next step, never rewound: a checkpoint labelled t
+// holding part of step t+1 would train t+1 twice on resume. It refuses a
+// step whose context is already cancelled, before anything changed the
+// weights, and otherwise returns a context that is not cancelled with
+// ctx (the backend's own request deadlines still bound every call).
+func commitStep(ctx context.Context) (context.Context, error) {
+	if isCommitted(ctx) {
+		return ctx, nil
+	}
+	if err := ctx.Err(); err != nil {
+		return ctx, err
+	}
+	return context.WithValue(context.WithoutCancel(ctx), committedKey{}, true), nil
+}
+
+type committedKey struct{}
+
+func isCommitted(ctx context.Context) bool { return ctx.Value(committedKey{}) != nil }
+
 // UpdateStats are the averages over a step's optimizer steps.
 type UpdateStats struct {
 	Updates                           int
@@ -274,6 +299,9 @@ func update(ctx context.Context, be backend.TrainingBackend, p *UpdatePlan, mini
 				if err := entropyWeights(mb, datums, &in, &p.Loss); err != nil {
 					return st, err
 				}
+			}
+			if ctx, err = commitStep(ctx); err != nil {
+				return st, err
 			}
 			fb := be.ForwardBackward(ctx, datums, ce)
 			opt := be.OptimStep(ctx, adam)
