@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/rllm-org/rllm-go/pkg/rollout"
 	"github.com/rllm-org/rllm-go/pkg/usererr"
@@ -110,4 +111,26 @@ func prunePublished(root string, step int) error {
 		}
 	}
 	return nil
+}
+
+// RemoteCheckpoints is a backend whose checkpoints also live on a service
+// (the Tinker backend's tinker:// copies): pruning a local checkpoint
+// (trainer.max_ckpt_to_keep) deletes its remote copies too.
+type RemoteCheckpoints interface {
+	DeleteCheckpoint(ctx context.Context, dir string) error
+}
+
+// deleteRemote deletes the remote copies of the checkpoint in stepDir
+// before it is pruned; a failure costs storage, not the run, so it is a
+// warning.
+func (t *Trainer) deleteRemote(stepDir string) {
+	rc, ok := t.be.(RemoteCheckpoints)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := rc.DeleteCheckpoint(ctx, filepath.Join(stepDir, modelDir)); err != nil {
+		t.logf("warning: pruning %s: %v", stepDir, err)
+	}
 }

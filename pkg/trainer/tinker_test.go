@@ -176,3 +176,40 @@ func TestTinkerResumeAgainstVLLMAdapters(t *testing.T) {
 		t.Fatalf("adapters on the server: %v", a)
 	}
 }
+
+// trainer.max_ckpt_to_keep prunes the tinker:// copies of a pruned
+// checkpoint too, not only its local directory.
+func TestTinkerPrunesRemoteCheckpoints(t *testing.T) {
+	const key = "tml-trainer-test-key"
+	srv, err := faketinker.New(faketinker.Options{APIKey: key, PollWait: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	c := smallConfig(t, "backend.name=tinker", "backend.tinker.base_url="+srv.URL, "backend.tinker.base_model="+tinker.EmbeddedModel,
+		"backend.tinker.lora_rank=2", "trainer.save_freq=1", "trainer.max_ckpt_to_keep=1", "trainer.total_training_steps=3")
+	tr, err := New(context.Background(), c, Options{Getenv: func(string) string { return key }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	if _, err := tr.Train(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	kept, err := tinker.ReadCheckpoint(filepath.Join(c.Trainer.DefaultLocalDir, "global_step_3", "model"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var weights []string
+	for _, p := range srv.Checkpoints() {
+		if strings.Contains(p, "/weights/") {
+			weights = append(weights, p)
+		}
+	}
+	if len(weights) != 1 || weights[0] != kept.WeightsPath {
+		t.Fatalf("training checkpoints left on the service: %v; want only %s", weights, kept.WeightsPath)
+	}
+	if !slices.Contains(srv.Checkpoints(), kept.SamplerPath) {
+		t.Fatalf("the kept checkpoint's sampler weights are gone: %v", srv.Checkpoints())
+	}
+}

@@ -3,6 +3,7 @@ package tinker
 import (
 	"encoding/json"
 	"fmt"
+	"net/url"
 )
 
 // The Tinker API's wire shapes (see the Tinker SDK's types and SkyRL's
@@ -32,7 +33,7 @@ const (
 // base_url/api/v1/: DELETE removes it (the SDK's
 // RestClient.delete_checkpoint). kind is "weights" or "sampler_weights".
 func CheckpointPath(run, kind, name string) string {
-	return "training_runs/" + run + "/checkpoints/" + kind + "/" + name
+	return "training_runs/" + url.PathEscape(run) + "/checkpoints/" + kind + "/" + url.PathEscape(name)
 }
 
 // APIPrefix starts every path.
