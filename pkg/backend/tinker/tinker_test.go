@@ -779,3 +779,21 @@ func TestSamplerSnapshotsExpire(t *testing.T) {
 		t.Fatalf("ttl_seconds sent: %v", ttls)
 	}
 }
+
+// Close returns even when the service never answers a call in flight: it
+// waits one request_timeout_s, then stops the waits.
+func TestCloseIsBounded(t *testing.T) {
+	r := newRig(t, faketinker.Options{}, func(o *Options) { o.RequestTimeout = 200 * time.Millisecond })
+	r.srv.Inject(faketinker.Fault{Path: PathRetrieveFuture, ForPath: PathOptimStep, Kind: faketinker.FaultHang, Times: 1 << 20})
+	f := r.b.OptimStep(context.Background(), backend.DefaultAdamParams(0.01))
+	closed := make(chan struct{})
+	go func() { r.b.Close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(time.Minute):
+		t.Fatal("Close is still waiting for a call the service never answers")
+	}
+	if _, err := f.Result(context.Background()); err == nil {
+		t.Fatal("the unanswered call succeeded")
+	}
+}
