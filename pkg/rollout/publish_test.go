@@ -238,3 +238,31 @@ func TestPublishConcurrentAndSlowIsRetried(t *testing.T) {
 		t.Fatalf("slow endpoint: err %v, dropped %v", err, dropped)
 	}
 }
+
+// BenchmarkPublishLoRALatency is the time to publish one LoRA version to
+// 1, 2 and 4 vLLM-like endpoints whose load takes 100 ms each (a server
+// loading from its own disk, idle CPU): serial publishing adds the loads
+// up, concurrent publishing waits for the slowest.
+func BenchmarkPublishLoRALatency(b *testing.B) {
+	for _, n := range []int{1, 2, 4} {
+		b.Run(fmt.Sprintf("endpoints=%d", n), func(b *testing.B) {
+			var urls []string
+			for range n {
+				s := fakevllm.New(fakevllm.Config{RuntimeLoRA: true, LoadLatency: 100 * time.Millisecond})
+				b.Cleanup(s.Close)
+				urls = append(urls, s.URL)
+			}
+			p, err := NewWeightPublisher(PublisherOptions{Endpoints: urls, Mode: PublishVLLMLoRA})
+			if err != nil {
+				b.Fatal(err)
+			}
+			v := 0
+			for b.Loop() {
+				v++
+				if _, err := p.Publish(context.Background(), v, "/adapters/v"); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
