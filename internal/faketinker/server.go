@@ -35,6 +35,7 @@ import (
 
 	"github.com/rllm-org/rllm-go/pkg/backend"
 	"github.com/rllm-org/rllm-go/pkg/backend/local"
+	"github.com/rllm-org/rllm-go/pkg/backend/tinker/wire"
 )
 
 // BaseModel is the name the fake serves the embedded policy under.
@@ -513,12 +514,7 @@ func (s *Server) capabilities(w http.ResponseWriter, r *http.Request, _ []byte) 
 }
 
 func (s *Server) createSession(w http.ResponseWriter, _ *http.Request, body []byte) {
-	var req struct {
-		Tags         []string          `json:"tags"`
-		UserMetadata map[string]string `json:"user_metadata"`
-		SDKVersion   string            `json:"sdk_version"`
-		ProjectID    string            `json:"project_id"`
-	}
+	var req wire.CreateSessionRequest
 	if err := decodeStrict(body, &req); err != nil {
 		badRequest(w, "create_session: %v", err)
 		return
@@ -528,13 +524,11 @@ func (s *Server) createSession(w http.ResponseWriter, _ *http.Request, body []by
 	id := "session-" + strconv.Itoa(s.nextID)
 	s.sessions[id] = 0
 	s.mu.Unlock()
-	writeJSON(w, 200, map[string]string{"session_id": id})
+	writeJSON(w, 200, wire.CreateSessionResponse{SessionID: id})
 }
 
 func (s *Server) heartbeat(w http.ResponseWriter, _ *http.Request, body []byte) {
-	var req struct {
-		SessionID string `json:"session_id"`
-	}
+	var req wire.SessionRequest
 	if err := decodeStrict(body, &req); err != nil {
 		badRequest(w, "session_heartbeat: %v", err)
 		return
@@ -583,19 +577,10 @@ func resolve(f *future, v any, err error) {
 }
 
 func (s *Server) createModel(w http.ResponseWriter, _ *http.Request, body []byte) {
-	var req struct {
-		Type         string            `json:"type"`
-		SessionID    string            `json:"session_id"`
-		ModelSeqID   int               `json:"model_seq_id"`
-		BaseModel    string            `json:"base_model"`
-		UserMetadata map[string]string `json:"user_metadata"`
-		LoRAConfig   *struct {
-			Rank         int    `json:"rank"`
-			Seed         *int64 `json:"seed"`
-			TrainUnembed bool   `json:"train_unembed"`
-			TrainMLP     bool   `json:"train_mlp"`
-			TrainAttn    bool   `json:"train_attn"`
-		} `json:"lora_config"`
+	var req wire.CreateModelRequest
+	if err := requireFields(body, "session_id", "base_model", "lora_config.rank"); err != nil {
+		badRequest(w, "create_model: %v", err)
+		return
 	}
 	if err := decodeStrict(body, &req); err != nil {
 		badRequest(w, "create_model: %v", err)
@@ -607,7 +592,7 @@ func (s *Server) createModel(w http.ResponseWriter, _ *http.Request, body []byte
 		writeJSON(w, http.StatusNotFound, map[string]string{"detail": "session " + req.SessionID + " not found"})
 		return
 	}
-	if req.LoRAConfig == nil || req.LoRAConfig.Rank < 1 {
+	if req.LoRAConfig.Rank < 1 {
 		badRequest(w, "lora_config.rank is required")
 		return
 	}
@@ -630,15 +615,12 @@ func (s *Server) createModel(w http.ResponseWriter, _ *http.Request, body []byte
 	s.models[id] = m
 	go s.work(m)
 	f := s.newFuture("create_model")
-	resolve(f, map[string]string{"model_id": id}, nil)
-	writeJSON(w, 200, map[string]string{"request_id": f.id, "model_id": id})
+	resolve(f, wire.ModelIDResult{ModelID: id}, nil)
+	writeJSON(w, 200, wire.SubmitResponse{RequestID: f.id, ModelID: id})
 }
 
 func (s *Server) getInfo(w http.ResponseWriter, _ *http.Request, body []byte) {
-	var req struct {
-		Type    string `json:"type"`
-		ModelID string `json:"model_id"`
-	}
+	var req wire.ModelRequest
 	if err := decodeStrict(body, &req); err != nil {
 		badRequest(w, "get_info: %v", err)
 		return
@@ -655,10 +637,7 @@ func (s *Server) getInfo(w http.ResponseWriter, _ *http.Request, body []byte) {
 }
 
 func (s *Server) unloadModel(w http.ResponseWriter, _ *http.Request, body []byte) {
-	var req struct {
-		Type    string `json:"type"`
-		ModelID string `json:"model_id"`
-	}
+	var req wire.ModelRequest
 	if err := decodeStrict(body, &req); err != nil {
 		badRequest(w, "unload_model: %v", err)
 		return
@@ -675,13 +654,11 @@ func (s *Server) unloadModel(w http.ResponseWriter, _ *http.Request, body []byte
 	// accepting work once its queue drains.
 	_ = m
 	resolve(f, map[string]string{"type": "unload_model"}, nil)
-	writeJSON(w, 200, map[string]string{"request_id": f.id})
+	writeJSON(w, 200, wire.SubmitResponse{RequestID: f.id})
 }
 
 func (s *Server) retrieve(w http.ResponseWriter, r *http.Request, body []byte) {
-	var req struct {
-		RequestID string `json:"request_id"`
-	}
+	var req wire.RetrieveFutureRequest
 	if err := decodeStrict(body, &req); err != nil {
 		badRequest(w, "retrieve_future: %v", err)
 		return
@@ -691,7 +668,7 @@ func (s *Server) retrieve(w http.ResponseWriter, r *http.Request, body []byte) {
 	if f != nil && f.pending > 0 {
 		f.pending--
 		s.mu.Unlock()
-		writeJSON(w, 200, map[string]string{"type": "try_again", "request_id": f.id, "queue_state": "paused_capacity"})
+		writeJSON(w, 200, wire.TryAgain{Type: "try_again", RequestID: f.id, QueueState: "paused_capacity"})
 		return
 	}
 	s.mu.Unlock()
