@@ -58,7 +58,7 @@ func runTrain(cmd *cobra.Command, a *App, opts *trainOptions) error {
 		return err
 	}
 	if opts.dryRun {
-		plan, err := trainer.NewPlan(ld.Config)
+		plan, err := trainer.Describe(ctx, ld.Config)
 		if err != nil {
 			return err
 		}
