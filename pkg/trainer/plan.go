@@ -285,7 +285,18 @@ func NewPlan(c *config.Config) (*Plan, error) {
 		refuse("backend.name: the %s backend is not available in this build; use one of %s", c.Backend.Name, strings.Join(backend.Names(), ", "))
 	}
 	if c.Rollout.Engine != "auto" {
-		p.Remote = RemotePlan{Enabled: true, Endpoints: c.Rollout.Endpoints}
+		p.Remote = RemotePlan{Enabled: true}
+		// One spelling of each endpoint (http://h:8000/v1/ is
+		// http://h:8000), so the publisher posts to the right routes and
+		// a dropped endpoint is matched by the rollout client.
+		for _, e := range c.Rollout.Endpoints {
+			n, err := rollout.NormalizeEndpoint(e)
+			if err != nil {
+				refuse("%v", err)
+				continue
+			}
+			p.Remote.Endpoints = append(p.Remote.Endpoints, n)
+		}
 		switch {
 		case c.Backend.Name == "local" && c.Rollout.Engine == "vllm":
 			refuse("rollout.engine: vLLM cannot load the embedded policy; serve it with rllm serve (SGLang's weight API) and use rollout.engine=sglang or openai")

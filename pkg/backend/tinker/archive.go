@@ -32,7 +32,7 @@ func (c *Client) ArchiveURL(ctx context.Context, tinkerPath string) (string, err
 	if err != nil {
 		return "", usererr.Wrap(err)
 	}
-	route := "training_runs/" + url.PathEscape(run) + "/checkpoints/" + kind + "/" + url.PathEscape(name) + "/archive"
+	route := CheckpointPath(run, kind, name) + "/archive"
 	noRedirect := *c.http
 	noRedirect.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	for attempt := 0; ; attempt++ {
