@@ -201,6 +201,7 @@ func newRootCmd(a *App) *cobra.Command {
 	defer groupsRejectUnknown(root)
 	root.AddCommand(
 		newServeCmd(a),
+		newGatewayCmd(a),
 		newSFTCmd(a),
 		newTrainCmd(a),
 		newValidateConfigCmd(a),
