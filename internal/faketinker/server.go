@@ -61,6 +61,8 @@ type Options struct {
 	// Dir holds saved checkpoints; empty means a temporary directory
 	// removed by Close.
 	Dir string
+	// Delays inject training and sampling latency (delays.go).
+	Delays Delays
 }
 
 // FaultKind is what goes wrong.

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"regexp"
+	"time"
 
 	"github.com/rllm-org/rllm-go/pkg/backend"
 	"github.com/rllm-org/rllm-go/pkg/backend/local"
@@ -155,6 +156,7 @@ func (s *Server) work(m *model) {
 			resolve(e.fut, nil, nil)
 			continue
 		}
+		time.Sleep(s.opts.Delays.trainDelay(e.path))
 		v, err := e.run()
 		resolve(e.fut, v, err)
 	}
@@ -444,6 +446,7 @@ func (s *Server) sample(w http.ResponseWriter, _ *http.Request, body []byte) {
 	}
 	n := req.NumSamples
 	go func() {
+		time.Sleep(s.opts.Delays.Sample)
 		res, err := snap.Sample(context.Background(), backend.SampleRequest{Prompt: prompt, NumSamples: n, Params: params})
 		if err != nil {
 			resolve(f, nil, err)
