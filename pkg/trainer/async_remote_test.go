@@ -1,0 +1,135 @@
+package trainer
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/rllm-org/rllm-go/pkg/rollout"
+	"github.com/rllm-org/rllm-go/pkg/sampler"
+)
+
+// Asynchronous training with rollouts from two rllm serve endpoints
+// (SGLang's weight API): every turn records the version the server
+// answered with, staleness stays within the bound, and both servers end
+// on the last step's weights — with partial rollouts and without.
+func TestAsyncWithRolloutsFromServers(t *testing.T) {
+	for _, partial := range []string{"true", "false"} {
+		t.Run("partial="+partial, func(t *testing.T) {
+			base := smallConfig(t)
+			a, b := serveLike(t, base), serveLike(t, base)
+			c := smallConfig(t, "rollout.engine=sglang", "rollout.endpoints=["+a+","+b+"]", "rollout.model=policy",
+				"trainer.total_training_steps=3", "backend.local.warmup_steps=0", "async_training.enable=true",
+				"async_training.staleness_threshold=1", "async_training.mini_batch_size=2", "async_training.partial_rollout="+partial)
+			tr, err := New(context.Background(), c, Options{Rollouts: mustClient(t, "policy", a, b)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tr.Close()
+			res, err := tr.Train(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Steps != 3 {
+				t.Fatalf("steps %d", res.Steps)
+			}
+			for _, url := range []string{a, b} {
+				if v := weightVersion(t, url); v != "3" {
+					t.Errorf("%s serves version %q, want 3", url, v)
+				}
+			}
+			for i, m := range readMetrics(t, c.Trainer.DefaultLocalDir) {
+				if m["async/staleness_max"].(float64) > 1 || m["async/dropped_stale"].(float64) != 0 {
+					t.Errorf("step %d: staleness max %v dropped %v", i+1, m["async/staleness_max"], m["async/dropped_stale"])
+				}
+			}
+		})
+	}
+}
+
+// A server that answers with weights older than the bound (it lost the
+// updates) has its groups dropped and counted, never trained; when every
+// group is stale the run stops with an error saying so instead of
+// looping.
+func TestAsyncDropsStaleGroups(t *testing.T) {
+	base := smallConfig(t)
+	real := serveLike(t, base)
+	// A proxy that claims version 0 forever in the OpenAI response
+	// metadata, as a server that missed every update would.
+	var calls atomic.Int64
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		if r.URL.Path == "/update_weights_from_disk" {
+			w.Write([]byte(`{"success":true,"message":"ok"}`))
+			return
+		}
+		req, _ := http.NewRequestWithContext(r.Context(), r.Method, real+r.URL.Path, r.Body)
+		req.Header = r.Header.Clone()
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		defer resp.Body.Close()
+		for k, v := range resp.Header {
+			w.Header()[k] = v
+		}
+		w.WriteHeader(resp.StatusCode)
+		body, _ := io.ReadAll(resp.Body)
+		w.Write(versionRE.ReplaceAll(body, []byte(`"weight_version":"0"`)))
+	}))
+	defer proxy.Close()
+	c := smallConfig(t, "rollout.engine=sglang", "rollout.endpoints=["+proxy.URL+"]", "rollout.model=policy",
+		"trainer.total_training_steps=3", "backend.local.warmup_steps=0", "async_training.enable=true", "async_training.staleness_threshold=0")
+	tr, err := New(context.Background(), c, Options{Rollouts: mustClient(t, "policy", proxy.URL)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	res, err := tr.Train(context.Background())
+	if err == nil {
+		t.Fatal("trained on a server that never took the weights")
+	}
+	if res.Steps != 1 {
+		t.Errorf("%d steps trained, want 1 (the first, on version 0)", res.Steps)
+	}
+	if !strings.Contains(err.Error(), "not receiving the published weights") {
+		t.Errorf("err = %v", err)
+	}
+	if calls.Load() == 0 {
+		t.Error("no request reached the server")
+	}
+}
+
+var versionRE = regexp.MustCompile(`"weight_version":\s*"[^"]*"`)
+
+// The version a response is recorded with: a snapshot sampler's is the
+// version the call started on; a server's own report wins but is never
+// newer than that; a full-weights server naming weights the trainer never
+// published (it missed the updates) is older than any.
+func TestVersionOf(t *testing.T) {
+	for _, tc := range []struct {
+		mode  rollout.PublishMode
+		resp  sampler.Response
+		start int
+		want  int
+	}{
+		{"", sampler.Response{WeightVersion: "1"}, 4, 4},
+		{rollout.PublishFullWeights, sampler.Response{WeightVersion: "3"}, 4, 3},
+		{rollout.PublishFullWeights, sampler.Response{WeightVersion: "5"}, 4, 4},
+		{rollout.PublishFullWeights, sampler.Response{}, 4, 4},
+		{rollout.PublishFullWeights, sampler.Response{WeightVersion: "base"}, 4, -1},
+		{rollout.PublishVLLMLoRA, sampler.Response{Model: "policy-v2", WeightVersion: "0"}, 4, 2},
+		{rollout.PublishVLLMLoRA, sampler.Response{Model: "other"}, 4, 4},
+	} {
+		s := &swapSampler{remote: tc.mode, models: map[string]int{"policy-v2": 2}}
+		if got := s.versionOf(tc.resp, tc.start); got != tc.want {
+			t.Errorf("%s %+v from %d: %d, want %d", tc.mode, tc.resp, tc.start, got, tc.want)
+		}
+	}
+}
