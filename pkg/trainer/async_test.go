@@ -234,3 +234,37 @@ func TestOldestVersion(t *testing.T) {
 	}
 	_ = math.Inf
 }
+
+// The step line shows both sides of asynchronous training.
+func TestAsyncStepLine(t *testing.T) {
+	line := stepLine(3, 10, map[string]float64{"critic/score/mean": 0.5, "actor/pg_loss": 0.1, "timing_s/step": 1.2,
+		"async/staleness_mean": 0.5, "async/rollout_idle_ratio": 0.1, "async/trainer_idle_ratio": 0.25, "async/dropped_stale": 2})
+	for _, want := range []string{"stale 0.5", "idle roll 10% train 25%", "dropped 2"} {
+		if !strings.Contains(line, want) {
+			t.Errorf("step line %q lacks %q", line, want)
+		}
+	}
+	if len(line) > 110 {
+		t.Errorf("step line is %d characters: %q", len(line), line)
+	}
+}
+
+// serialBackend is a backend whose samplers stop while it trains.
+type serialBackend struct{ nullBackend }
+
+func (serialBackend) SamplesWhileTraining() bool { return false }
+
+func TestAsyncRefusesABackendThatCannotSampleWhileTraining(t *testing.T) {
+	c := smallConfig(t, "async_training.enable=true")
+	_, err := New(context.Background(), c, Options{Backend: serialBackend{}})
+	var ue *usererr.Error
+	if err == nil || !strings.Contains(err.Error(), "async_training.enable") || !errors.As(err, &ue) {
+		t.Fatalf("err = %v, want a user error naming async_training.enable", err)
+	}
+	c = smallConfig(t)
+	tr, err := New(context.Background(), c, Options{Backend: serialBackend{}})
+	if err != nil {
+		t.Fatalf("the synchronous loop refused it: %v", err)
+	}
+	tr.Close()
+}

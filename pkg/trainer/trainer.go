@@ -158,6 +158,9 @@ func (t *Trainer) open(ctx context.Context, cfg *config.Config) error {
 	if err := t.plan.CheckBackend(t.be.Info()); err != nil {
 		return err
 	}
+	if err := t.plan.checkAsyncBackend(t.be); err != nil {
+		return err
+	}
 	return t.openRemote()
 }
 
