@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"regexp"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -132,4 +133,76 @@ func TestVersionOf(t *testing.T) {
 			t.Errorf("%s %+v from %d: %d, want %d", tc.mode, tc.resp, tc.start, got, tc.want)
 		}
 	}
+}
+
+// A sampler endpoint that dies mid-run: its requests fail over to the
+// other endpoint, the publisher drops it with a warning, and the run
+// trains every step on groups within the staleness bound.
+func TestAsyncSurvivesADyingEndpoint(t *testing.T) {
+	base := smallConfig(t)
+	a, b := serveLike(t, base), serveLike(t, base)
+	var served atomic.Int64
+	var dead atomic.Bool
+	dying := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if dead.Load() || served.Add(1) > 24 {
+			dead.Store(true)
+			if hj, ok := w.(http.Hijacker); ok {
+				if conn, _, err := hj.Hijack(); err == nil {
+					conn.Close() // the process died: the connection just drops
+					return
+				}
+			}
+			return
+		}
+		req, _ := http.NewRequestWithContext(r.Context(), r.Method, b+r.URL.Path, r.Body)
+		req.Header = r.Header.Clone()
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		defer resp.Body.Close()
+		for k, v := range resp.Header {
+			w.Header()[k] = v
+		}
+		w.WriteHeader(resp.StatusCode)
+		io.Copy(w, resp.Body)
+	}))
+	defer dying.Close()
+	c := smallConfig(t, "rollout.engine=sglang", "rollout.endpoints=["+a+","+dying.URL+"]", "rollout.model=policy",
+		"trainer.total_training_steps=4", "backend.local.warmup_steps=0", "async_training.enable=true",
+		"async_training.staleness_threshold=1", "async_training.mini_batch_size=4")
+	var log strings.Builder
+	tr, err := New(context.Background(), c, Options{Rollouts: mustClient(t, "policy", a, dying.URL), Log: &lockedWriter{w: &log}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	res, err := tr.Train(context.Background())
+	if err != nil {
+		t.Fatalf("%v\n%s", err, log.String())
+	}
+	if res.Steps != 4 || !dead.Load() {
+		t.Fatalf("steps %d, endpoint died %v", res.Steps, dead.Load())
+	}
+	if v := weightVersion(t, a); v != "4" {
+		t.Errorf("the surviving endpoint serves version %q, want 4", v)
+	}
+	for i, m := range readMetrics(t, c.Trainer.DefaultLocalDir) {
+		if s, ok := m["async/staleness_max"].(float64); !ok || s > 1 {
+			t.Errorf("step %d: staleness %v", i+1, m["async/staleness_max"])
+		}
+	}
+}
+
+// lockedWriter serialises writes from the trainer's goroutines.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rllm-org/rllm-go/pkg/backend"
+	"github.com/rllm-org/rllm-go/pkg/backend/local"
 	"github.com/rllm-org/rllm-go/pkg/config"
 	"github.com/rllm-org/rllm-go/pkg/episode"
 	"github.com/rllm-org/rllm-go/pkg/usererr"
@@ -267,4 +269,76 @@ func TestAsyncRefusesABackendThatCannotSampleWhileTraining(t *testing.T) {
 		t.Fatalf("the synchronous loop refused it: %v", err)
 	}
 	tr.Close()
+}
+
+// cancelOnPublish cancels the run while it publishes a given step's
+// weights, as Ctrl-C mid-publish does.
+type cancelOnPublish struct {
+	backend.TrainingBackend
+	name   string
+	cancel context.CancelFunc
+}
+
+func (c *cancelOnPublish) PublishSampler(ctx context.Context, name string) *backend.Future[backend.TokenSampler] {
+	if name == c.name {
+		c.cancel()
+		return backend.Resolved[backend.TokenSampler](nil, ctx.Err())
+	}
+	return c.TrainingBackend.PublishSampler(ctx, name)
+}
+
+// Ctrl-C while an asynchronous run publishes: the step that trained is
+// checkpointed with the dataloader just past its groups, the groups
+// sampled on older weights and not yet trained are discarded, and the
+// resumed run publishes first, then trains the rest — every step once.
+func TestAsyncInterruptMidPublish(t *testing.T) {
+	for _, partial := range []string{"true", "false"} {
+		t.Run("partial="+partial, func(t *testing.T) {
+			c := smallConfig(t, "trainer.total_training_steps=4", "async_training.enable=true", "async_training.staleness_threshold=1",
+				"async_training.mini_batch_size=4", "async_training.partial_rollout="+partial)
+			be, err := local.OpenConfig(context.Background(), c, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			tr, err := New(context.Background(), c, Options{Backend: &cancelOnPublish{TrainingBackend: be, name: "policy-step2", cancel: cancel}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := tr.Train(ctx)
+			tr.Close()
+			if !errors.Is(err, context.Canceled) {
+				t.Fatalf("err = %v, want context.Canceled", err)
+			}
+			if res.Checkpoint == "" || !strings.HasSuffix(res.Checkpoint, "global_step_2") {
+				t.Fatalf("checkpoint %q, want global_step_2 (the step that trained)", res.Checkpoint)
+			}
+			b, err := os.ReadFile(filepath.Join(res.Checkpoint, stateFile))
+			if err != nil || !strings.Contains(string(b), `"position": 8`) {
+				t.Fatalf("checkpoint state %s (%v), want the dataloader at position 8", b, err)
+			}
+			second, err := New(context.Background(), c, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer second.Close()
+			if _, err := second.Train(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			ms := readMetrics(t, c.Trainer.DefaultLocalDir)
+			var steps []float64
+			for _, m := range ms {
+				steps = append(steps, m["step"].(float64))
+				if m["async/staleness_max"].(float64) > 1 {
+					t.Errorf("step %v trained groups %v versions stale", m["step"], m["async/staleness_max"])
+				}
+			}
+			if fmt.Sprint(steps) != "[1 2 3 4]" {
+				t.Errorf("metric steps %v, want [1 2 3 4]", steps)
+			}
+			if st := second.loader.State(); st.Position != 16 {
+				t.Errorf("dataloader at %+v, want position 16", st)
+			}
+		})
+	}
 }

@@ -240,9 +240,9 @@ func (t *Trainer) Train(ctx context.Context) (*Result, error) {
 		published := t.now()
 		if err := t.publish(ctx); err != nil {
 			err = fmt.Errorf("publishing the weights of step %d: %w", t.step, err)
+			t.metrics.write(t.step, m) // the step trained (its checkpoint follows): keep its record
 			if ctx.Err() == nil {
-				// The step trained: keep it, so a fixed server resumes from here.
-				t.metrics.write(t.step, m)
+				// Keep the step, so a fixed server resumes from here.
 				if dir, cerr := t.checkpoint(ctx); cerr == nil {
 					res.Checkpoint = dir
 					t.logf("checkpoint %s written before stopping", dir)
