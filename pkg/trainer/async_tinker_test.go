@@ -85,18 +85,7 @@ func TestAsyncOnTinker(t *testing.T) {
 // after it. RLLM_BENCH_T and RLLM_BENCH_STEPS override T = S (default
 // 200ms) and the steps (6); RLLM_BENCH_DEBUG=1 logs every step.
 func BenchmarkAsyncOverlap(b *testing.B) {
-	lat := 200 * time.Millisecond
-	if v := os.Getenv("RLLM_BENCH_T"); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil {
-			b.Fatal(err)
-		}
-		lat = d
-	}
-	steps := 6
-	if v := os.Getenv("RLLM_BENCH_STEPS"); v != "" {
-		steps, _ = strconv.Atoi(v)
-	}
+	lat, steps := benchLatency(b)
 	for _, mode := range []struct {
 		name string
 		sets []string
@@ -121,33 +110,59 @@ func BenchmarkAsyncOverlap(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				// Validation runs once, at the end, in both modes; take it out.
-				var train, steady, idleT, idleR float64
-				for _, m := range readMetrics(b, c.Trainer.DefaultLocalDir) {
-					if st, _ := m["step"].(float64); st > 1 {
-						s, _ := m["timing_s/step"].(float64)
-						p, _ := m["timing_s/publish"].(float64)
-						steady += (s + p) / float64(res.Steps-1)
-					}
-					if os.Getenv("RLLM_BENCH_DEBUG") != "" {
-						b.Logf("%s step %v: gen %.3f adv %.3f update %.3f publish %.3f step %.3f idle t %.2f r %.2f", mode.name, m["step"], m["timing_s/gen"], m["timing_s/adv"], m["timing_s/update_actor"], m["timing_s/publish"], m["timing_s/step"], m["async/trainer_idle_ratio"], m["async/rollout_idle_ratio"])
-					}
-					it, _ := m["async/trainer_idle_ratio"].(float64)
-					ir, _ := m["async/rollout_idle_ratio"].(float64)
-					idleT, idleR = idleT+it/float64(res.Steps), idleR+ir/float64(res.Steps)
-					s, _ := m["timing_s/step"].(float64)
-					p, _ := m["timing_s/publish"].(float64)
-					train += s + p
-				}
-				b.ReportMetric(train/float64(res.Steps), "s/step")
 				b.ReportMetric(wall.Seconds(), "s/run")
-				b.ReportMetric(steady, "s/step_after_1st")
-				if mode.name == "async" {
-					b.ReportMetric(idleT, "trainer_idle")
-					b.ReportMetric(idleR, "rollout_idle")
-				}
-				b.ReportMetric(res.Val["val/pass@1"], "val_pass@1")
+				reportSteps(b, c.Trainer.DefaultLocalDir, res, mode.name == "async")
 			}
 		})
 	}
+}
+
+// reportSteps reports the wall time per step (training and publishing;
+// validation, which runs once at the end in both modes, left out), over
+// all steps and after the first (which fills the pipeline), the idle
+// ratios of async runs and the final validation pass@1.
+func reportSteps(b *testing.B, dir string, res *Result, async bool) {
+	var train, steady, idleT, idleR float64
+	for _, m := range readMetrics(b, dir) {
+		s, _ := m["timing_s/step"].(float64)
+		p, _ := m["timing_s/publish"].(float64)
+		if os.Getenv("RLLM_BENCH_DEBUG") != "" {
+			b.Logf("step %v: gen %.3f update %.3f publish %.3f step %.3f idle t %v r %v", m["step"], m["timing_s/gen"], m["timing_s/update_actor"], p, s, m["async/trainer_idle_ratio"], m["async/rollout_idle_ratio"])
+		}
+		train += s + p
+		if st, _ := m["step"].(float64); st > 1 {
+			steady += (s + p) / float64(res.Steps-1)
+		}
+		it, _ := m["async/trainer_idle_ratio"].(float64)
+		ir, _ := m["async/rollout_idle_ratio"].(float64)
+		idleT, idleR = idleT+it/float64(res.Steps), idleR+ir/float64(res.Steps)
+	}
+	b.ReportMetric(train/float64(res.Steps), "s/step")
+	b.ReportMetric(steady, "s/step_after_1st")
+	if async {
+		b.ReportMetric(idleT, "trainer_idle")
+		b.ReportMetric(idleR, "rollout_idle")
+	}
+	b.ReportMetric(res.Val["val/pass@1"], "val_pass@1")
+}
+
+// benchLatency is T = S (RLLM_BENCH_T, default 200ms) and the steps
+// (RLLM_BENCH_STEPS, default 6) of the overlap benchmarks.
+func benchLatency(b *testing.B) (time.Duration, int) {
+	lat, steps := 200*time.Millisecond, 6
+	if v := os.Getenv("RLLM_BENCH_T"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			b.Fatal(err)
+		}
+		lat = d
+	}
+	if v := os.Getenv("RLLM_BENCH_STEPS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 2 {
+			b.Fatalf("RLLM_BENCH_STEPS=%q: want a number of steps ≥ 2", v)
+		}
+		steps = n
+	}
+	return lat, steps
 }
