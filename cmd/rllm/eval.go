@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	envexec "github.com/rllm-org/rllm-go/pkg/env/exec"
 	"io"
 	"io/fs"
 	"os"
@@ -118,6 +119,9 @@ type clientStats struct {
 }
 
 func runEval(ctx context.Context, a *App, opts *evalOptions) error {
+	// exec environments start their pools lazily; whatever happens, they
+	// (and their process groups) end with the command.
+	defer envexec.CloseAll()
 	ld, err := opts.config.load(a, opts.args)
 	if err != nil {
 		return err

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"math"
 	"sort"
 	"strings"
@@ -318,8 +319,31 @@ func validate(c *Config, origin func(string) Origin) Errors {
 	}
 	v.atLeast("backend.tinker.lora_rank", tk.LoRARank, 1)
 	v.positive("backend.tinker.heartbeat_s", tk.HeartbeatS)
+
+	sb := c.Sandbox
+	v.oneOf("sandbox.backend", sb.Backend, SandboxBackends)
+	v.atLeast("sandbox.max_concurrent", sb.MaxConcurrent, 0)
+	v.inRange("sandbox.limits.wall_time_s", sb.Limits.WallTimeS, 0, 86400, true, false)
+	v.inRange("sandbox.limits.cpu_time_s", sb.Limits.CPUTimeS, 0, 86400, true, false)
+	v.between("sandbox.limits.memory_mb", sb.Limits.MemoryMB, 16, 1<<20)
+	v.between("sandbox.limits.processes", sb.Limits.Processes, 1, 1<<16)
+	v.between("sandbox.limits.file_size_mb", sb.Limits.FileSizeMB, 1, 1<<20)
+	v.between("sandbox.limits.output_kb", sb.Limits.OutputKB, 1, 1<<20)
+	for i, p := range sb.BindRO {
+		if !strings.HasPrefix(p, "/") || strings.Contains(p, "..") || p == "/" {
+			v.fail(fmt.Sprintf("sandbox.bind_ro[%d]", i), "must be an absolute host directory other than / and without .., got %q", p)
+		}
+	}
+	for k := range sb.Env {
+		if k == "" || strings.ContainsAny(k, "=\x00") {
+			v.fail("sandbox.env", "%q is not an environment variable name", k)
+		}
+	}
 	return v.errs
 }
+
+// SandboxBackends are the values of sandbox.backend (pkg/sandbox).
+var SandboxBackends = []string{"auto", "bwrap", "docker", "unsafe-host"}
 
 // EffectiveLR is actor.optim.lr, or the backend's recommended rate when
 // it is null.

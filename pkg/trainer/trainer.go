@@ -131,8 +131,9 @@ func (t *Trainer) open(ctx context.Context, cfg *config.Config) error {
 	if t.train, t.val, err = loadTasks(ctx, cfg, t.opts); err != nil {
 		return err
 	}
-	if n := t.plan.DrawSize; t.plan.DropLast && n > len(t.train) {
-		return usererr.Errorf("data.train_batch_size: %d tasks per step (× rejection_sample.multiplier) is more than the training set's %d tasks, so there is no full batch; lower it, add tasks or set data.drop_last=false", n, len(t.train))
+	sched, err := t.plan.Schedule(t.train)
+	if err != nil {
+		return err
 	}
 	t.loader, err = dataset.NewLoader(t.train, dataset.LoaderOptions{
 		BatchSize: t.plan.DrawSize, Shuffle: t.plan.Shuffle, Seed: t.plan.DataSeed, DropLast: t.plan.DropLast,
@@ -140,13 +141,7 @@ func (t *Trainer) open(ctx context.Context, cfg *config.Config) error {
 	if err != nil {
 		return err
 	}
-	t.totalSteps = t.plan.TotalEpochs * t.loader.BatchesPerEpoch()
-	if a := t.plan.Async; a.Enabled {
-		t.totalSteps = max(1, t.plan.TotalEpochs*t.loader.BatchesPerEpoch()*t.plan.DrawSize/a.GroupsPerStep())
-	}
-	if s := t.plan.TotalSteps; s != nil {
-		t.totalSteps = *s
-	}
+	t.totalSteps = sched.Steps
 	t.openBackend = func(ctx context.Context, weights string) (backend.TrainingBackend, error) {
 		return backend.Open(ctx, cfg, backend.OpenOptions{Weights: weights, Log: t.opts.Log, Getenv: t.opts.Getenv, ReadFile: t.opts.ReadFile})
 	}
@@ -199,6 +194,7 @@ type Result struct {
 	// trainer.val_before_train), to compare Val with.
 	FirstVal     map[string]float64
 	firstValStep int
+	best, last   valRecord
 	// Warnings are the stalls and collapses the run noticed.
 	Warnings []Warning
 }
@@ -227,6 +223,9 @@ func (t *Trainer) Train(ctx context.Context) (*Result, error) {
 	if t.plan.Cadence.ValOnly {
 		res.Steps = t.step
 		return res, nil
+	}
+	if t.step >= t.totalSteps {
+		return t.complete(res), nil
 	}
 	steps := t.progress().Start("train", "steps", int64(t.totalSteps-t.step))
 	defer steps.Done()
@@ -277,9 +276,10 @@ func (t *Trainer) Train(ctx context.Context) (*Result, error) {
 		return res, err
 	}
 	res.Steps = t.step
+	steps.Done() // the bar goes before the last lines
 	t.logf("done: %d steps; checkpoint %s", t.step, res.Checkpoint)
-	if res.FirstVal != nil && res.Val != nil {
-		t.logf("validation pass@1: %.3f at step %d -> %.3f at step %d", res.FirstVal["val/pass@1"], res.firstValStep, res.Val["val/pass@1"], t.step)
+	if line, ok := res.valSummary(); ok {
+		t.logf("%s", line)
 	}
 	return res, nil
 }
@@ -335,7 +335,7 @@ func (t *Trainer) start(ctx context.Context) error {
 	if err := t.publish(ctx); err != nil {
 		return err
 	}
-	if !t.plan.Cadence.ValOnly {
+	if !t.plan.Cadence.ValOnly && t.step < t.totalSteps {
 		t.logf("training %d steps (%d tasks, %d per step, %d episodes each) on backend %s with %s; checkpoints in %s",
 			t.totalSteps-t.step, len(t.train), t.plan.BatchSize, t.plan.Train.N, t.plan.Backend, t.plan.Advantage.Estimators.Default, t.plan.Dir)
 	}
@@ -379,9 +379,7 @@ func (t *Trainer) observe(m map[string]float64) {
 // collapse and reports each new one: one line on the log and an event in
 // metrics.jsonl.
 func (t *Trainer) diagnose(m map[string]float64, res *Result) {
-	if _, ok := m["val/pass@1"]; ok && res.FirstVal == nil {
-		res.FirstVal, res.firstValStep = m, t.step
-	}
+	res.noteVal(t.step, m)
 	for _, w := range t.diag.observe(t.step, m) {
 		res.Warnings = append(res.Warnings, w)
 		t.metrics.warn(w)

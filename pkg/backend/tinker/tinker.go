@@ -37,7 +37,11 @@ import (
 	"github.com/rllm-org/rllm-go/pkg/usererr"
 )
 
-func init() { backend.Register("tinker", Open) }
+// Kind is what every Tinker service can and cannot do: the API returns no
+// per-token entropies, so the entropy bonus cannot run on it.
+var Kind = backend.Kind{Entropy: false}
+
+func init() { backend.Register("tinker", Open, Kind) }
 
 // Options configure a Tinker backend.
 type Options struct {
@@ -116,6 +120,15 @@ func Open(ctx context.Context, cfg *config.Config, o backend.OpenOptions) (backe
 	if tk.MaxRetries < 0 || tk.RetryAfterCapS < 0 {
 		return nil, usererr.Errorf("backend.tinker.max_retries and backend.tinker.retry_after_cap_s must be ≥ 0 (got %d and %g)", tk.MaxRetries, tk.RetryAfterCapS)
 	}
+	weights, what := o.Weights, "weights"
+	if weights == "" {
+		weights, what = tk.Weights, "backend.tinker.weights"
+	}
+	if weights != "" {
+		if weights, err = ResolveWeights(what, weights); err != nil {
+			return nil, err
+		}
+	}
 	seed := int64(cfg.Trainer.Seed)
 	opts := Options{
 		ClientOptions: ClientOptions{
@@ -125,7 +138,7 @@ func Open(ctx context.Context, cfg *config.Config, o backend.OpenOptions) (backe
 		BaseModel: tk.BaseModel,
 		LoRA:      LoRAConfig{Rank: tk.LoRARank, Seed: &seed, TrainUnembed: tk.TrainUnembed, TrainMLP: tk.TrainMLP, TrainAttn: tk.TrainAttn},
 		Heartbeat: time.Duration(tk.HeartbeatS * float64(time.Second)),
-		Weights:   o.Weights,
+		Weights:   weights,
 		Chat:      chatsampler.Options{ParseToolCalls: true},
 	}
 	opts.TokenizerRef, opts.Getenv = cfg.Rollout.Tokenizer, o.Getenv
