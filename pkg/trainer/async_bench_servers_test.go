@@ -2,9 +2,7 @@ package trainer
 
 import (
 	"context"
-	"io"
 	"net/http"
-	"net/http/httptest"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -35,26 +33,12 @@ func (s slowBackend) OptimStep(ctx context.Context, p backend.AdamParams) *backe
 // slowServer fronts an rllm serve endpoint, adding S to every sampling
 // request (concurrently).
 func slowServer(tb testing.TB, url string, s time.Duration) string {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return proxyTo(tb, url, func(_ http.ResponseWriter, r *http.Request) bool {
 		if strings.HasSuffix(r.URL.Path, "/completions") {
 			time.Sleep(s)
 		}
-		req, _ := http.NewRequestWithContext(r.Context(), r.Method, url+r.URL.Path, r.Body)
-		req.Header = r.Header.Clone()
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadGateway)
-			return
-		}
-		defer resp.Body.Close()
-		for k, v := range resp.Header {
-			w.Header()[k] = v
-		}
-		w.WriteHeader(resp.StatusCode)
-		io.Copy(w, resp.Body)
-	}))
-	tb.Cleanup(srv.Close)
-	return srv.URL
+		return true
+	})
 }
 
 // BenchmarkAsyncOverlapServers is BenchmarkAsyncOverlap with the

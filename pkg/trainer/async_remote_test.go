@@ -23,7 +23,17 @@ func TestAsyncWithRolloutsFromServers(t *testing.T) {
 	for _, partial := range []string{"true", "false"} {
 		t.Run("partial="+partial, func(t *testing.T) {
 			base := smallConfig(t)
-			a, b := serveLike(t, base), serveLike(t, base)
+			a, real := serveLike(t, base), serveLike(t, base)
+			var mu sync.Mutex
+			var admin []string
+			b := proxyTo(t, real, func(_ http.ResponseWriter, r *http.Request) bool {
+				if !strings.Contains(r.URL.Path, "completions") {
+					mu.Lock()
+					admin = append(admin, r.URL.Path)
+					mu.Unlock()
+				}
+				return true
+			})
 			c := smallConfig(t, "rollout.engine=sglang", "rollout.endpoints=["+a+","+b+"]", "rollout.model=policy",
 				"trainer.total_training_steps=3", "backend.local.warmup_steps=0", "async_training.enable=true",
 				"async_training.staleness_threshold=1", "async_training.mini_batch_size=2", "async_training.partial_rollout="+partial)
@@ -49,6 +59,13 @@ func TestAsyncWithRolloutsFromServers(t *testing.T) {
 					t.Errorf("step %d: staleness max %v dropped %v", i+1, m["async/staleness_max"], m["async/dropped_stale"])
 				}
 			}
+			// Without partial rollouts every update after the first is
+			// bracketed by SGLang's pause and continue.
+			got := strings.Join(admin, " ")
+			bracket := "/pause_generation /update_weights_from_disk /continue_generation"
+			if n := strings.Count(got, bracket); (partial == "false" && n != 3) || (partial == "true" && strings.Contains(got, "pause")) {
+				t.Errorf("partial=%s: admin calls %s", partial, got)
+			}
 		})
 	}
 }
@@ -63,31 +80,17 @@ func TestAsyncDropsStaleGroups(t *testing.T) {
 	// A proxy that claims version 0 forever in the OpenAI response
 	// metadata, as a server that missed every update would.
 	var calls atomic.Int64
-	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	proxy := proxyRewrite(t, real, func(w http.ResponseWriter, r *http.Request) bool {
 		calls.Add(1)
 		if r.URL.Path == "/update_weights_from_disk" {
 			w.Write([]byte(`{"success":true,"message":"ok"}`))
-			return
+			return false
 		}
-		req, _ := http.NewRequestWithContext(r.Context(), r.Method, real+r.URL.Path, r.Body)
-		req.Header = r.Header.Clone()
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadGateway)
-			return
-		}
-		defer resp.Body.Close()
-		for k, v := range resp.Header {
-			w.Header()[k] = v
-		}
-		w.WriteHeader(resp.StatusCode)
-		body, _ := io.ReadAll(resp.Body)
-		w.Write(versionRE.ReplaceAll(body, []byte(`"weight_version":"0"`)))
-	}))
-	defer proxy.Close()
-	c := smallConfig(t, "rollout.engine=sglang", "rollout.endpoints=["+proxy.URL+"]", "rollout.model=policy",
+		return true
+	}, func(body []byte) []byte { return versionRE.ReplaceAll(body, []byte(`"weight_version":"0"`)) })
+	c := smallConfig(t, "rollout.engine=sglang", "rollout.endpoints=["+proxy+"]", "rollout.model=policy",
 		"trainer.total_training_steps=3", "backend.local.warmup_steps=0", "async_training.enable=true", "async_training.staleness_threshold=0")
-	tr, err := New(context.Background(), c, Options{Rollouts: mustClient(t, "policy", proxy.URL)})
+	tr, err := New(context.Background(), c, Options{Rollouts: mustClient(t, "policy", proxy)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,37 +146,23 @@ func TestAsyncSurvivesADyingEndpoint(t *testing.T) {
 	a, b := serveLike(t, base), serveLike(t, base)
 	var served atomic.Int64
 	var dead atomic.Bool
-	dying := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	dying := proxyTo(t, b, func(w http.ResponseWriter, r *http.Request) bool {
 		if dead.Load() || served.Add(1) > 24 {
 			dead.Store(true)
 			if hj, ok := w.(http.Hijacker); ok {
 				if conn, _, err := hj.Hijack(); err == nil {
 					conn.Close() // the process died: the connection just drops
-					return
 				}
 			}
-			return
+			return false
 		}
-		req, _ := http.NewRequestWithContext(r.Context(), r.Method, b+r.URL.Path, r.Body)
-		req.Header = r.Header.Clone()
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadGateway)
-			return
-		}
-		defer resp.Body.Close()
-		for k, v := range resp.Header {
-			w.Header()[k] = v
-		}
-		w.WriteHeader(resp.StatusCode)
-		io.Copy(w, resp.Body)
-	}))
-	defer dying.Close()
-	c := smallConfig(t, "rollout.engine=sglang", "rollout.endpoints=["+a+","+dying.URL+"]", "rollout.model=policy",
+		return true
+	})
+	c := smallConfig(t, "rollout.engine=sglang", "rollout.endpoints=["+a+","+dying+"]", "rollout.model=policy",
 		"trainer.total_training_steps=4", "backend.local.warmup_steps=0", "async_training.enable=true",
 		"async_training.staleness_threshold=1", "async_training.mini_batch_size=4")
 	var log strings.Builder
-	tr, err := New(context.Background(), c, Options{Rollouts: mustClient(t, "policy", a, dying.URL), Log: &lockedWriter{w: &log}})
+	tr, err := New(context.Background(), c, Options{Rollouts: mustClient(t, "policy", a, dying), Log: &lockedWriter{w: &log}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -205,4 +194,39 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.w.Write(p)
+}
+
+// proxyTo fronts url; hook sees each request first and answers it
+// itself by returning false.
+func proxyTo(t testing.TB, url string, hook func(w http.ResponseWriter, r *http.Request) bool) string {
+	return proxyRewrite(t, url, hook, nil)
+}
+
+// proxyRewrite is proxyTo passing every answer's body through rewrite.
+func proxyRewrite(t testing.TB, url string, hook func(w http.ResponseWriter, r *http.Request) bool, rewrite func([]byte) []byte) string {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !hook(w, r) {
+			return
+		}
+		req, _ := http.NewRequestWithContext(r.Context(), r.Method, url+r.URL.Path, r.Body)
+		req.Header = r.Header.Clone()
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		defer resp.Body.Close()
+		for k, v := range resp.Header {
+			w.Header()[k] = v
+		}
+		w.WriteHeader(resp.StatusCode)
+		if rewrite == nil {
+			io.Copy(w, resp.Body)
+			return
+		}
+		body, _ := io.ReadAll(resp.Body)
+		w.Write(rewrite(body))
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
 }
