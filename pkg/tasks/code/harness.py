@@ -111,7 +111,10 @@ def main():
         err = traceback.format_exc(limit=0)
         emit({"exit": 1, "err": err[-256:]})
         return
-    paths = ("/tmp/rllm-in", "/tmp/rllm-out", "/tmp/rllm-err")
+    # In the work directory, not /tmp: the unsafe-host backend shares the
+    # host's /tmp between runs.
+    os.makedirs(".rllm", exist_ok=True)
+    paths = (".rllm/in", ".rllm/out", ".rllm/err")
     for i, inp in enumerate(spec["inputs"]):
         with open(paths[0], "w") as f:
             f.write(inp)
