@@ -126,7 +126,7 @@ func (a *App) Run(ctx context.Context, args []string) int {
 	}
 	// Configuration errors come several at once, one per line.
 	for _, line := range strings.Split(msg, "\n") {
-		logf(a.logger(), slog.LevelError, line, slog.Int("exit_code", code))
+		logExit(a.logger(), code, line)
 	}
 	return code
 }
@@ -265,5 +265,3 @@ const (
 	exitUsage       = usererr.ExitUsage
 	exitInterrupted = usererr.ExitInterrupted
 )
-
-func exitCode(ctx context.Context, err error) int { return usererr.ExitCode(ctx, err) }

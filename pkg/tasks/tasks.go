@@ -19,6 +19,8 @@ import (
 	// Environments in other processes.
 	_ "github.com/rllm-org/rllm-go/pkg/env/exec"
 	_ "github.com/rllm-org/rllm-go/pkg/env/openenv"
+	// Agent programs in any language, through the recording gateway.
+	_ "github.com/rllm-org/rllm-go/pkg/workflow/program"
 )
 
 // Generator makes n task rows of a built-in task from a seed, with the
