@@ -133,7 +133,7 @@ func (a *App) Run(ctx context.Context, args []string) int {
 	}
 	// Configuration errors come several at once, one per line.
 	for _, line := range strings.Split(msg, "\n") {
-		logf(a.logger(), slog.LevelError, line, slog.Int("exit_code", code))
+		logExit(a.logger(), code, line)
 	}
 	return code
 }
@@ -211,6 +211,7 @@ func newRootCmd(a *App) *cobra.Command {
 	defer groupsRejectUnknown(root)
 	root.AddCommand(
 		newServeCmd(a),
+		newGatewayCmd(a),
 		newSFTCmd(a),
 		newTrainCmd(a),
 		newValidateConfigCmd(a),
@@ -275,5 +276,3 @@ const (
 	exitUsage       = usererr.ExitUsage
 	exitInterrupted = usererr.ExitInterrupted
 )
-
-func exitCode(ctx context.Context, err error) int { return usererr.ExitCode(ctx, err) }

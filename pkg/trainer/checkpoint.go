@@ -166,6 +166,7 @@ func (t *Trainer) prune() error {
 		if i < max(*keep, 1) || step == t.step || (t.resumedFrom != "" && sameDir(dir, t.resumedFrom)) {
 			continue
 		}
+		t.deleteRemote(dir)
 		if err := os.RemoveAll(dir); err != nil {
 			return err
 		}
