@@ -227,3 +227,28 @@ func TestServeJSONLines(t *testing.T) {
 		}
 	}
 }
+
+// Two SIGINTs to a training run: it exits 130 either way; when the second
+// arrives before the clean stop (the checkpoint) is done, it exits at once
+// and says what was left undone.
+func TestTrainSecondSIGINT(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs rllm train")
+	}
+	dir := t.TempDir()
+	cmd := rllmCmd(dir)
+	stderr := &lockedBuffer{}
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitForLines(t, dir, 2)
+	cmd.Process.Signal(os.Interrupt)
+	cmd.Process.Signal(os.Interrupt)
+	if code := exitCodeOf(cmd.Wait()); code != 130 {
+		t.Fatalf("exit %d after two SIGINTs, want 130\n%s", code, stderr.String())
+	}
+	if s := stderr.String(); strings.Contains(s, "again: exiting now") && !strings.Contains(s, "left undone: the checkpoint of the last completed step") {
+		t.Fatalf("the second SIGINT did not say what was left undone:\n%s", s)
+	}
+}
