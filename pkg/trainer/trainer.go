@@ -81,6 +81,9 @@ type Trainer struct {
 	totalSteps int
 	step       int // the last completed training step
 	savedStep  int // the step of the newest checkpoint, -1 before any
+	// resumedFrom is the checkpoint directory the run resumed from ("" if
+	// none); pruning never removes it (checkpoint.go).
+	resumedFrom string
 
 	ws        ppo.Workspace
 	metrics   *metricsSink
