@@ -201,6 +201,7 @@ func newRootCmd(a *App) *cobra.Command {
 	defer groupsRejectUnknown(root)
 	root.AddCommand(
 		newServeCmd(a),
+		newGatewayCmd(a),
 		newSFTCmd(a),
 		newTrainCmd(a),
 		newValidateConfigCmd(a),
@@ -265,5 +266,3 @@ const (
 	exitUsage       = usererr.ExitUsage
 	exitInterrupted = usererr.ExitInterrupted
 )
-
-func exitCode(ctx context.Context, err error) int { return usererr.ExitCode(ctx, err) }

@@ -229,7 +229,7 @@ func NewClient(opts Options) (*Client, error) {
 	c := &Client{opts: opts, sleep: sleepCtx, stop: make(chan struct{})}
 	seen := map[string]bool{}
 	for _, raw := range opts.Endpoints {
-		base, err := normalizeEndpoint(raw)
+		base, err := NormalizeEndpoint(raw)
 		if err != nil {
 			return nil, err
 		}
@@ -280,7 +280,11 @@ func NewClient(opts Options) (*Client, error) {
 	return c, nil
 }
 
-func normalizeEndpoint(raw string) (string, error) {
+// NormalizeEndpoint is the one spelling of an inference endpoint: scheme,
+// host and path, without a trailing slash or /v1 (http://h:8000/v1/ and
+// http://h:8000 are the same server). The rollout client, the weight
+// publisher and the trainer's plan all use it.
+func NormalizeEndpoint(raw string) (string, error) {
 	u, err := url.Parse(strings.TrimSpace(raw))
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return "", optionErrorf("rollout.endpoints: %q is not an http(s) URL; write it like http://localhost:8000", raw)
@@ -553,7 +557,9 @@ func (f *fitting) maxTokensFor(ep *endpoint, widened bool) (int, error) {
 		return f.maxTokens, nil
 	case widened || f.maxTokens >= ctxLen:
 		// Whatever the prompt, max_tokens alone would not fit: the server
-		// caps an absent max_tokens at what its context leaves.
+		// caps an absent max_tokens at what its context leaves (vLLM's
+		// get_max_tokens in entrypoints/utils.py: max_model_len minus the
+		// prompt; SGLang's scheduler likewise; rllm serve's chat route).
 		return 0, nil
 	}
 	return f.maxTokens, nil
@@ -793,15 +799,15 @@ func parseRetryAfter(v string) time.Duration {
 
 // ClientStats are the client's counters.
 type ClientStats struct {
-	Requests         int64 // calls (a call may take several attempts)
-	Attempts         int64
-	Retries          int64
-	Failures         int64 // calls that ended in an error
+	Requests int64 // calls (a call may take several attempts)
+	Attempts int64
+	Retries  int64
+	Failures int64 // calls that ended in an error
 	// Refused counts the failed calls the server answered with an error
 	// it will give again (a 4xx status other than 408 and 429: a prompt
 	// longer than the context, a bad request) and the token-id prompts
 	// refused unsent for leaving no room in the endpoint's context.
-	Refused int64
+	Refused          int64
 	PromptTokens     int64
 	CompletionTokens int64
 	Endpoints        []EndpointStats

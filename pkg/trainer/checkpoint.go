@@ -96,6 +96,7 @@ func (t *Trainer) prune() error {
 		return err
 	}
 	for len(steps) > *keep {
+		t.deleteRemote(stepDir(t.plan.Dir, steps[0]))
 		if err := os.RemoveAll(stepDir(t.plan.Dir, steps[0])); err != nil {
 			return err
 		}

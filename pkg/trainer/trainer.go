@@ -159,9 +159,6 @@ func (t *Trainer) open(ctx context.Context, cfg *config.Config) error {
 	return t.openRemote()
 }
 
-// Plan is the plan the trainer runs.
-func (t *Trainer) Plan() *Plan { return t.plan }
-
 // Close releases the backend and the metrics file.
 func (t *Trainer) Close() error {
 	var errs []error
@@ -236,6 +233,13 @@ func (t *Trainer) Train(ctx context.Context) (*Result, error) {
 		}
 		t.step++
 		res.Steps, res.Last = t.step, m
+		if ctx.Err() != nil {
+			// Interrupted after the step's optimizer call was sent: the
+			// server applied it, so the step is kept and checkpointed as
+			// done (commitStep), never trained again on resume.
+			t.metrics.write(t.step, m)
+			return res, t.stopped(ctx, res, ctx.Err())
+		}
 		published := t.now()
 		if err := t.publish(ctx); err != nil {
 			err = fmt.Errorf("publishing the weights of step %d: %w", t.step, err)
