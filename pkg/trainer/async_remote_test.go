@@ -146,18 +146,24 @@ func TestAsyncSurvivesADyingEndpoint(t *testing.T) {
 	a, b := serveLike(t, base), serveLike(t, base)
 	var served atomic.Int64
 	var dead atomic.Bool
-	dying := proxyTo(t, b, func(w http.ResponseWriter, r *http.Request) bool {
-		if dead.Load() || served.Add(1) > 24 {
+	var srv *httptest.Server
+	var once sync.Once
+	srv = proxyServer(t, b, func(w http.ResponseWriter, r *http.Request) bool {
+		if dead.Load() || (strings.HasSuffix(r.URL.Path, "/completions") && served.Add(1) > 24) {
+			// The process dies: this request's connection drops and no
+			// connection is accepted any more.
 			dead.Store(true)
+			once.Do(func() { srv.Listener.Close() })
 			if hj, ok := w.(http.Hijacker); ok {
 				if conn, _, err := hj.Hijack(); err == nil {
-					conn.Close() // the process died: the connection just drops
+					conn.Close()
 				}
 			}
 			return false
 		}
 		return true
-	})
+	}, nil)
+	dying := srv.URL
 	c := smallConfig(t, "rollout.engine=sglang", "rollout.endpoints=["+a+","+dying+"]", "rollout.model=policy",
 		"trainer.total_training_steps=4", "backend.local.warmup_steps=0", "async_training.enable=true",
 		"async_training.staleness_threshold=1", "async_training.mini_batch_size=4")
@@ -204,6 +210,11 @@ func proxyTo(t testing.TB, url string, hook func(w http.ResponseWriter, r *http.
 
 // proxyRewrite is proxyTo passing every answer's body through rewrite.
 func proxyRewrite(t testing.TB, url string, hook func(w http.ResponseWriter, r *http.Request) bool, rewrite func([]byte) []byte) string {
+	return proxyServer(t, url, hook, rewrite).URL
+}
+
+// proxyServer is proxyRewrite's server.
+func proxyServer(t testing.TB, url string, hook func(w http.ResponseWriter, r *http.Request) bool, rewrite func([]byte) []byte) *httptest.Server {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !hook(w, r) {
 			return
@@ -228,5 +239,5 @@ func proxyRewrite(t testing.TB, url string, hook func(w http.ResponseWriter, r *
 		w.Write(rewrite(body))
 	}))
 	t.Cleanup(srv.Close)
-	return srv.URL
+	return srv
 }
