@@ -9,6 +9,7 @@ import (
 	"github.com/rllm-org/rllm-go/pkg/dataset"
 	"github.com/rllm-org/rllm-go/pkg/episode"
 	"github.com/rllm-org/rllm-go/pkg/tasks/arith"
+	"github.com/rllm-org/rllm-go/pkg/tasks/code"
 	"github.com/rllm-org/rllm-go/pkg/tasks/countdown"
 	"github.com/rllm-org/rllm-go/pkg/tasks/frozenlake"
 	"github.com/rllm-org/rllm-go/pkg/usererr"
@@ -37,14 +38,16 @@ type dataGenerateOptions struct {
 	instructions bool
 	// frozenlake
 	lakes frozenlake.Options
+	// code
+	code code.Options
 }
 
-var generators = []string{"arith", "countdown", "frozenlake"}
+var generators = []string{"arith", "code", "countdown", "frozenlake"}
 
 func newDataGenerateCmd(a *App) *cobra.Command {
 	opts := &dataGenerateOptions{}
 	cmd := &cobra.Command{
-		Use:   "generate arith|countdown|frozenlake --out FILE",
+		Use:   "generate arith|code|countdown|frozenlake --out FILE",
 		Short: "Write a dataset of generated tasks (parquet, jsonl or json)",
 		Long: `Generate task rows for a built-in task. The same --seed always gives the
 same rows. Rows carry the columns the task's env reads (question,
@@ -53,7 +56,8 @@ ground_truth, target, nums, seed, size, p, ...) and data_source.`,
   rllm data generate countdown --n 500 --out countdown.parquet
   rllm data generate arith --min 0 --max 20 --operators "+-*" --out arith20.jsonl
   rllm data generate countdown --min-numbers 3 --max-numbers 3 --max-number 9 --max-target 30 --out small.jsonl
-  rllm data generate frozenlake --max-size 4 --out lakes.jsonl`,
+  rllm data generate frozenlake --max-size 4 --out lakes.jsonl
+  rllm data generate code --n 200 --tests 10 --out code.jsonl`,
 		ValidArgs: generators,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) != 1 {
@@ -91,6 +95,7 @@ ground_truth, target, nums, seed, size, p, ...) and data_source.`,
 	f.IntVar(&opts.lakes.MaxSize, "max-size", fl.MaxSize, "frozenlake: largest map side")
 	f.Float64Var(&opts.lakes.MinP, "min-p", fl.MinP, "frozenlake: lowest probability that a cell is frozen")
 	f.Float64Var(&opts.lakes.MaxP, "max-p", fl.MaxP, "frozenlake: highest probability that a cell is frozen")
+	f.IntVar(&opts.code.Tests, "tests", code.DefaultGenerateOptions.Tests, "code: hidden tests per task")
 	return cmd
 }
 
@@ -100,6 +105,7 @@ var taskFlags = map[string][]string{
 	"arith":      {"min", "max", "operators", "negative"},
 	"countdown":  {"min-numbers", "max-numbers", "max-number", "max-target", "instructions"},
 	"frozenlake": {"min-size", "max-size", "min-p", "max-p"},
+	"code":       {"tests"},
 }
 
 // checkTaskFlags refuses a flag of another task than the one generated.
@@ -128,6 +134,8 @@ func generateTasks(opts *dataGenerateOptions) ([]episode.Task, error) {
 		return countdown.Generate(opts.n, opts.seed, o)
 	case "frozenlake":
 		return frozenlake.Generate(opts.n, opts.seed, opts.lakes)
+	case "code":
+		return code.Generate(opts.n, opts.seed, opts.code)
 	}
 	return nil, usagef("no generator for %q; use one of: %s", opts.task, strings.Join(generators, ", "))
 }

@@ -34,6 +34,17 @@ func newLogger(w io.Writer, asJSON bool) *slog.Logger {
 	return slog.New(&textHandler{w: w, mu: &sync.Mutex{}})
 }
 
+// logExit logs the line that says why a command exits with code: at
+// ERROR, except an interruption (Ctrl-C, exit 130), a clean stop the user
+// asked for, which is INFO with the event "interrupted".
+func logExit(l *slog.Logger, code int, msg string) {
+	level, event := slog.LevelError, "error"
+	if code == exitInterrupted {
+		level, event = slog.LevelInfo, "interrupted"
+	}
+	l.LogAttrs(context.Background(), level, msg, slog.String("event", event), slog.Int("exit_code", code))
+}
+
 // logEvent names the kind of a JSON log line: "error" for errors, "log"
 // otherwise.
 func logEvent(level slog.Level) string {

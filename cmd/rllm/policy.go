@@ -63,7 +63,10 @@ func openPolicy(ctx context.Context, a *App, c *config.Config, textOnly bool) (*
 			where = c.Backend.Local.Weights
 		}
 	}
-	return &policy{sampler: be.ChatSampler(ts), kind: c.Backend.Name, model: ts.Name(), where: where,
+	// The model is named as rllm serve serves it (the backend's name, not
+	// the snapshot's versioned one), so the name eval prints is the one
+	// rollout.model takes against rllm serve.
+	return &policy{sampler: be.ChatSampler(ts), kind: c.Backend.Name, model: be.Info().Name, where: where,
 		close: func() { be.Close() }}, nil
 }
 
@@ -95,6 +98,16 @@ func openServerPolicy(ctx context.Context, a *App, c *config.Config, textOnly bo
 			return nil, ctx.Err()
 		}
 		return nil, err
+	}
+	// Requests are fitted to each server's context; say once where the
+	// configured lengths do not fit, or where the context is unknown.
+	budget := rollout.ContextBudget{MaxPrompt: c.Data.MaxPromptLength, MaxResponse: c.EffectiveMaxTokens(),
+		PromptKey: "data.max_prompt_length", ResponseKey: "data.max_response_length"}
+	if r.MaxTokens != nil {
+		budget.ResponseKey = "rollout.max_tokens"
+	}
+	for _, note := range rollout.ContextNotes(client.Contexts(), budget) {
+		a.warnf("%s", note)
 	}
 	return &policy{sampler: client, kind: "openai", model: r.Model, where: strings.Join(r.Endpoints, ", "),
 		client: client, close: client.Close}, nil

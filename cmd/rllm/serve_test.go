@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/rllm-org/rllm-go/pkg/backend/local"
-	"github.com/rllm-org/rllm-go/pkg/episode"
 )
 
 func testApp(stdout, stderr io.Writer) *App {
@@ -126,42 +125,5 @@ func TestServeWeightUpdateFromTrainerCheckpoint(t *testing.T) {
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatalf("serve returned %v after cancel", err)
-	}
-}
-
-func TestSFTDatumsBadInput(t *testing.T) {
-	cases := []struct {
-		name string
-		rows []episode.Task
-		want string
-	}{
-		{"missing key", []episode.Task{{"prompt": "a", "response": "b"}, {"prompt": "a"}}, `pairs.jsonl: row 1: lacks a "prompt" or "response" string`},
-		{"not a string", []episode.Task{{"prompt": "a", "response": int64(2)}}, `pairs.jsonl: row 0: lacks a "prompt" or "response" string`},
-		{"too long", []episode.Task{{"prompt": "a", "response": strings.Repeat("x", 200)}}, "pairs.jsonl: row 0: is 221 tokens after the chat template, more than the 129 a model of context 128 trains on"},
-		{"empty", nil, "pairs.jsonl has no rows"},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			_, err := sftDatums("pairs.jsonl", c.rows, "prompt", "response", localTokenizer(), 128)
-			if err == nil || !strings.Contains(err.Error(), c.want) {
-				t.Fatalf("err = %v, want %q", err, c.want)
-			}
-			if exitCode(context.Background(), err) != exitUsage {
-				t.Fatalf("exit code %d, want %d", exitCode(context.Background(), err), exitUsage)
-			}
-		})
-	}
-	data, err := sftDatums("pairs.jsonl", []episode.Task{{"prompt": "3+4=", "response": "7"}}, "prompt", "response", localTokenizer(), 128)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := data[0].LossFnInputs.Weights
-	// Only the targets "7" and <|im_end|> (the last two) carry weight.
-	var sum float64
-	for _, x := range w {
-		sum += x
-	}
-	if sum != 2 || w[len(w)-1] != 1 || w[len(w)-2] != 1 {
-		t.Fatalf("weights %v", w)
 	}
 }

@@ -7,12 +7,12 @@ import (
 	"io"
 	"math"
 	"math/rand/v2"
+	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/rllm-org/rllm-go/pkg/backend"
-	"github.com/rllm-org/rllm-go/pkg/backend/local"
 	"github.com/rllm-org/rllm-go/pkg/dataset"
 	"github.com/rllm-org/rllm-go/pkg/episode"
 	"github.com/rllm-org/rllm-go/pkg/trainer"
@@ -42,7 +42,12 @@ lines, JSON or CSV; columns "prompt" and "response" unless renamed with
 with the chat template, and the loss (cross_entropy, summed over response tokens) is taken on the
 response and its end-of-message token only. Prints one loss line per step
 and the loss curve at the end; --out saves a checkpoint rllm serve and
-rllm train can load.`,
+rllm train can load.
+
+It runs on the configured backend: the embedded policy (backend.name=local),
+or a real model on a Tinker service (backend.name=tinker), whose own chat
+template renders the prompts; there --out DIR records the tinker:// paths in
+DIR/tinker.json, and rllm train backend.tinker.weights=DIR starts from them.`,
 		Example: `  rllm sft --data pairs.jsonl --epochs 5 --out checkpoints/sft
   rllm sft --data train.parquet --prompt-key question --response-key answer`,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -55,7 +60,7 @@ rllm train can load.`,
 			case opts.batchSize < 1:
 				return usagef("--batch-size %d must be at least 1", opts.batchSize)
 			case opts.lr < 0 || math.IsNaN(opts.lr):
-				return usagef("--lr %g must be ≥ 0 (0 takes backend.local.lr)", opts.lr)
+				return usagef("--lr %g must be ≥ 0 (0 takes actor.optim.lr, or the backend's default)", opts.lr)
 			}
 			return runSFT(cmd.Context(), a, opts)
 		},
@@ -68,9 +73,9 @@ rllm train can load.`,
 	f.StringVar(&opts.responseKey, "response-key", "response", "column holding the response")
 	f.IntVar(&opts.epochs, "epochs", 3, "passes over the data")
 	f.IntVar(&opts.batchSize, "batch-size", 8, "rows per optimizer step")
-	f.Float64Var(&opts.lr, "lr", 0, "learning rate (0 takes backend.local.lr)")
+	f.Float64Var(&opts.lr, "lr", 0, "learning rate (0 takes actor.optim.lr, or the backend's default: backend.local.lr, 2e-5 on tinker)")
 	f.StringVar(&opts.out, "out", "", "checkpoint `DIR` to write at the end")
-	f.StringVar(&opts.weights, "weights", "", "checkpoint to start from: a run `DIR` (its newest checkpoint), a global_step_N directory or a model directory")
+	f.StringVar(&opts.weights, "weights", "", "checkpoint to start from: a run `DIR` (its newest checkpoint), a global_step_N directory or a model directory; on tinker also a tinker://…/weights/… path")
 	return cmd
 }
 
@@ -79,28 +84,40 @@ func runSFT(ctx context.Context, a *App, opts *sftOptions) error {
 	if err != nil {
 		return err
 	}
+	c := ld.Config
 	rows, err := dataset.ReadAll(ctx, opts.data, dataset.Options{})
 	if err != nil {
 		return err
 	}
-	weights, err := resolveWeights(a, ld.Config, opts.weights)
+	examples, err := sftExamples(opts.data, rows, opts.promptKey, opts.responseKey)
 	if err != nil {
 		return err
 	}
-	be, err := local.OpenConfig(ctx, ld.Config, weights)
+	weights := opts.weights
+	if c.Backend.Name == "local" {
+		if weights, err = resolveWeights(a, c, opts.weights); err != nil {
+			return err
+		}
+	}
+	// Any backend: the embedded policy, or a real model on a Tinker
+	// service (which resolves its own weights: tinker:// paths and
+	// directories holding tinker.json).
+	be, err := backend.Open(ctx, c, backend.OpenOptions{Weights: weights, Log: a.Stderr, Getenv: a.Getenv, ReadFile: a.ReadFile})
 	if err != nil {
 		return err
 	}
 	defer be.Close()
-	data, err := sftDatums(opts.data, rows, opts.promptKey, opts.responseKey, localTokenizer(), be.Info().MaxContext)
+	data, err := trainer.SFTDatums(ctx, be, examples, func(row int, format string, args ...any) error {
+		return dataset.RowError(opts.data, row, format, args...)
+	})
 	if err != nil {
 		return err
 	}
 	lr := opts.lr
 	if lr == 0 {
-		lr = ld.Config.Backend.Local.LR
+		lr = c.EffectiveLR()
 	}
-	rng := rand.New(rand.NewPCG(uint64(ld.Config.Trainer.Seed), 0x736674))
+	rng := rand.New(rand.NewPCG(uint64(c.Trainer.Seed), 0x736674))
 	out := sftOutput{w: a.Stdout, json: a.jsonResults()}
 	curve, err := trainer.SFT(ctx, be, data, trainer.SFTOptions{Epochs: opts.epochs, BatchSize: opts.batchSize, Adam: sftAdam(lr), Shuffle: rng,
 		OnStep: out.step})
@@ -110,11 +127,20 @@ func runSFT(ctx context.Context, a *App, opts *sftOptions) error {
 	out.line(map[string]any{"event": "done", "loss_first": curve[0], "loss_last": curve[len(curve)-1], "curve": curve},
 		fmt.Sprintf("loss curve (per token): %s  %.4f -> %.4f", sparkline(curve), curve[0], curve[len(curve)-1]))
 	if opts.out != "" {
-		path, err := be.SaveState(ctx, opts.out).Result(ctx)
+		dir := opts.out
+		if !strings.ContainsAny(dir, `/\`) {
+			// A bare name is a directory here, never a name on the service.
+			dir = "." + string(filepath.Separator) + dir
+		}
+		path, err := be.SaveState(ctx, dir).Result(ctx)
 		if err != nil {
 			return err
 		}
-		out.line(map[string]any{"event": "saved", "checkpoint": path}, "saved checkpoint to "+path)
+		text := "saved checkpoint to " + opts.out
+		if filepath.Clean(path) != filepath.Clean(opts.out) {
+			text += " (" + path + ")"
+		}
+		out.line(map[string]any{"event": "saved", "checkpoint": opts.out, "path": path}, text)
 	}
 	return nil
 }
@@ -149,44 +175,23 @@ func sftAdam(lr float64) backend.AdamParams {
 	return p
 }
 
-// chatTokenizer is the part of a tokenizer SFT needs; a Tinker backend
-// brings its own.
-type chatTokenizer interface {
-	ChatTemplate(msgs []episode.Message, addGenerationPrompt bool) []int
-	Encode(text string, special bool) []int
-}
-
-// sftDatums turns dataset rows into cross_entropy datums with weight 1
-// on the response tokens and the closing <|im_end|>. Errors name the row
-// as pkg/dataset does (0-based, the index `datasets` shows).
-func sftDatums(file string, rows []episode.Task, promptKey, responseKey string, tok chatTokenizer, context int) ([]backend.Datum, error) {
-	rowError := func(row int, format string, args ...any) error {
-		return dataset.RowError(file, row, format, args...)
-	}
-	data := make([]backend.Datum, 0, len(rows))
+// sftExamples reads prompt/response rows: each prompt is one user
+// message, each response the reply to learn. Errors name the row as
+// pkg/dataset does (0-based, the index `datasets` shows).
+func sftExamples(file string, rows []episode.Task, promptKey, responseKey string) ([]trainer.SFTExample, error) {
+	examples := make([]trainer.SFTExample, 0, len(rows))
 	for i, row := range rows {
 		prompt, ok1 := row[promptKey].(string)
 		response, ok2 := row[responseKey].(string)
 		if !ok1 || !ok2 {
-			return nil, rowError(i, "lacks a %q or %q string; each row needs %q and %q columns (or set --prompt-key/--response-key)", promptKey, responseKey, promptKey, responseKey)
+			return nil, dataset.RowError(file, i, "lacks a %q or %q string; each row needs %q and %q columns (or set --prompt-key/--response-key)", promptKey, responseKey, promptKey, responseKey)
 		}
-		p := tok.ChatTemplate([]episode.Message{{Role: "user", Content: prompt}}, true)
-		full := append(p, tok.Encode(response, false)...)
-		full = append(full, local.TokenImEnd)
-		if len(full)-1 > context {
-			return nil, rowError(i, "is %d tokens after the chat template, more than the %d a model of context %d trains on; shorten it or raise backend.local.context", len(full), context+1, context)
-		}
-		n := len(full) - 1
-		w := make([]float64, n)
-		for i := len(p) - 1; i < n; i++ {
-			w[i] = 1
-		}
-		data = append(data, backend.Datum{Input: full[:n], LossFnInputs: backend.LossFnInputs{TargetTokens: full[1:], Weights: w}})
+		examples = append(examples, trainer.SFTExample{Messages: []episode.Message{{Role: "user", Content: prompt}}, Reply: response})
 	}
-	if len(data) == 0 {
+	if len(examples) == 0 {
 		return nil, usagef("%s has no rows; give at least one row with %q and %q columns", file, promptKey, responseKey)
 	}
-	return data, nil
+	return examples, nil
 }
 
 // sparklineWidth bounds the curve to one terminal line: a longer run's
@@ -222,5 +227,3 @@ func sparkline(xs []float64) string {
 	}
 	return b.String()
 }
-
-func localTokenizer() chatTokenizer { return local.Tokenizer{} }

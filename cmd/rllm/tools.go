@@ -10,13 +10,17 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rllm-org/rllm-go/pkg/config"
+	"github.com/rllm-org/rllm-go/pkg/sandbox"
 	"github.com/rllm-org/rllm-go/pkg/tool"
+	"github.com/rllm-org/rllm-go/pkg/workflow"
 )
 
 // toolConfig is the tools section of the config as pkg/tool takes it;
 // stdio MCP servers start from the App's environment (filtered there).
+// The python tool runs in the sandbox the config sets (sandbox.*).
 func toolConfig(a *App, c *config.Config) tool.Config {
-	tc := tool.Config{Builtin: c.Tools.Builtin, MCP: c.Tools.MCP, CallTimeoutS: c.Tools.CallTimeoutS}
+	sandbox.Configure(workflow.SandboxConfig(c))
+	tc := tool.Config{Builtin: c.Tools.Builtin, Args: c.Tools.Args, MCP: c.Tools.MCP, CallTimeoutS: c.Tools.CallTimeoutS}
 	if a.Environ != nil {
 		tc.Environ = a.Environ()
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	envexec "github.com/rllm-org/rllm-go/pkg/env/exec"
 
 	"github.com/spf13/cobra"
 
@@ -45,6 +46,9 @@ Ctrl-C writes a checkpoint of the last finished step and exits with 130.`,
 }
 
 func runTrain(cmd *cobra.Command, a *App, opts *trainOptions) error {
+	// exec environments start their pools lazily; whatever happens, they
+	// (and their process groups) end with the command.
+	defer envexec.CloseAll()
 	ctx := cmd.Context()
 	ld, err := opts.config.load(a, opts.args)
 	if err != nil {
@@ -54,7 +58,7 @@ func runTrain(cmd *cobra.Command, a *App, opts *trainOptions) error {
 		return err
 	}
 	if opts.dryRun {
-		plan, err := trainer.NewPlan(ld.Config)
+		plan, err := trainer.Describe(ctx, ld.Config)
 		if err != nil {
 			return err
 		}

@@ -38,6 +38,7 @@ var Aliases = []Alias{
 	{From: "rllm.disable_thinking", To: "rollout.disable_thinking"},
 	{From: "rllm.accumulate_reasoning", To: "rollout.accumulate_reasoning"},
 	{From: "rllm.agent.overlong_filter", To: "agent.overlong_filter"},
+	{From: "rllm.async_training", To: "async_training", Prefix: true},
 }
 
 // canonical returns rllm's name for key and whether it was an alias.

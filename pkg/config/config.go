@@ -20,11 +20,61 @@ type Config struct {
 	Filters   Filters   `koanf:"filters" json:"filters" yaml:"filters"`
 	Backend   Backend   `koanf:"backend" json:"backend" yaml:"backend"`
 	Tools     Tools     `koanf:"tools" json:"tools" yaml:"tools"`
+	Sandbox   Sandbox   `koanf:"sandbox" json:"sandbox" yaml:"sandbox"`
+	// AsyncTraining overlaps rollouts with the update (rLLM's
+	// rllm.async_training).
+	AsyncTraining AsyncTraining `koanf:"async_training" json:"async_training" yaml:"async_training"`
+}
+
+// AsyncTraining runs rollouts as a producer that never waits for the
+// update, bounded by a staleness quota (rLLM's rllm.async_training, verl's
+// fully-async recipe).
+type AsyncTraining struct {
+	Enable                   bool    `koanf:"enable" json:"enable" yaml:"enable"`
+	StalenessThreshold       float64 `koanf:"staleness_threshold" json:"staleness_threshold" yaml:"staleness_threshold"`
+	TriggerParameterSyncStep int     `koanf:"trigger_parameter_sync_step" json:"trigger_parameter_sync_step" yaml:"trigger_parameter_sync_step"`
+	MiniBatchSize            *int    `koanf:"mini_batch_size" json:"mini_batch_size" yaml:"mini_batch_size"`
+	PartialRollout           bool    `koanf:"partial_rollout" json:"partial_rollout" yaml:"partial_rollout"`
+}
+
+// RolloutCorrection corrects the loss for samples drawn by another policy
+// than the one trained (verl's algorithm.rollout_correction).
+type RolloutCorrection struct {
+	RolloutIS          *string `koanf:"rollout_is" json:"rollout_is" yaml:"rollout_is"`
+	RolloutISThreshold float64 `koanf:"rollout_is_threshold" json:"rollout_is_threshold" yaml:"rollout_is_threshold"`
+	BypassMode         bool    `koanf:"bypass_mode" json:"bypass_mode" yaml:"bypass_mode"`
+}
+
+// Sandbox runs untrusted code: the code env's programs and the python
+// tool's calls (see pkg/sandbox).
+type Sandbox struct {
+	Backend       string            `koanf:"backend" json:"backend" yaml:"backend"`
+	BindRO        []string          `koanf:"bind_ro" json:"bind_ro" yaml:"bind_ro"`
+	Env           map[string]string `koanf:"env" json:"env" yaml:"env"`
+	MaxConcurrent int               `koanf:"max_concurrent" json:"max_concurrent" yaml:"max_concurrent"`
+	Limits        SandboxLimits     `koanf:"limits" json:"limits" yaml:"limits"`
+	Docker        SandboxDocker     `koanf:"docker" json:"docker" yaml:"docker"`
+}
+
+// SandboxLimits bound every sandboxed run.
+type SandboxLimits struct {
+	WallTimeS  float64 `koanf:"wall_time_s" json:"wall_time_s" yaml:"wall_time_s"`
+	CPUTimeS   float64 `koanf:"cpu_time_s" json:"cpu_time_s" yaml:"cpu_time_s"`
+	MemoryMB   int     `koanf:"memory_mb" json:"memory_mb" yaml:"memory_mb"`
+	Processes  int     `koanf:"processes" json:"processes" yaml:"processes"`
+	FileSizeMB int     `koanf:"file_size_mb" json:"file_size_mb" yaml:"file_size_mb"`
+	OutputKB   int     `koanf:"output_kb" json:"output_kb" yaml:"output_kb"`
+}
+
+// SandboxDocker configures the docker backend.
+type SandboxDocker struct {
+	Image string `koanf:"image" json:"image" yaml:"image"`
 }
 
 // Tools are offered to the model by tool-calling agents (tool_agent).
 type Tools struct {
 	Builtin      []string       `koanf:"builtin" json:"builtin" yaml:"builtin"`
+	Args         map[string]any `koanf:"args" json:"args" yaml:"args"`
 	MCP          map[string]any `koanf:"mcp" json:"mcp" yaml:"mcp"`
 	CallTimeoutS float64        `koanf:"call_timeout_s" json:"call_timeout_s" yaml:"call_timeout_s"`
 }
@@ -125,6 +175,7 @@ type Algorithm struct {
 	KLCoef             float64           `koanf:"kl_coef" json:"kl_coef" yaml:"kl_coef"`
 	KLPenalty          string            `koanf:"kl_penalty" json:"kl_penalty" yaml:"kl_penalty"`
 	StepwiseAdvantage  StepwiseAdvantage `koanf:"stepwise_advantage" json:"stepwise_advantage" yaml:"stepwise_advantage"`
+	RolloutCorrection  RolloutCorrection `koanf:"rollout_correction" json:"rollout_correction" yaml:"rollout_correction"`
 }
 
 // StepwiseAdvantage handles multi-step episodes.
@@ -241,4 +292,11 @@ type Tinker struct {
 	// connections, expired futures); RetryAfterCapS caps a 429's wait.
 	MaxRetries     int     `koanf:"max_retries" json:"max_retries" yaml:"max_retries"`
 	RetryAfterCapS float64 `koanf:"retry_after_cap_s" json:"retry_after_cap_s" yaml:"retry_after_cap_s"`
+	// RequestTimeoutS bounds one HTTP request to the service;
+	// SamplerTTLS is the life of each step's sampler snapshot on it.
+	RequestTimeoutS float64  `koanf:"request_timeout_s" json:"request_timeout_s" yaml:"request_timeout_s"`
+	SamplerTTLS     *float64 `koanf:"sampler_ttl_s" json:"sampler_ttl_s" yaml:"sampler_ttl_s"`
+	// Weights are the starting weights (a tinker:// path or a directory
+	// holding tinker.json) instead of a fresh LoRA adapter.
+	Weights string `koanf:"weights" json:"weights" yaml:"weights"`
 }

@@ -1,6 +1,8 @@
 package config
 
 import (
+	"fmt"
+	"math"
 	"sort"
 	"strings"
 )
@@ -15,9 +17,11 @@ var (
 	LRSchedulers  = []string{"constant", "cosine"}
 	AdvEstimators = []string{"grpo", "drgrpo", "rloo", "reinforce", "reinforce_plus_plus", "reinforce_plus_plus_baseline", "opo", "gae"}
 	StepwiseModes = []string{"broadcast", "per_step"}
-	Loggers       = []string{"console", "jsonl"}
-	ResumeModes   = []string{"auto", "disable", "resume_path"}
-	BackendNames  = []string{"local", "tinker"}
+	// RolloutISModes are verl's algorithm.rollout_correction.rollout_is levels.
+	RolloutISModes = []string{"token", "sequence"}
+	Loggers        = []string{"console", "jsonl"}
+	ResumeModes    = []string{"auto", "disable", "resume_path"}
+	BackendNames   = []string{"local", "tinker"}
 	// MaxN bounds rollout.n, rollout.val_kwargs.n and eval's --n.
 	MaxN = 100000
 	// MaxEpisodesPerStep bounds the episodes of one training step.
@@ -211,6 +215,20 @@ func validate(c *Config, origin func(string) Origin) Errors {
 	v.inRange("algorithm.lam", al.Lam, 0, 1, false, false)
 	v.nonNegative("algorithm.kl_coef", al.KLCoef)
 	v.oneOf("algorithm.stepwise_advantage.mode", al.StepwiseAdvantage.Mode, StepwiseModes)
+	if rc := al.RolloutCorrection; rc.RolloutIS != nil {
+		v.oneOf("algorithm.rollout_correction.rollout_is", *rc.RolloutIS, RolloutISModes)
+	}
+	if th := al.RolloutCorrection.RolloutISThreshold; !(th >= 1) || math.IsInf(th, 0) {
+		v.fail("algorithm.rollout_correction.rollout_is_threshold", "must be a finite number of at least 1 (an importance weight's upper cap), got %g", th)
+	}
+	as := c.AsyncTraining
+	if st := as.StalenessThreshold; !(st >= 0) || math.IsInf(st, 0) {
+		v.fail("async_training.staleness_threshold", "must be a finite number ≥ 0 (0: no sample older than the weights being trained), got %g", st)
+	}
+	v.atLeast("async_training.trigger_parameter_sync_step", as.TriggerParameterSyncStep, 1)
+	if as.MiniBatchSize != nil {
+		v.atLeast("async_training.mini_batch_size", *as.MiniBatchSize, 1)
+	}
 
 	t := c.Trainer
 	v.atLeast("trainer.total_epochs", t.TotalEpochs, 1)
@@ -301,8 +319,35 @@ func validate(c *Config, origin func(string) Origin) Errors {
 	}
 	v.atLeast("backend.tinker.lora_rank", tk.LoRARank, 1)
 	v.positive("backend.tinker.heartbeat_s", tk.HeartbeatS)
+	v.positive("backend.tinker.request_timeout_s", tk.RequestTimeoutS)
+	if tk.SamplerTTLS != nil && *tk.SamplerTTLS < 1 {
+		v.fail("backend.tinker.sampler_ttl_s", "must be at least 1 second or null (no expiry), got %g", *tk.SamplerTTLS)
+	}
+
+	sb := c.Sandbox
+	v.oneOf("sandbox.backend", sb.Backend, SandboxBackends)
+	v.atLeast("sandbox.max_concurrent", sb.MaxConcurrent, 0)
+	v.inRange("sandbox.limits.wall_time_s", sb.Limits.WallTimeS, 0, 86400, true, false)
+	v.inRange("sandbox.limits.cpu_time_s", sb.Limits.CPUTimeS, 0, 86400, true, false)
+	v.between("sandbox.limits.memory_mb", sb.Limits.MemoryMB, 16, 1<<20)
+	v.between("sandbox.limits.processes", sb.Limits.Processes, 1, 1<<16)
+	v.between("sandbox.limits.file_size_mb", sb.Limits.FileSizeMB, 1, 1<<20)
+	v.between("sandbox.limits.output_kb", sb.Limits.OutputKB, 1, 1<<20)
+	for i, p := range sb.BindRO {
+		if !strings.HasPrefix(p, "/") || strings.Contains(p, "..") || p == "/" {
+			v.fail(fmt.Sprintf("sandbox.bind_ro[%d]", i), "must be an absolute host directory other than / and without .., got %q", p)
+		}
+	}
+	for k := range sb.Env {
+		if k == "" || strings.ContainsAny(k, "=\x00") {
+			v.fail("sandbox.env", "%q is not an environment variable name", k)
+		}
+	}
 	return v.errs
 }
+
+// SandboxBackends are the values of sandbox.backend (pkg/sandbox).
+var SandboxBackends = []string{"auto", "bwrap", "docker", "unsafe-host"}
 
 // EffectiveLR is actor.optim.lr, or the backend's recommended rate when
 // it is null.

@@ -37,6 +37,10 @@ func RegisterScored(name, rewardName, description string) {
 
 var singleTurn sync.Map
 
+// MarkSingleTurn records that env name, registered with Register, ends
+// after one step, as the envs of RegisterScored do.
+func MarkSingleTurn(name string) { singleTurn.Store(name, true) }
+
 // IsSingleTurn reports whether env name ends after one step (it was
 // registered with RegisterScored).
 func IsSingleTurn(name string) bool {

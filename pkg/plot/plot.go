@@ -16,6 +16,7 @@ import (
 	"gonum.org/v1/plot/vg/draw"
 
 	"github.com/rllm-org/rllm-go/internal/atomicfile"
+	"github.com/rllm-org/rllm-go/pkg/usererr"
 )
 
 // Series is one line of a chart.
@@ -29,12 +30,15 @@ type Chart struct {
 	File, Title, YLabel string
 	// Series returns the run's lines; none when the run lacks the metric.
 	Series func(Run) []Series
+	// Unsmoothed charts are drawn raw whatever Options.Smooth says: each
+	// validation point is already a mean over the validation set.
+	Unsmoothed bool
 }
 
 // Charts are the charts Write draws, in order.
 var Charts = []Chart{
 	{File: "reward.png", Title: "Training reward", YLabel: "mean score (critic/score/mean)", Series: key("critic/score/mean")},
-	{File: "val_pass_at_1.png", Title: "Validation pass@1", YLabel: "pass@1", Series: valPassAt1},
+	{File: "val_pass_at_1.png", Title: "Validation pass@1", YLabel: "pass@1", Series: valPassAt1, Unsmoothed: true},
 	{File: "loss.png", Title: "Policy loss", YLabel: "actor/pg_loss", Series: key("actor/pg_loss")},
 	{File: "entropy.png", Title: "Entropy", YLabel: "actor/entropy", Series: key("actor/entropy")},
 	{File: "kl.png", Title: "KL divergence", YLabel: "KL", Series: keys("actor/ppo_kl", "actor/kl_loss", "critic/kl")},
@@ -61,12 +65,14 @@ func key(k string) func(Run) []Series {
 	}
 }
 
-// keys draws each of the keys the run has, labelled by key.
+// keys draws each of the keys the run has, labelled by key. A series
+// that is zero at every step (actor/ppo_kl of a run with one on-policy
+// mini-batch a step, a KL term that is off) says nothing and is left out.
 func keys(ks ...string) func(Run) []Series {
 	return func(r Run) []Series {
 		var out []Series
 		for _, k := range ks {
-			if xy := points(r, k); len(xy) > 0 {
+			if xy := points(r, k); len(xy) > 0 && !allZero(xy) {
 				out = append(out, Series{Label: r.Name + " " + k, XY: xy})
 			}
 		}
@@ -74,8 +80,18 @@ func keys(ks ...string) func(Run) []Series {
 	}
 }
 
+func allZero(xy plotter.XYs) bool {
+	for _, p := range xy {
+		if p.Y != 0 {
+			return false
+		}
+	}
+	return true
+}
+
 // valPassAt1 draws val/SOURCE/pass@1 for each data source, or val/pass@1
-// when there is no per-source key.
+// when there is no per-source key. With one source the line is the run's
+// ("arith", not "arith arith"); with several each is "run: source".
 func valPassAt1(r Run) []Series {
 	sources := map[string]bool{}
 	for _, rec := range r.Records {
@@ -93,7 +109,13 @@ func valPassAt1(r Run) []Series {
 	var out []Series
 	for _, s := range names {
 		if xy := points(r, "val/"+s+"/pass@1"); len(xy) > 0 {
-			out = append(out, Series{Label: r.Name + " " + s, XY: xy})
+			out = append(out, Series{Label: r.Name + ": " + s, XY: xy})
+		}
+	}
+	if len(out) == 1 {
+		out[0].Label = r.Name
+		if names[0] != r.Name {
+			out[0].Label += " (" + names[0] + ")"
 		}
 	}
 	if len(out) == 0 {
@@ -116,8 +138,29 @@ var (
 	Height = 10 * vg.Centimeter
 )
 
+// Options shape the charts; the zero value draws the raw values.
+type Options struct {
+	// Smooth, in [0, 1), is the weight of TensorBoard's exponential moving
+	// average: each drawn point is Smooth × the previous smoothed value +
+	// (1 − Smooth) × the value, debiased at the start. 0 draws the raw
+	// values; 0.9 averages over about the last 10 points, 0.99 over 100.
+	// The raw line stays, faint, behind the smoothed one.
+	Smooth float64
+}
+
+// Validate refuses what Write cannot draw.
+func (o Options) Validate() error {
+	if !(o.Smooth >= 0 && o.Smooth < 1) {
+		return usererr.Errorf("--smooth %g: give a weight from 0 (no smoothing) up to but not including 1, e.g. 0.9", o.Smooth)
+	}
+	return nil
+}
+
 // Write draws every chart some run has data for into outDir.
-func Write(runs []Run, outDir string) (Written, error) {
+func Write(runs []Run, outDir string, opts Options) (Written, error) {
+	if err := opts.Validate(); err != nil {
+		return Written{}, err
+	}
 	var w Written
 	names := uniqueNames(runs)
 	for _, ch := range Charts {
@@ -131,7 +174,11 @@ func Write(runs []Run, outDir string) (Written, error) {
 			continue
 		}
 		path := filepath.Join(outDir, ch.File)
-		if err := atomicfile.Write(path, func(out io.Writer) error { return draw1(out, ch, lines) }); err != nil {
+		smooth := opts.Smooth
+		if ch.Unsmoothed {
+			smooth = 0
+		}
+		if err := atomicfile.Write(path, func(out io.Writer) error { return draw1(out, ch, lines, smooth) }); err != nil {
 			return w, fmt.Errorf("writing %s: %w", path, err)
 		}
 		w.Files = append(w.Files, path)
@@ -156,16 +203,29 @@ func uniqueNames(runs []Run) []string {
 	return out
 }
 
-func draw1(out io.Writer, ch Chart, lines []Series) error {
+func draw1(out io.Writer, ch Chart, lines []Series, smooth float64) error {
 	p := gplot.New()
 	p.Title.Text = ch.Title
 	p.X.Label.Text = "step"
 	p.Y.Label.Text = ch.YLabel
+	if smooth > 0 {
+		p.Title.Text += fmt.Sprintf(" (smoothed, EMA %g)", smooth)
+	}
 	p.Add(plotter.NewGrid())
 	p.Legend.Top, p.Legend.Left = emptiestCorner(lines)
 	p.Legend.Padding = vg.Points(4)
 	for i, s := range lines {
 		c := plotutil.Color(i)
+		if smooth > 0 && len(s.XY) > 1 {
+			raw, err := plotter.NewLine(s.XY)
+			if err != nil {
+				return err
+			}
+			style(raw, nil, faint(c), i)
+			raw.Width = vg.Points(0.75)
+			p.Add(raw)
+			s.XY = ema(s.XY, smooth)
+		}
 		if len(s.XY) <= 40 {
 			l, pts, err := plotter.NewLinePoints(s.XY)
 			if err != nil {
@@ -190,6 +250,28 @@ func draw1(out io.Writer, ch Chart, lines []Series) error {
 	}
 	_, err = wt.WriteTo(out)
 	return err
+}
+
+// ema is TensorBoard's smoothing of a scalar series: an exponential
+// moving average with weight w, divided by 1 − w^n so the first points
+// are not pulled toward 0 (TensorBoard's
+// tensorboard/components/vz_line_chart2/line-chart.ts, resmoothDataset).
+func ema(xy plotter.XYs, w float64) plotter.XYs {
+	out := make(plotter.XYs, len(xy))
+	last, n := 0.0, 0
+	for i, p := range xy {
+		last = last*w + (1-w)*p.Y
+		n++
+		out[i] = plotter.XY{X: p.X, Y: last / (1 - math.Pow(w, float64(n)))}
+	}
+	return out
+}
+
+// faint is c at a third of its opacity, for the raw line behind a
+// smoothed one.
+func faint(c color.Color) color.Color {
+	r, g, b, a := c.RGBA()
+	return color.NRGBA64{R: uint16(r * 0xffff / max(a, 1)), G: uint16(g * 0xffff / max(a, 1)), B: uint16(b * 0xffff / max(a, 1)), A: uint16(a / 3)}
 }
 
 func style(l *plotter.Line, pts *plotter.Scatter, c color.Color, i int) {

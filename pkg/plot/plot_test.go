@@ -118,7 +118,7 @@ func TestWriteCharts(t *testing.T) {
 		runs = append(runs, r)
 	}
 	out := filepath.Join(root, "plots")
-	w, err := Write(runs, out)
+	w, err := Write(runs, out, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,5 +194,68 @@ func TestEmptiestCorner(t *testing.T) {
 		if top, left := emptiestCorner([]Series{tt.s}); top != tt.top || left != tt.left {
 			t.Errorf("case %d: top %v left %v, want %v %v", i, top, left, tt.top, tt.left)
 		}
+	}
+}
+
+// The default run's validation line is labelled by the run alone, several
+// sources each "run: source"; a KL series that is zero at every step is
+// left out.
+func TestSeriesLabels(t *testing.T) {
+	rec := func(step int, kv ...any) Record {
+		m := map[string]float64{}
+		for i := 0; i < len(kv); i += 2 {
+			m[kv[i].(string)] = kv[i+1].(float64)
+		}
+		return Record{Step: step, Values: m}
+	}
+	arith := Run{Name: "arith", Records: []Record{
+		rec(0, "val/pass@1", 0.1, "val/arith/pass@1", 0.1, "actor/ppo_kl", 0.0, "actor/kl_loss", 0.0),
+		rec(50, "val/pass@1", 0.5, "val/arith/pass@1", 0.5, "actor/ppo_kl", 0.0, "actor/kl_loss", 0.02),
+	}}
+	if s := valPassAt1(arith); len(s) != 1 || s[0].Label != "arith" {
+		t.Errorf("default run's validation: %+v, want one line labelled arith", s)
+	}
+	arith.Name = "seed1"
+	if s := valPassAt1(arith); len(s) != 1 || s[0].Label != "seed1 (arith)" {
+		t.Errorf("one source in a run named otherwise: %+v", s)
+	}
+	mixed := Run{Name: "r", Records: []Record{rec(0, "val/math/pass@1", 0.2, "val/code/pass@1", 0.3)}}
+	if s := valPassAt1(mixed); len(s) != 2 || s[0].Label != "r: code" || s[1].Label != "r: math" {
+		t.Errorf("two sources: %+v", s)
+	}
+	if s := keys("actor/ppo_kl", "actor/kl_loss")(arith); len(s) != 1 || s[0].Label != "seed1 actor/kl_loss" {
+		t.Errorf("KL series %+v: want actor/ppo_kl (always 0) left out", s)
+	}
+}
+
+// --smooth is TensorBoard's debiased EMA; out-of-range weights are user
+// errors, and smoothed charts are written.
+func TestSmooth(t *testing.T) {
+	xy := plotter.XYs{{X: 1, Y: 1}, {X: 2, Y: 0}, {X: 3, Y: 1}}
+	got := ema(xy, 0.5)
+	// last: 0.5, 0.25, 0.625; debias 1-0.5^n: 0.5, 0.75, 0.875.
+	want := []float64{1, 1.0 / 3, 0.625 / 0.875}
+	for i := range want {
+		if math.Abs(got[i].Y-want[i]) > 1e-12 || got[i].X != xy[i].X {
+			t.Errorf("ema[%d] = %v, want (%g, %g)", i, got[i], xy[i].X, want[i])
+		}
+	}
+	if got := ema(xy, 0); got[1].Y != 0 {
+		t.Errorf("weight 0 changed the values: %v", got)
+	}
+	for _, w := range []float64{-0.1, 1, 2, math.NaN()} {
+		if err := (Options{Smooth: w}).Validate(); err == nil || !strings.Contains(err.Error(), "--smooth") {
+			t.Errorf("smooth %g: %v", w, err)
+		}
+	}
+	dir := writeRun(t, filepath.Join(t.TempDir(), "run"),
+		`{"step":1,"critic/score/mean":0.2}`, `{"step":2,"critic/score/mean":0.6}`, `{"step":3,"critic/score/mean":0.1}`)
+	r, err := ReadRun(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := Write([]Run{r}, filepath.Join(dir, "plots"), Options{Smooth: 0.9})
+	if err != nil || len(w.Files) != 1 {
+		t.Fatalf("wrote %v: %v", w.Files, err)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"net/http"
 	"net/url"
@@ -135,28 +136,61 @@ func (e *ResponseError) Error() string {
 }
 
 // RetriesExhaustedError wraps the last error of a call that ran out of
-// attempts or time.
+// attempts or time, or that sent more than one request before an error
+// the server will give again.
 type RetriesExhaustedError struct {
-	// Attempts is how many times this client sent the request; a caller
-	// that re-runs whole episodes multiplies it.
+	// Attempts is how many requests this client sent for the call; a
+	// caller that re-runs whole episodes multiplies it.
 	Attempts, MaxAttempts int
 	Err                   error
 	// AskedToWait, when set, is a Retry-After longer than MaxBackoff, the
 	// most the client waits between attempts.
 	AskedToWait, MaxBackoff time.Duration
+	// Final marks an end by an error that is not retried (a 4xx answer
+	// other than 408 and 429), before MaxAttempts.
+	Final bool
 }
 
 func (e *RetriesExhaustedError) Error() string {
 	s := fmt.Sprintf("gave up on the request after %d attempts", e.Attempts)
-	if e.MaxAttempts > e.Attempts {
+	switch {
+	case e.Final:
+		s = fmt.Sprintf("gave up on the request after %d requests: the last answer is one the server will give again, so it was not retried", e.Attempts)
+	case e.MaxAttempts > e.Attempts:
 		s += fmt.Sprintf(" (of rollout.retry.max_attempts=%d, cut short by the retry deadline)", e.MaxAttempts)
-	} else if e.MaxAttempts > 0 {
+	case e.MaxAttempts > 0:
 		s += fmt.Sprintf(" (rollout.retry.max_attempts=%d)", e.MaxAttempts)
 	}
 	if e.AskedToWait > 0 {
 		s += fmt.Sprintf("; the server asked to wait %v before retrying, more than rollout.retry.backoff_max_s (%v), so rllm waited %v", e.AskedToWait, e.MaxBackoff, e.MaxBackoff)
 	}
 	return s + ": " + e.Err.Error()
+}
+
+// Requests is how many requests to a server the error chain of err
+// records: the attempts of a call that retried, 1 for a server's answer,
+// 0 when err says nothing of requests (a transport error is counted by
+// the retries that wrap it).
+func Requests(err error) int {
+	var re *RetriesExhaustedError
+	if errors.As(err, &re) {
+		return re.Attempts
+	}
+	var se *StatusError
+	var rs *ResponseError
+	if errors.As(err, &se) || errors.As(err, &rs) {
+		return 1
+	}
+	return 0
+}
+
+// Permanent reports whether err is an answer the server will give again
+// to the same request: a 4xx status other than 408 and 429 (a prompt too
+// long for the context is an ending, not an error, and is not one).
+// Neither the client nor the episode engine retries it.
+func Permanent(err error) bool {
+	var se *StatusError
+	return errors.As(err, &se) && se.Status >= 400 && se.Status < 500 && !se.Retryable() && !errors.Is(err, sampler.ErrPromptTooLong)
 }
 
 func (e *RetriesExhaustedError) Unwrap() error { return e.Err }
@@ -174,6 +208,7 @@ type Client struct {
 	stopOnce  sync.Once
 
 	requests, attempts, retries, failures atomic.Int64
+	refused                               atomic.Int64
 	promptTokens, completionTokens        atomic.Int64
 }
 
@@ -194,7 +229,7 @@ func NewClient(opts Options) (*Client, error) {
 	c := &Client{opts: opts, sleep: sleepCtx, stop: make(chan struct{})}
 	seen := map[string]bool{}
 	for _, raw := range opts.Endpoints {
-		base, err := normalizeEndpoint(raw)
+		base, err := NormalizeEndpoint(raw)
 		if err != nil {
 			return nil, err
 		}
@@ -245,7 +280,11 @@ func NewClient(opts Options) (*Client, error) {
 	return c, nil
 }
 
-func normalizeEndpoint(raw string) (string, error) {
+// NormalizeEndpoint is the one spelling of an inference endpoint: scheme,
+// host and path, without a trailing slash or /v1 (http://h:8000/v1/ and
+// http://h:8000 are the same server). The rollout client, the weight
+// publisher and the trainer's plan all use it.
+func NormalizeEndpoint(raw string) (string, error) {
 	u, err := url.Parse(strings.TrimSpace(raw))
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return "", optionErrorf("rollout.endpoints: %q is not an http(s) URL; write it like http://localhost:8000", raw)
@@ -277,6 +316,16 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 // Sample implements sampler.Sampler: a chat request, or a completions
 // request with a token-id prompt when req.PromptIDs is set. It always asks
 // for token ids and logprobs.
+//
+// When an endpoint reported its context (max_model_len in /v1/models),
+// max_tokens is capped so that prompt and reply fit it, as the embedded
+// sampler does; the reply may then end at "length". A token-id prompt
+// that leaves no room is refused before it is sent; a chat prompt, whose
+// length only the server knows, is sent without max_tokens when
+// params.MaxTokens alone fills the context, or re-sent once without it
+// when the server refuses prompt + max_tokens: the server then caps the
+// reply at what its context leaves. Either way a prompt that cannot fit
+// ends in an error that wraps sampler.ErrPromptTooLong.
 func (c *Client) Sample(ctx context.Context, req sampler.Request) (sampler.Response, error) {
 	if err := checkParams(req); err != nil {
 		return sampler.Response{}, err
@@ -285,24 +334,28 @@ func (c *Client) Sample(ctx context.Context, req sampler.Request) (sampler.Respo
 	rules := responseRules{vocabSize: c.opts.VocabSize, textOnly: c.opts.TextOnly}
 	var out sampler.Response
 	var path string
+	var setMax func(int)
 	var body any
 	if req.PromptIDs != nil {
 		zero := 0
 		path = "/v1/completions"
 		rules.promptIDs = req.PromptIDs
-		body = &CompletionRequest{Model: c.model(), Prompt: Prompt{IDs: req.PromptIDs},
+		r := &CompletionRequest{Model: c.model(), Prompt: Prompt{IDs: req.PromptIDs},
 			Temperature: p.Temperature, TopP: p.TopP, TopK: p.TopK, MaxTokens: p.MaxTokens,
 			Stop: p.Stop, StopTokenIDs: p.StopTokenIDs, Seed: p.Seed, N: 1, Logprobs: &zero,
 			ReturnTokenIDs: true, ReturnTokensAsTokenIDs: c.opts.ReturnTokensAsTokenIDs}
+		body, setMax = r, func(n int) { r.MaxTokens = n }
 	} else {
 		path = "/v1/chat/completions"
-		body = &ChatRequest{Model: c.model(), Messages: req.Messages,
+		r := &ChatRequest{Model: c.model(), Messages: req.Messages,
 			Temperature: p.Temperature, TopP: p.TopP, TopK: p.TopK, MaxTokens: p.MaxTokens,
 			Stop: p.Stop, StopTokenIDs: p.StopTokenIDs, Seed: p.Seed, N: 1, Logprobs: true,
 			ReturnTokenIDs: true, ReturnTokensAsTokenIDs: c.opts.ReturnTokensAsTokenIDs,
 			ChatTemplateKwargs: req.ChatTemplateKwargs, Tools: req.Tools}
+		body, setMax = r, func(n int) { r.MaxTokens = n }
 	}
-	err := c.post(ctx, path, body, func(r io.Reader) error {
+	fit := &fitting{maxTokens: p.MaxTokens, promptLen: len(req.PromptIDs), set: setMax}
+	err := c.post(ctx, path, body, fit, func(r io.Reader) error {
 		var err error
 		if path == "/v1/completions" {
 			out, err = decodeCompletion(r, rules)
@@ -347,7 +400,7 @@ func (c *Client) Chat(ctx context.Context, req *ChatRequest) (*ChatResponse, err
 		req.Model = c.model()
 	}
 	var out ChatResponse
-	err := c.post(ctx, "/v1/chat/completions", req, func(r io.Reader) error { return decodeJSON(r, &out) })
+	err := c.post(ctx, "/v1/chat/completions", req, nil, func(r io.Reader) error { return decodeJSON(r, &out) })
 	return &out, err
 }
 
@@ -357,17 +410,15 @@ func (c *Client) Complete(ctx context.Context, req *CompletionRequest) (*Complet
 		req.Model = c.model()
 	}
 	var out CompletionResponse
-	err := c.post(ctx, "/v1/completions", req, func(r io.Reader) error { return decodeJSON(r, &out) })
+	err := c.post(ctx, "/v1/completions", req, nil, func(r io.Reader) error { return decodeJSON(r, &out) })
 	return &out, err
 }
 
 // post sends body to path on the least loaded endpoint, retrying what is
-// worth retrying on a possibly different endpoint.
-func (c *Client) post(ctx context.Context, path string, body any, decode func(io.Reader) error) error {
-	payload, err := json.Marshal(body)
-	if err != nil {
-		return fmt.Errorf("encoding the request: %w", err)
-	}
+// worth retrying on a possibly different endpoint. fit, when set, sizes
+// max_tokens and the answer's bound for the endpoint each attempt goes
+// to.
+func (c *Client) post(ctx context.Context, path string, body any, fit *fitting, decode func(io.Reader) error) error {
 	c.requests.Add(1)
 	parent := ctx
 	if c.opts.Retry.Deadline > 0 {
@@ -375,12 +426,26 @@ func (c *Client) post(ctx context.Context, path string, body any, decode func(io
 		ctx, cancel = context.WithTimeout(ctx, c.opts.Retry.Deadline)
 		defer cancel()
 	}
-	var last *endpoint
+	var last, widened, again *endpoint
 	var askedMore time.Duration // the longest Retry-After above the cap
+	sent := 0                   // requests sent, a refused max_tokens re-sent included
 	for attempt := 1; ; attempt++ {
-		ep := c.pick(last)
+		ep := again
+		if ep == nil {
+			ep = c.pick(last)
+		}
+		again = nil
+		payload, limit, err := c.encode(ep, body, fit, ep == widened)
+		if err != nil {
+			c.failures.Add(1)
+			if errors.As(err, new(*ContextError)) {
+				c.refused.Add(1)
+			}
+			return err
+		}
 		c.attempts.Add(1)
-		err := c.attempt(ctx, ep, path, payload, decode)
+		sent++
+		err = c.attempt(ctx, ep, path, payload, limit, decode)
 		if err == nil {
 			ep.succeeded()
 			return nil
@@ -388,6 +453,14 @@ func (c *Client) post(ctx context.Context, path string, body any, decode func(io
 		if parent.Err() != nil {
 			c.failures.Add(1)
 			return parent.Err()
+		}
+		if fit != nil && widened != ep && fit.canWiden(ep) && errors.Is(err, sampler.ErrPromptTooLong) {
+			// The server refused prompt + max_tokens: ask again without
+			// max_tokens, so that it caps the reply at what its context
+			// leaves. Not a retry: the request changed.
+			widened, again = ep, ep
+			attempt--
+			continue
 		}
 		retry, asked := c.retryable(err)
 		if retry {
@@ -397,6 +470,12 @@ func (c *Client) post(ctx context.Context, path string, body any, decode func(io
 		}
 		if !retry {
 			c.failures.Add(1)
+			if errors.As(err, new(*StatusError)) {
+				c.refused.Add(1)
+			}
+			if sent > 1 {
+				return &RetriesExhaustedError{Attempts: sent, MaxAttempts: c.opts.Retry.MaxAttempts, Err: err, Final: true}
+			}
 			return err
 		}
 		if asked > c.opts.Retry.MaxBackoff {
@@ -404,7 +483,7 @@ func (c *Client) post(ctx context.Context, path string, body any, decode func(io
 		}
 		if attempt >= c.opts.Retry.MaxAttempts || ctx.Err() != nil {
 			c.failures.Add(1)
-			return &RetriesExhaustedError{Attempts: attempt, MaxAttempts: c.opts.Retry.MaxAttempts, Err: err, AskedToWait: askedMore, MaxBackoff: c.opts.Retry.MaxBackoff}
+			return &RetriesExhaustedError{Attempts: sent, MaxAttempts: c.opts.Retry.MaxAttempts, Err: err, AskedToWait: askedMore, MaxBackoff: c.opts.Retry.MaxBackoff}
 		}
 		// A server's Retry-After is honoured up to the backoff cap: a
 		// server cannot stall a run for longer than the user allowed.
@@ -414,7 +493,7 @@ func (c *Client) post(ctx context.Context, path string, body any, decode func(io
 		}
 		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < wait {
 			c.failures.Add(1)
-			return &RetriesExhaustedError{Attempts: attempt, MaxAttempts: c.opts.Retry.MaxAttempts, AskedToWait: askedMore, MaxBackoff: c.opts.Retry.MaxBackoff,
+			return &RetriesExhaustedError{Attempts: sent, MaxAttempts: c.opts.Retry.MaxAttempts, AskedToWait: askedMore, MaxBackoff: c.opts.Retry.MaxBackoff,
 				Err: fmt.Errorf("%w (the retry deadline leaves no time to wait %v)", err, wait.Round(time.Millisecond))}
 		}
 		c.retries.Add(1)
@@ -423,11 +502,107 @@ func (c *Client) post(ctx context.Context, path string, body any, decode func(io
 			if parent.Err() != nil {
 				return parent.Err()
 			}
-			return &RetriesExhaustedError{Attempts: attempt, MaxAttempts: c.opts.Retry.MaxAttempts, Err: err}
+			return &RetriesExhaustedError{Attempts: sent, MaxAttempts: c.opts.Retry.MaxAttempts, Err: err}
 		}
 		last = ep
 	}
 }
+
+// encode writes the request for ep: max_tokens fitted to its context and
+// the bound of its answer.
+func (c *Client) encode(ep *endpoint, body any, fit *fitting, widened bool) ([]byte, int64, error) {
+	maxTokens := 0
+	if fit != nil {
+		var err error
+		if maxTokens, err = fit.maxTokensFor(ep, widened); err != nil {
+			return nil, 0, err
+		}
+		fit.set(maxTokens)
+	}
+	payload, err := json.Marshal(body)
+	if err != nil {
+		return nil, 0, fmt.Errorf("encoding the request: %w", err)
+	}
+	limit := c.opts.MaxResponseBytes
+	if fit != nil {
+		limit = min(limit, answerBound(maxTokens, int(ep.maxLen.Load()), len(payload)))
+	}
+	return payload, limit, nil
+}
+
+// fitting is what Sample knows of a request's size.
+type fitting struct {
+	maxTokens int // asked for (0: up to the context)
+	promptLen int // tokens of a token-id prompt; 0 for chat, which only the server tokenizes
+	set       func(maxTokens int)
+}
+
+// maxTokensFor is the max_tokens to send to ep (0: none, up to the
+// context), or an error wrapping sampler.ErrPromptTooLong when a token-id
+// prompt leaves no room in ep's context. An endpoint whose context is
+// unknown gets max_tokens as asked.
+func (f *fitting) maxTokensFor(ep *endpoint, widened bool) (int, error) {
+	ctxLen := int(ep.maxLen.Load())
+	switch {
+	case ctxLen <= 0:
+		return f.maxTokens, nil
+	case f.promptLen > 0:
+		room := ctxLen - f.promptLen
+		if room < 1 {
+			return 0, &ContextError{Endpoint: ep.url, Context: ctxLen, PromptTokens: f.promptLen}
+		}
+		if f.maxTokens <= 0 || f.maxTokens > room {
+			return room, nil
+		}
+		return f.maxTokens, nil
+	case widened || f.maxTokens >= ctxLen:
+		// Whatever the prompt, max_tokens alone would not fit: the server
+		// caps an absent max_tokens at what its context leaves (vLLM's
+		// get_max_tokens in entrypoints/utils.py: max_model_len minus the
+		// prompt; SGLang's scheduler likewise; rllm serve's chat route).
+		return 0, nil
+	}
+	return f.maxTokens, nil
+}
+
+// canWiden reports whether a refusal of prompt + max_tokens by ep is
+// worth one more request without max_tokens: a chat prompt, a context
+// known to be larger than max_tokens.
+func (f *fitting) canWiden(ep *endpoint) bool {
+	ctxLen := int(ep.maxLen.Load())
+	return f.promptLen == 0 && f.maxTokens > 0 && ctxLen > 0 && f.maxTokens < ctxLen
+}
+
+// answerBound is the most bytes an honest answer to a request of
+// maxTokens reply tokens takes: 4 KiB a token (its text escaped, its
+// logprob entry with bytes, its id: ten times what vLLM sends at worst),
+// 16 bytes per request byte for the prompt echoed as ids, and 1 MiB for
+// the rest. With no max_tokens the context bounds the reply; with neither
+// known there is no bound but rollout.max_response_mb.
+func answerBound(maxTokens, ctxLen, requestBytes int) int64 {
+	n := maxTokens
+	if n <= 0 {
+		n = ctxLen
+	}
+	if n <= 0 {
+		return math.MaxInt64
+	}
+	return 1<<20 + int64(n)<<12 + 16*int64(requestBytes)
+}
+
+// ContextError is a token-id prompt that leaves no room for a reply in
+// an endpoint's context; errors.Is(err, sampler.ErrPromptTooLong) holds.
+type ContextError struct {
+	Endpoint     string
+	Context      int // the endpoint's max_model_len
+	PromptTokens int
+}
+
+func (e *ContextError) Error() string {
+	return fmt.Sprintf("the prompt has %d tokens and %s serves a context of %d (max_model_len): no room for a reply", e.PromptTokens, e.Endpoint, e.Context)
+}
+
+func (e *ContextError) Unwrap() error { return sampler.ErrPromptTooLong }
 
 // backoff is exponential with equal jitter: half fixed, half random, so
 // that many clients hit by one outage do not come back in step.
@@ -453,7 +628,7 @@ func (c *Client) retryable(err error) (bool, time.Duration) {
 	return true, 0
 }
 
-func (c *Client) attempt(ctx context.Context, ep *endpoint, path string, payload []byte, decode func(io.Reader) error) error {
+func (c *Client) attempt(ctx context.Context, ep *endpoint, path string, payload []byte, limit int64, decode func(io.Reader) error) error {
 	ep.inflight.Add(1)
 	defer ep.inflight.Add(-1)
 	ep.requests.Add(1)
@@ -477,14 +652,18 @@ func (c *Client) attempt(ctx context.Context, ep *endpoint, path string, payload
 	if resp.StatusCode != http.StatusOK {
 		return statusError(ep, path, resp)
 	}
-	body := &capReader{r: resp.Body, left: c.opts.MaxResponseBytes, limit: c.opts.MaxResponseBytes}
+	if resp.ContentLength > limit {
+		// Refused unread: closing the body drops the connection.
+		return &ResponseError{Endpoint: ep.url, Path: path, Reason: overLimit(resp.ContentLength, limit, c.opts.MaxResponseBytes)}
+	}
+	body := &capReader{r: resp.Body, left: limit, limit: limit}
 	if err := decode(body); err != nil {
 		var inv *invalidResponse
 		switch {
 		case errors.As(err, &inv):
 			return &ResponseError{Endpoint: ep.url, Path: path, Reason: inv.msg}
 		case body.over:
-			return &ResponseError{Endpoint: ep.url, Path: path, Reason: fmt.Sprintf("the body is larger than the limit of %d bytes", c.opts.MaxResponseBytes)}
+			return &ResponseError{Endpoint: ep.url, Path: path, Reason: overLimit(-1, limit, c.opts.MaxResponseBytes)}
 		case ctx.Err() != nil && errors.Is(err, ctx.Err()):
 			return fmt.Errorf("%s%s: reading the response: %w", ep.url, path, err)
 		}
@@ -505,6 +684,19 @@ func statusError(ep *endpoint, path string, resp *http.Response) *StatusError {
 	}
 	se.Message, se.Type = errorMessage(body)
 	return se
+}
+
+// overLimit says why a body was refused: size (-1: unknown, it streamed
+// past the limit) against the request's bound or rollout.max_response_mb.
+func overLimit(size, limit, configured int64) string {
+	what := "the body"
+	if size >= 0 {
+		what = fmt.Sprintf("the body (%d bytes by its Content-Length)", size)
+	}
+	if limit < configured {
+		return fmt.Sprintf("%s is larger than %d bytes, the most an answer to this request's max_tokens can honestly take (4 KiB a token); the server is broken or hostile", what, limit)
+	}
+	return fmt.Sprintf("%s is larger than the limit of %d bytes (rollout.max_response_mb)", what, limit)
 }
 
 // capReader ends a body at limit bytes with an error, after any
@@ -607,10 +799,15 @@ func parseRetryAfter(v string) time.Duration {
 
 // ClientStats are the client's counters.
 type ClientStats struct {
-	Requests         int64 // calls (a call may take several attempts)
-	Attempts         int64
-	Retries          int64
-	Failures         int64 // calls that ended in an error
+	Requests int64 // calls (a call may take several attempts)
+	Attempts int64
+	Retries  int64
+	Failures int64 // calls that ended in an error
+	// Refused counts the failed calls the server answered with an error
+	// it will give again (a 4xx status other than 408 and 429: a prompt
+	// longer than the context, a bad request) and the token-id prompts
+	// refused unsent for leaving no room in the endpoint's context.
+	Refused          int64
 	PromptTokens     int64
 	CompletionTokens int64
 	Endpoints        []EndpointStats
@@ -629,7 +826,7 @@ type EndpointStats struct {
 // Stats returns the counters so far.
 func (c *Client) Stats() ClientStats {
 	s := ClientStats{Requests: c.requests.Load(), Attempts: c.attempts.Load(), Retries: c.retries.Load(),
-		Failures: c.failures.Load(), PromptTokens: c.promptTokens.Load(), CompletionTokens: c.completionTokens.Load()}
+		Failures: c.failures.Load(), Refused: c.refused.Load(), PromptTokens: c.promptTokens.Load(), CompletionTokens: c.completionTokens.Load()}
 	for _, ep := range c.endpoints {
 		s.Endpoints = append(s.Endpoints, EndpointStats{URL: ep.url, InFlight: ep.inflight.Load(),
 			Requests: ep.requests.Load(), Failures: ep.failures.Load(), Ejections: ep.ejections.Load(), Ejected: ep.ejected.Load()})

@@ -24,7 +24,9 @@ type endpoint struct {
 	ejected   atomic.Bool
 	nextProbe atomic.Int64 // unix nanoseconds
 	probing   atomic.Bool
-	maxLen    atomic.Int64 // max_model_len from /v1/models
+	maxLen    atomic.Int64 // max_model_len from /v1/models (0: unknown)
+	// noContext says why maxLen is unknown after Check.
+	noContext atomic.Pointer[string]
 	// retired endpoints are never picked again: their weights are stale
 	// (the trainer could not publish to them), whatever their health.
 	retired atomic.Bool
@@ -92,9 +94,11 @@ func (c *Client) pick(avoid *endpoint) *endpoint {
 // trainer could not publish new weights to it). It reports whether url is
 // one of the client's endpoints.
 func (c *Client) Retire(url string) bool {
-	url = strings.TrimRight(url, "/")
+	if n, err := NormalizeEndpoint(url); err == nil {
+		url = n
+	}
 	for _, ep := range c.endpoints {
-		if strings.TrimRight(ep.url, "/") == url {
+		if ep.url == url {
 			ep.retired.Store(true)
 			return true
 		}
@@ -229,27 +233,76 @@ func (c *Client) checkOne(ctx context.Context, ep *endpoint) string {
 	}
 	body, err := c.get(ctx, ep, "/v1/models")
 	if err != nil {
+		var se *StatusError
+		if errors.As(err, &se) && se.Status == http.StatusNotFound {
+			// A plain OpenAI-compatible API may have no model list: the
+			// model name and the context go unchecked.
+			ep.unknownContext("it has no /v1/models")
+			return ""
+		}
 		return fmt.Sprintf("%s/v1/models failed: %v", ep.url, err)
 	}
+	l, why, ids := readModels(body, c.model())
+	switch {
+	case why != "":
+		ep.unknownContext(why)
+		return ""
+	case l > 0:
+		ep.maxLen.Store(l)
+		ep.noContext.Store(nil)
+		return ""
+	}
+	return fmt.Sprintf("%s serves %s, not %q; set rollout.model to the served name or point rollout.endpoints at the right server", ep.url, quoteList(ids), c.model())
+}
+
+// readModels reads a /v1/models body for model: its context (max_model_len)
+// when listed with one; else why the context is unknown (a body that is
+// not a model list, the model listed without a context); else, the model
+// not listed, the ids that are (sorted).
+func readModels(body []byte, model string) (ctxLen int64, unknown string, ids []string) {
 	var models struct {
-		Data []struct {
-			ID          string `json:"id"`
-			MaxModelLen int64  `json:"max_model_len"`
-		} `json:"data"`
+		Data []json.RawMessage `json:"data"`
 	}
-	if err := json.Unmarshal(body, &models); err != nil {
-		return fmt.Sprintf("%s/v1/models sent malformed JSON: %v", ep.url, err)
+	if err := json.Unmarshal(body, &models); err != nil || models.Data == nil {
+		return 0, "its /v1/models is not the list of models vLLM and SGLang send", nil
 	}
-	var ids []string
-	for _, m := range models.Data {
-		if m.ID == c.model() {
-			ep.maxLen.Store(m.MaxModelLen)
-			return ""
+	for _, raw := range models.Data {
+		var m struct {
+			ID          string          `json:"id"`
+			MaxModelLen json.RawMessage `json:"max_model_len"`
+		}
+		if json.Unmarshal(raw, &m) != nil {
+			continue
+		}
+		if m.ID == model {
+			n, ok := contextLength(m.MaxModelLen)
+			if !ok {
+				return 0, fmt.Sprintf("its /v1/models gives no max_model_len for %q", m.ID), nil
+			}
+			return n, "", nil
 		}
 		ids = append(ids, m.ID)
 	}
 	slices.Sort(ids)
-	return fmt.Sprintf("%s serves %s, not %q; set rollout.model to the served name or point rollout.endpoints at the right server", ep.url, quoteList(ids), c.model())
+	return 0, "", ids
+}
+
+// contextLength reads max_model_len: a positive whole number.
+func contextLength(raw json.RawMessage) (int64, bool) {
+	var n json.Number
+	if len(raw) == 0 || json.Unmarshal(raw, &n) != nil {
+		return 0, false
+	}
+	v, err := n.Int64()
+	if err != nil || v <= 0 || v > 1<<40 {
+		return 0, false
+	}
+	return v, true
+}
+
+func (e *endpoint) unknownContext(why string) {
+	e.maxLen.Store(0)
+	e.noContext.Store(&why)
 }
 
 func quoteList(ids []string) string {
@@ -273,4 +326,68 @@ func (c *Client) MaxModelLen() int {
 		}
 	}
 	return int(m)
+}
+
+// EndpointContext is what an endpoint said of its context in Check.
+type EndpointContext struct {
+	URL         string
+	MaxModelLen int    // 0: unknown
+	Unknown     string // why it is unknown, when it is
+}
+
+// Contexts lists the endpoints' contexts as Check found them.
+func (c *Client) Contexts() []EndpointContext {
+	out := make([]EndpointContext, len(c.endpoints))
+	for i, ep := range c.endpoints {
+		out[i] = EndpointContext{URL: ep.url, MaxModelLen: int(ep.maxLen.Load())}
+		if why := ep.noContext.Load(); why != nil {
+			out[i].Unknown = *why
+		}
+	}
+	return out
+}
+
+// ContextBudget is what a run may ask of one request: a prompt of up to
+// MaxPrompt tokens and a reply of up to MaxResponse, each named by the
+// key that sets it.
+type ContextBudget struct {
+	MaxPrompt, MaxResponse int
+	PromptKey, ResponseKey string
+}
+
+// ContextNotes are the lines a run prints at start about its endpoints'
+// contexts: one for the endpoints whose context is unknown, one per
+// context smaller than the budget's prompt + reply. None when every
+// context fits.
+func ContextNotes(ctxs []EndpointContext, b ContextBudget) []string {
+	var unknown []string
+	small := map[int][]string{}
+	var sizes []int
+	for _, e := range ctxs {
+		switch {
+		case e.MaxModelLen <= 0 && e.Unknown != "":
+			unknown = append(unknown, e.URL+" ("+e.Unknown+")")
+		case e.MaxModelLen > 0 && e.MaxModelLen < b.MaxPrompt+b.MaxResponse:
+			if small[e.MaxModelLen] == nil {
+				sizes = append(sizes, e.MaxModelLen)
+			}
+			small[e.MaxModelLen] = append(small[e.MaxModelLen], e.URL)
+		}
+	}
+	var out []string
+	slices.Sort(sizes)
+	for _, n := range sizes {
+		verb := "serves"
+		if len(small[n]) > 1 {
+			verb = "serve"
+		}
+		out = append(out, fmt.Sprintf("%s %s a context of %d tokens, less than %s (%d) + %s (%d): each reply is capped to what its prompt leaves (ending max_response_length_exceeded) and a prompt of %d tokens or more ends max_prompt_length_exceeded; "+
+			"lower the keys or start the server with a larger context (vLLM --max-model-len, rllm serve backend.local.context)",
+			strings.Join(small[n], ", "), verb, n, b.PromptKey, b.MaxPrompt, b.ResponseKey, b.MaxResponse, n))
+	}
+	if len(unknown) > 0 {
+		out = append(out, fmt.Sprintf("the context of %s is unknown, so max_tokens is sent as %s (%d) uncapped; a server that refuses prompt + max_tokens ends the episode max_prompt_length_exceeded",
+			strings.Join(unknown, ", "), b.ResponseKey, b.MaxResponse))
+	}
+	return out
 }

@@ -299,17 +299,18 @@ func (e *Engine) runEpisode(ctx context.Context, ti, r int, task episode.Task, i
 	}
 	e.emit(Event{Kind: EventStarted, EpisodeID: id, TaskIndex: ti, Rollout: r, Attempt: 1})
 	var ep *episode.Episode
-	attempt := 1
+	attempt, requests := 1, 0
 	for ; ; attempt++ {
-		ep = e.once(sampler.WithStream(ctx, id+"#"+strconv.Itoa(attempt)), task, id)
+		var err error
+		ep, err = e.once(sampler.WithStream(ctx, id+"#"+strconv.Itoa(attempt)), task, id)
 		if ep == nil {
 			return nil
 		}
-		if ep.TerminationReason != episode.TerminationError || attempt >= e.opts.RetryLimit {
-			if ep.TerminationReason == episode.TerminationError && attempt > 1 {
-				// The two retry layers multiply: say so, so that "gave up
-				// after N attempts" from one request is not the whole story.
-				ep.Error = fmt.Sprintf("%s (the episode was run %d times, workflow.retry_limit; each model request has its own rollout.retry.max_attempts)", ep.Error, attempt)
+		requests += Requests(err)
+		permanent := Permanent(err)
+		if ep.TerminationReason != episode.TerminationError || attempt >= e.opts.RetryLimit || permanent {
+			if ep.TerminationReason == episode.TerminationError {
+				ep.Error += retryNote(attempt, e.opts.RetryLimit, requests, permanent)
 			}
 			break
 		}
@@ -338,6 +339,26 @@ func (e *Engine) runEpisode(ctx context.Context, ti, r int, task episode.Task, i
 	return ep
 }
 
+// retryNote completes the error of an episode that ended in error with
+// what the two retry layers did: they multiply (each run of the episode,
+// workflow.retry_limit, retries each model request up to
+// rollout.retry.max_attempts times), so "gave up after N attempts" from
+// the last request is not the whole story.
+func retryNote(runs, limit, requests int, permanent bool) string {
+	switch {
+	case permanent && runs < limit:
+		if requests > 1 {
+			return fmt.Sprintf(" (not run again: the server gives this answer to every try; %d requests in all)", requests)
+		}
+		return " (not run again: the server gives this answer to every try)"
+	case runs <= 1:
+		return ""
+	case requests > 0:
+		return fmt.Sprintf(" (%d requests to the server in all: the episode was run %d times, workflow.retry_limit=%d, and each run retried its model request up to rollout.retry.max_attempts times)", requests, runs, limit)
+	}
+	return fmt.Sprintf(" (the episode was run %d times, workflow.retry_limit=%d; each model request has its own rollout.retry.max_attempts)", runs, limit)
+}
+
 func tokenCounts(ep *episode.Episode) (prompt, response int) {
 	for _, tr := range ep.Trajectories {
 		for _, st := range tr.Steps {
@@ -357,8 +378,9 @@ type outcome struct {
 	err error
 }
 
-// once runs one attempt of an episode; nil means ctx was cancelled.
-func (e *Engine) once(ctx context.Context, task episode.Task, id string) *episode.Episode {
+// once runs one attempt of an episode and returns it with the workflow's
+// error, if any; a nil episode means ctx was cancelled.
+func (e *Engine) once(ctx context.Context, task episode.Task, id string) (*episode.Episode, error) {
 	failed := func(reason episode.TerminationReason, partial *episode.Episode, msg string) *episode.Episode {
 		ep := &episode.Episode{}
 		if partial != nil {
@@ -372,10 +394,10 @@ func (e *Engine) once(ctx context.Context, task episode.Task, id string) *episod
 	}
 	wf, err := e.factory()
 	if err != nil {
-		return failed(episode.TerminationError, nil, "creating the workflow: "+err.Error())
+		return failed(episode.TerminationError, nil, "creating the workflow: "+err.Error()), nil
 	}
 	if wf == nil {
-		return failed(episode.TerminationError, nil, "the workflow factory returned no workflow")
+		return failed(episode.TerminationError, nil, "the workflow factory returned no workflow"), nil
 	}
 	epCtx, cancel := ctx, context.CancelFunc(func() {})
 	if e.opts.EpisodeTimeout > 0 {
@@ -404,24 +426,24 @@ func (e *Engine) once(ctx context.Context, task episode.Task, id string) *episod
 		case out = <-done:
 		case <-grace.C:
 			if ctx.Err() != nil {
-				return nil
+				return nil, nil
 			}
 			// The workflow ignores its context: leave it behind.
 			e.abandoned.Add(1)
-			return failed(episode.TerminationTimeout, nil, fmt.Sprintf("episode exceeded its timeout of %v", e.opts.EpisodeTimeout))
+			return failed(episode.TerminationTimeout, nil, fmt.Sprintf("episode exceeded its timeout of %v", e.opts.EpisodeTimeout)), nil
 		}
 	}
 	if ctx.Err() != nil {
-		return nil
+		return nil, nil
 	}
 	timedOut := errors.Is(epCtx.Err(), context.DeadlineExceeded)
 	switch {
 	case out.err != nil && timedOut:
-		return failed(episode.TerminationTimeout, out.ep, fmt.Sprintf("episode exceeded its timeout of %v: %v", e.opts.EpisodeTimeout, out.err))
+		return failed(episode.TerminationTimeout, out.ep, fmt.Sprintf("episode exceeded its timeout of %v: %v", e.opts.EpisodeTimeout, out.err)), out.err
 	case out.err != nil:
-		return failed(episode.TerminationError, out.ep, out.err.Error())
+		return failed(episode.TerminationError, out.ep, out.err.Error()), out.err
 	case out.ep == nil:
-		return failed(episode.TerminationError, nil, "the workflow returned no episode and no error")
+		return failed(episode.TerminationError, nil, "the workflow returned no episode and no error"), nil
 	}
 	ep := out.ep
 	ep.ID = id
@@ -434,7 +456,7 @@ func (e *Engine) once(ctx context.Context, task episode.Task, id string) *episod
 	if ep.TerminationReason == episode.TerminationError && ep.Error == "" {
 		ep.Error = "the workflow ended the episode with termination error"
 	}
-	return ep
+	return ep, nil
 }
 
 // Metrics returns the counters of every Run so far.

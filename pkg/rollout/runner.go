@@ -28,6 +28,10 @@ type RunnerOptions struct {
 	// (sampler.Seeded); requests are seeded only when their params carry
 	// a seed.
 	SeedSalt uint64
+	// TaskIndexBase is added to a task's index when naming a task that
+	// has no dataset id, so a phase that runs its batch's tasks one at a
+	// time (the asynchronous trainer) names them as a whole-batch run does.
+	TaskIndexBase int
 }
 
 // RunnerOptionsFromConfig reads the runner's keys.
@@ -54,7 +58,7 @@ func NewRunner(spec workflow.Spec, smp sampler.Sampler, params sampler.Params, n
 		NParallel:      o.NParallel,
 		RetryLimit:     o.RetryLimit,
 		EpisodeTimeout: o.EpisodeTimeout,
-		TaskID:         TaskID,
+		TaskID:         func(i int, task episode.Task) string { return TaskID(i+o.TaskIndexBase, task) },
 		OnEvent:        onEvent,
 	})
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/rllm-org/rllm-go/pkg/episode"
 	// Each registers its agent and env in init().
 	"github.com/rllm-org/rllm-go/pkg/tasks/arith"
+	"github.com/rllm-org/rllm-go/pkg/tasks/code"
 	"github.com/rllm-org/rllm-go/pkg/tasks/countdown"
 	"github.com/rllm-org/rllm-go/pkg/tasks/frozenlake"
 	_ "github.com/rllm-org/rllm-go/pkg/tasks/qa"
@@ -35,6 +36,9 @@ var generators = map[string]Generator{
 	},
 	"frozenlake": func(n int, seed uint64) ([]episode.Task, error) {
 		return frozenlake.Generate(n, seed, frozenlake.DefaultOptions)
+	},
+	"code": func(n int, seed uint64) ([]episode.Task, error) {
+		return code.Generate(n, seed, code.DefaultGenerateOptions)
 	},
 }
 

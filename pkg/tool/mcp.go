@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/url"
 	"os"
 	osexec "os/exec"
@@ -15,6 +16,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/rllm-org/rllm-go/internal/childenv"
+	"github.com/rllm-org/rllm-go/internal/procgroup"
 	"github.com/rllm-org/rllm-go/pkg/registry"
 	"github.com/rllm-org/rllm-go/pkg/sampler"
 	"github.com/rllm-org/rllm-go/pkg/usererr"
@@ -38,9 +40,6 @@ var mcpEntry = func() registry.Entry[struct{}] {
 	e, _ := r.Lookup("mcp")
 	return e
 }()
-
-// MCPServerArgs describes the settings of a tools.mcp entry.
-func MCPServerArgs() []registry.Arg { return mcpEntry.Args }
 
 // ParseMCPServer checks the settings of tools.mcp.NAME.
 func ParseMCPServer(name string, raw any) (MCPServer, error) {
@@ -89,30 +88,48 @@ func (s MCPServer) where() string {
 	return fmt.Sprintf("MCP server %s [%s]", s.Name, strings.Join(s.Command, " "))
 }
 
-// connectMCP connects to the server and lists its tools.
+// connectMCP connects to the server and lists its tools. A stdio server
+// runs in a process group of its own (internal/procgroup), killed as a
+// whole when the session closes or the connection fails, so a wrapper's
+// grandchild (npx, uv run) never outlives rllm and Close is bounded.
 func connectMCP(ctx context.Context, s MCPServer, environ []string) ([]Tool, func() error, error) {
-	var transport mcp.Transport
 	if s.URL != "" {
-		transport = &mcp.StreamableClientTransport{Endpoint: s.URL, DisableStandaloneSSE: true, MaxRetries: 2}
-	} else {
-		cmd := osexec.Command(s.Command[0], s.Command[1:]...)
-		cmd.Dir = s.Dir
-		if environ == nil {
-			environ = os.Environ()
-		}
-		cmd.Env = childenv.Build(environ, s.PassEnv, s.EnvVars)
-		cmd.Stderr = os.Stderr // the server's logs join rllm's
-		transport = &mcp.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}
+		return connectTransport(ctx, s, &mcp.StreamableClientTransport{Endpoint: s.URL, DisableStandaloneSSE: true, MaxRetries: 2}, nil)
 	}
-	return connectTransport(ctx, s, transport)
+	cmd := osexec.Command(s.Command[0], s.Command[1:]...)
+	procgroup.Configure(cmd, 0)
+	cmd.Dir = s.Dir
+	if environ == nil {
+		environ = os.Environ()
+	}
+	cmd.Env = childenv.Build(environ, s.PassEnv, s.EnvVars)
+	// The server's logs join rllm's; the tail names the cause of a failed
+	// connection.
+	tail := procgroup.NewTail(4 << 10)
+	cmd.Stderr = io.MultiWriter(os.Stderr, tail)
+	tools, closeFn, err := connectTransport(ctx, s, &mcp.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}, tail)
+	if err != nil {
+		_ = procgroup.Kill(cmd)
+		return nil, nil, err
+	}
+	return tools, func() error {
+		err := closeFn()
+		_ = procgroup.Kill(cmd)
+		return err
+	}, nil
 }
 
-func connectTransport(ctx context.Context, s MCPServer, transport mcp.Transport) ([]Tool, func() error, error) {
+func connectTransport(ctx context.Context, s MCPServer, transport mcp.Transport, stderr *procgroup.Tail) ([]Tool, func() error, error) {
 	cctx, cancel := context.WithTimeout(ctx, time.Duration(s.ConnectS*float64(time.Second)))
 	defer cancel()
 	client := mcp.NewClient(&mcp.Implementation{Name: "rllm", Version: "1"}, nil)
 	session, err := client.Connect(cctx, transport, nil)
 	if err != nil {
+		if stderr != nil {
+			if l := stderr.LastLine(); l != "" {
+				return nil, nil, fmt.Errorf("%s: cannot connect: %w; its stderr ends with: %s", s.where(), err, l)
+			}
+		}
 		return nil, nil, fmt.Errorf("%s: cannot connect: %w", s.where(), err)
 	}
 	var out []Tool

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -22,6 +23,8 @@ import (
 type Config struct {
 	// Builtin names registered tools (rllm list tools).
 	Builtin []string `json:"builtin,omitempty"`
+	// Args holds built-in tools' arguments by tool name (tools.args).
+	Args map[string]any `json:"args,omitempty"`
 	// MCP maps a server name to its settings: {command: [...]} for a
 	// server over stdio or {url: ...} for streamable HTTP (see MCPServer).
 	MCP map[string]any `json:"mcp,omitempty"`
@@ -49,6 +52,19 @@ func Check(c Config) error {
 			if errors.As(err, &ue) {
 				ue.Subject = fmt.Sprintf("tools.builtin[%d]", i)
 			}
+			errs = append(errs, err)
+		}
+	}
+	for name, raw := range c.Args {
+		if !slices.Contains(c.Builtin, name) {
+			errs = append(errs, &usererr.Error{Subject: "tools.args." + name, Msg: fmt.Sprintf("gives arguments to %q, which tools.builtin does not list; add it there or drop these arguments", name)})
+			continue
+		}
+		args, err := builtinArgs(name, raw)
+		if err == nil {
+			_, _, err = tools.Resolve(name, "tools.args."+name, args)
+		}
+		if err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -83,7 +99,15 @@ func Open(ctx context.Context, c Config) (*Set, error) {
 		s.timeout = time.Duration(c.CallTimeoutS * float64(time.Second))
 	}
 	for i, name := range c.Builtin {
-		t, err := New(name, fmt.Sprintf("tools.builtin[%d]", i), nil)
+		args, err := builtinArgs(name, c.Args[name])
+		if err != nil {
+			return nil, err
+		}
+		key := fmt.Sprintf("tools.builtin[%d]", i)
+		if args != nil {
+			key = "tools.args." + name
+		}
+		t, err := New(name, key, args)
 		if err != nil {
 			var ue *usererr.Error
 			if errors.As(err, &ue) && ue.Subject == "tool.name" {
@@ -245,7 +269,7 @@ type sharedSet struct {
 
 // Shared returns the Set for c, opened once per process and shared by
 // every episode that uses the same tools (MCP servers are connected once,
-// not per episode). CloseShared stops them.
+// not per episode); they live until the process ends.
 func Shared(ctx context.Context, c Config) (*Set, error) {
 	key, err := json.Marshal(c)
 	if err != nil {
@@ -269,15 +293,14 @@ func Shared(ctx context.Context, c Config) (*Set, error) {
 	return ss.set, ss.err
 }
 
-// CloseShared closes every Set Shared opened.
-func CloseShared() {
-	sharedMu.Lock()
-	all := shared
-	shared = map[string]*sharedSet{}
-	sharedMu.Unlock()
-	for _, ss := range all {
-		if ss.set != nil {
-			_ = ss.set.Close()
-		}
+// builtinArgs reads tools.args.NAME, which must be a mapping.
+func builtinArgs(name string, raw any) (map[string]any, error) {
+	if raw == nil {
+		return nil, nil
 	}
+	m, ok := raw.(map[string]any)
+	if !ok {
+		return nil, &usererr.Error{Subject: "tools.args." + name, Msg: fmt.Sprintf("must be a mapping of argument names to values, not %T", raw)}
+	}
+	return m, nil
 }

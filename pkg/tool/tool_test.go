@@ -6,7 +6,10 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -19,6 +22,16 @@ import (
 // TestMain doubles as a stdio MCP server when MCP_TEST_SERVER is set.
 func TestMain(m *testing.M) {
 	if os.Getenv("MCP_TEST_SERVER") == "1" {
+		if f := os.Getenv("MCP_TEST_GRANDCHILD_PIDFILE"); f != "" {
+			// A wrapper's real program: a grandchild holding stdout and
+			// stderr open.
+			gc := exec.Command("sleep", "300")
+			gc.Stdout, gc.Stderr = os.Stdout, os.Stderr
+			if err := gc.Start(); err != nil {
+				os.Exit(1)
+			}
+			os.WriteFile(f, []byte(strconv.Itoa(gc.Process.Pid)), 0o644)
+		}
 		if err := testServer().Run(context.Background(), &mcp.StdioTransport{}); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
@@ -109,7 +122,7 @@ func inMemory(t testing.TB) *Set {
 	}
 	t.Cleanup(func() { ss.Close() })
 	srv := MCPServer{Name: "mem", ConnectS: 5}
-	ts, closer, err := connectTransport(ctx, srv, ct)
+	ts, closer, err := connectTransport(ctx, srv, ct, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -249,7 +262,7 @@ func TestShared(t *testing.T) {
 	if a != b {
 		t.Fatal("the same config opened twice")
 	}
-	CloseShared()
+	closeShared()
 	if _, err := Shared(context.Background(), Config{Builtin: []string{"nope"}}); err == nil {
 		t.Fatal("no error")
 	}
@@ -296,6 +309,65 @@ func BenchmarkMCPCallHTTP(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		if r, err := s.Call(context.Background(), "add", `{"a": 1, "b": 2}`); err != nil || r.Text != "3" {
 			b.Fatal(r, err)
+		}
+	}
+}
+
+// A stdio server's descendants go with it when the set closes.
+func TestStdioServerGroupIsKilled(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	s, err := Open(context.Background(), Config{MCP: map[string]any{
+		"local": map[string]any{"command": []any{exe, "-test.run=^$"}, "env_vars": map[string]any{"MCP_TEST_SERVER": "1", "MCP_TEST_GRANDCHILD_PIDFILE": pidFile}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(pidFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, _ := strconv.Atoi(string(b))
+	closed := make(chan struct{})
+	go func() { s.Close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(time.Minute):
+		t.Fatal("Close is still waiting")
+	}
+	for i := 0; alive(pid); i++ {
+		if i == 100 {
+			t.Fatalf("the server's grandchild %d outlived Close", pid)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// alive reports a process that exists and is not a zombie.
+func alive(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	s := string(b)
+	if i := strings.LastIndexByte(s, ')'); i >= 0 && i+2 < len(s) {
+		return s[i+2] != 'Z'
+	}
+	return true
+}
+
+// closeShared closes every Set Shared opened.
+func closeShared() {
+	sharedMu.Lock()
+	all := shared
+	shared = map[string]*sharedSet{}
+	sharedMu.Unlock()
+	for _, ss := range all {
+		if ss.set != nil {
+			_ = ss.set.Close()
 		}
 	}
 }

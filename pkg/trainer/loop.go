@@ -17,6 +17,9 @@ import (
 // metrics (rLLM's names). The dataloader only moves on when the step
 // completes, so an interrupted step is redone, batch and all, on resume.
 func (t *Trainer) trainStep(ctx context.Context) (map[string]float64, error) {
+	if t.plan.Async.Enabled {
+		return t.asyncStep(ctx) // async.go
+	}
 	clock := newStopwatch(t.now)
 	before := t.loader.State()
 	batch := t.loader.Next()
@@ -132,6 +135,7 @@ func (t *Trainer) sampleGroups(ctx context.Context, tasks []episode.Task) ([]Gro
 	if err != nil {
 		return nil, nil, err
 	}
+	t.diag.noteEpisodes(phaseRollouts, eps)
 	groups, err := groupEpisodes(eps, t.plan.Train.N)
 	if err != nil {
 		return nil, nil, err
@@ -263,6 +267,9 @@ func updateMetrics(st UpdateStats) map[string]float64 {
 		}
 		if st.HasKL {
 			m["actor/kl_loss"] = st.KLLoss
+		}
+		if st.HasIS {
+			m["rollout_corr/rollout_is_mean"], m["rollout_corr/rollout_is_truncated_frac"], m["rollout_corr/log_ratio_mean"] = st.IS.Mean, st.IS.Truncated, st.IS.LogRatioMean
 		}
 	}
 	return m

@@ -1,6 +1,7 @@
 package trainer
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -10,6 +11,8 @@ import (
 
 	"github.com/rllm-org/rllm-go/pkg/backend"
 	"github.com/rllm-org/rllm-go/pkg/config"
+	"github.com/rllm-org/rllm-go/pkg/dataset"
+	"github.com/rllm-org/rllm-go/pkg/episode"
 	"github.com/rllm-org/rllm-go/pkg/ppo"
 	"github.com/rllm-org/rllm-go/pkg/rollout"
 	"github.com/rllm-org/rllm-go/pkg/sampler"
@@ -50,11 +53,67 @@ type Plan struct {
 	Update    UpdatePlan
 	Cadence   CadencePlan
 	Warmup    WarmupPlan
+	// Async is asynchronous training (async_training.*); zero when off.
+	Async AsyncPlan
 
 	Dir  string
 	Seed int
 	// Identity is what a resumed run must share with this one.
 	Identity RunIdentity
+
+	// schedule, once the training tasks are known (Describe), is printed
+	// by String.
+	schedule *Schedule
+}
+
+// Schedule is how much a run does, known once its training tasks are.
+type Schedule struct {
+	// Tasks is the training set's size, StepsPerEpoch the batches of
+	// DrawSize tasks it makes, Steps the run's length.
+	Tasks, StepsPerEpoch, Steps int
+}
+
+// Schedule counts the steps a run over the training tasks takes:
+// trainer.total_training_steps, else total_epochs passes over them. A set
+// that cannot fill one batch with data.drop_last is refused.
+func (p *Plan) Schedule(train []episode.Task) (Schedule, error) {
+	if n := p.DrawSize; p.DropLast && n > len(train) {
+		return Schedule{}, usererr.Errorf("data.train_batch_size: %d tasks per step (× rejection_sample.multiplier) is more than the training set's %d tasks, so there is no full batch; lower it, add tasks or set data.drop_last=false", n, len(train))
+	}
+	l, err := dataset.NewLoader(train, dataset.LoaderOptions{BatchSize: p.DrawSize, DropLast: p.DropLast})
+	if err != nil {
+		return Schedule{}, err
+	}
+	s := Schedule{Tasks: len(train), StepsPerEpoch: l.BatchesPerEpoch()}
+	s.Steps = p.TotalEpochs * s.StepsPerEpoch
+	if a := p.Async; a.Enabled {
+		// An async step is trigger_parameter_sync_step optimizer steps: a.GroupsPerStep() groups.
+		s.Steps = max(1, p.TotalEpochs*s.StepsPerEpoch*p.DrawSize/a.GroupsPerStep())
+	}
+	if p.TotalSteps != nil {
+		s.Steps = *p.TotalSteps
+	}
+	return s, nil
+}
+
+// Describe is the plan as `rllm train --dry-run` prints it: the
+// configuration's plan and the schedule of the run over its training
+// tasks, read or generated as the run would.
+func Describe(ctx context.Context, c *config.Config) (string, error) {
+	p, err := NewPlan(c)
+	if err != nil {
+		return "", err
+	}
+	train, _, err := loadTasks(ctx, c, Options{})
+	if err != nil {
+		return "", err
+	}
+	s, err := p.Schedule(train)
+	if err != nil {
+		return "", err
+	}
+	p.schedule = &s
+	return p.String(), nil
 }
 
 // RolloutPlan is one phase's sampling: N episodes per task with Params.
@@ -136,8 +195,11 @@ type UpdatePlan struct {
 	// into the advantages): sent by name, it spares the forward pass.
 	// Empty runs the loss client side.
 	Builtin string
-	LR      LRSchedule
-	Adam    backend.AdamParams // LearningRate set per step
+	// Correction is the off-policy correction of the loss
+	// (algorithm.rollout_correction).
+	Correction CorrectionPlan
+	LR         LRSchedule
+	Adam       backend.AdamParams // LearningRate set per step
 }
 
 // LRSchedule is Hugging Face's warm-up then constant or cosine, as verl
@@ -218,11 +280,23 @@ func NewPlan(c *config.Config) (*Plan, error) {
 	}
 
 	// Backend and where rollouts come from.
-	if !slices.Contains(backend.Names(), c.Backend.Name) {
+	kind, known := backend.KindOf(c.Backend.Name)
+	if !known {
 		refuse("backend.name: the %s backend is not available in this build; use one of %s", c.Backend.Name, strings.Join(backend.Names(), ", "))
 	}
 	if c.Rollout.Engine != "auto" {
-		p.Remote = RemotePlan{Enabled: true, Endpoints: c.Rollout.Endpoints}
+		p.Remote = RemotePlan{Enabled: true}
+		// One spelling of each endpoint (http://h:8000/v1/ is
+		// http://h:8000), so the publisher posts to the right routes and
+		// a dropped endpoint is matched by the rollout client.
+		for _, e := range c.Rollout.Endpoints {
+			n, err := rollout.NormalizeEndpoint(e)
+			if err != nil {
+				refuse("%v", err)
+				continue
+			}
+			p.Remote.Endpoints = append(p.Remote.Endpoints, n)
+		}
 		switch {
 		case c.Backend.Name == "local" && c.Rollout.Engine == "vllm":
 			refuse("rollout.engine: vLLM cannot load the embedded policy; serve it with rllm serve (SGLang's weight API) and use rollout.engine=sglang or openai")
@@ -353,6 +427,9 @@ func NewPlan(c *config.Config) (*Plan, error) {
 		refuse("actor.entropy_coeff: %g must be a finite number", a.EntropyCoeff)
 	} else {
 		lc.EntropyCoeff = a.EntropyCoeff
+		if known && a.EntropyCoeff != 0 && !kind.Entropy {
+			errs = append(errs, entropyRefusal(c.Backend.Name))
+		}
 	}
 	p.Reference.Path = a.RefPath
 	if a.RefPath != "" && !p.Reference.Needed {
@@ -372,6 +449,8 @@ func NewPlan(c *config.Config) (*Plan, error) {
 			Cosine: o.LRScheduler == "cosine", MinRatio: o.MinLRRatio},
 		Adam: backend.AdamParams{Beta1: o.Betas[0], Beta2: o.Betas[1], Eps: o.Eps, WeightDecay: o.WeightDecay, GradClipNorm: o.GradClip},
 	}
+
+	p.Update.Correction, p.Async = correctionAndAsync(c, p, refuse)
 
 	// Data sizes known before any file is read.
 	if !c.Workflow.UseWorkflow && len(c.Data.TrainFiles) == 0 {
@@ -414,14 +493,21 @@ func (p *Plan) CheckBackend(info backend.ModelInfo) error {
 		return usererr.Errorf("backend.name: the %s backend (%s) has no cross_entropy loss, which the trainer's client-side policy losses run on", p.Backend, info.Name)
 	}
 	if p.Update.Loss.EntropyCoeff != 0 && !info.Entropy {
-		return usererr.Errorf("actor.entropy_coeff: the %s backend does not return per-token entropies (the Tinker API never does), so the entropy bonus cannot be computed; set it to 0", p.Backend)
+		return entropyRefusal(p.Backend)
 	}
 	// A loss the backend computes itself, exactly, is sent by name.
 	l := p.Update.Loss
-	if l.Loss == ppo.LossImportanceSampling && l.KLCoef == 0 && l.EntropyCoeff == 0 && slices.Contains(info.SupportedLosses, backend.LossImportanceSampling) {
+	if l.Loss == ppo.LossImportanceSampling && l.KLCoef == 0 && l.EntropyCoeff == 0 && !p.Update.Correction.Decoupled && slices.Contains(info.SupportedLosses, backend.LossImportanceSampling) {
 		p.Update.Builtin = backend.LossImportanceSampling
 	}
 	return nil
+}
+
+// entropyRefusal is what NewPlan (from the backend kind's declaration)
+// and CheckBackend (from the opened model) say when the backend returns
+// no entropies, so validate-config and train refuse with the same words.
+func entropyRefusal(backendName string) error {
+	return usererr.Errorf("actor.entropy_coeff: the %s backend does not return per-token entropies (the Tinker API never does), so the entropy bonus cannot be computed; set it to 0", backendName)
 }
 
 // Adam is the optimizer setting of training step s of total.
@@ -439,11 +525,25 @@ func (p *Plan) String() string {
 	}
 	line("backend", "%s", p.Backend)
 	line("workflow", "%s", p.Workflow)
-	steps := fmt.Sprintf("%d epochs", p.TotalEpochs)
-	if p.TotalSteps != nil {
-		steps = fmt.Sprintf("%d steps", *p.TotalSteps)
+	switch sc := p.schedule; {
+	case sc == nil:
+		steps := plural(p.TotalEpochs, "epoch")
+		if p.TotalSteps != nil {
+			steps = plural(*p.TotalSteps, "step")
+		}
+		line("data", "%d tasks per step (drawn %d), %s, shuffle %t", p.BatchSize, p.DrawSize, steps, p.Shuffle)
+	default:
+		line("data", "%d tasks per step (drawn %d) from %s, shuffle %t", p.BatchSize, p.DrawSize, plural(sc.Tasks, "training task"), p.Shuffle)
+		how, perStep := fmt.Sprintf("%s of %d", plural(p.TotalEpochs, "epoch"), sc.StepsPerEpoch), p.DrawSize
+		if p.Async.Enabled {
+			perStep = p.Async.GroupsPerStep()
+			how = fmt.Sprintf("%s of %s, %d a step", plural(p.TotalEpochs, "epoch"), plural(sc.Tasks, "task"), perStep)
+		}
+		if p.TotalSteps != nil {
+			how = "trainer.total_training_steps"
+		}
+		line("steps", "%d (%s): %s drawn, %s", sc.Steps, how, plural(sc.Steps*perStep, "task"), plural(sc.Steps*perStep*p.Train.N, "episode"))
 	}
-	line("data", "%d tasks per step (drawn %d), %s, shuffle %t", p.BatchSize, p.DrawSize, steps, p.Shuffle)
 	line("rollouts", "%d per task, temperature %g, max %d tokens; validation %d per task at temperature %g",
 		p.Train.N, p.Train.Params.Temperature, p.Train.Params.MaxTokens, p.Val.N, p.Val.Params.Temperature)
 	if p.Remote.Enabled {
@@ -502,13 +602,25 @@ func (p *Plan) String() string {
 		}
 		line("reference", "%s", ref)
 	}
-	line("update", "%d task groups per mini-batch, %d epochs, lr %g", p.Update.MiniBatchTasks, p.Update.Epochs, p.Update.LR.Base)
+	line("update", "%d task groups per mini-batch, %s, lr %g", p.Update.MiniBatchTasks, plural(p.Update.Epochs, "epoch"), p.Update.LR.Base)
+	line("off-policy", "%s", p.Update.Correction)
+	if p.Async.Enabled {
+		line("async", "%s", p.Async)
+	}
 	if p.Warmup.Steps > 0 {
 		line("warm-up", "%d steps at lr %g", p.Warmup.Steps, p.Warmup.LR)
 	}
 	line("cadence", "validate every %d, save every %d, keep %s checkpoints", p.Cadence.TestFreq, p.Cadence.SaveFreq, keepString(p.Cadence.MaxCkptToKeep))
 	line("output", "%s", p.Dir)
 	return b.String()
+}
+
+// plural is "1 epoch", "25 epochs".
+func plural(n int, unit string) string {
+	if n == 1 {
+		return "1 " + unit
+	}
+	return fmt.Sprintf("%d %ss", n, unit)
 }
 
 func durationOrNone(d time.Duration) string {

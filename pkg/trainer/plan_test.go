@@ -1,9 +1,14 @@
 package trainer
 
 import (
+	"context"
+	"strings"
 	"testing"
 
+	"github.com/rllm-org/rllm-go/pkg/backend"
+	_ "github.com/rllm-org/rllm-go/pkg/backend/tinker" // registers backend.name=tinker
 	"github.com/rllm-org/rllm-go/pkg/config"
+	"github.com/rllm-org/rllm-go/pkg/usererr"
 )
 
 // actor.use_kl_loss and kl_loss_coef left null take the backend's
@@ -67,5 +72,49 @@ func TestWarmupUsesFormatExamples(t *testing.T) {
 		if p.Warmup.Steps != tt.steps || (p.Warmup.Format != nil) != tt.withFormat {
 			t.Errorf("%v: warm-up of %d steps, format examples %v; want %d, %v", tt.sets, p.Warmup.Steps, p.Warmup.Format != nil, tt.steps, tt.withFormat)
 		}
+	}
+}
+
+// What a backend kind can never do is refused by NewPlan (validate-config,
+// train --dry-run) with the words CheckBackend uses once connected, and
+// the plan never prints a term the backend would refuse.
+func TestPlanRefusesWhatTheBackendKindCannotDo(t *testing.T) {
+	tinker := []string{"backend.name=tinker"}
+	for _, tt := range []struct {
+		sets []string
+		want string // "" means the plan is accepted
+	}{
+		{append(tinker, "actor.entropy_coeff=0.01"), "actor.entropy_coeff: the tinker backend does not return per-token entropies (the Tinker API never does), so the entropy bonus cannot be computed; set it to 0"},
+		{append(tinker, "actor.entropy_coeff=0"), ""},
+		{[]string{"actor.entropy_coeff=0.01"}, ""},
+	} {
+		c, err := config.FromOverrides(tt.sets)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := NewPlan(c)
+		switch {
+		case tt.want == "" && err != nil:
+			t.Errorf("%v: %v", tt.sets, err)
+		case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+			t.Errorf("%v: got %v, want an error containing %q", tt.sets, err, tt.want)
+		case tt.want != "" && usererr.ExitCode(context.Background(), err) != usererr.ExitUsage:
+			t.Errorf("%v: exit code %d, want %d", tt.sets, usererr.ExitCode(context.Background(), err), usererr.ExitUsage)
+		}
+		if err == nil && c.Backend.Name == "tinker" {
+			// Once connected, CheckBackend says the same.
+			if err := p.CheckBackend(backend.ModelInfo{SupportedLosses: []string{backend.LossCrossEntropy}}); err != nil {
+				t.Errorf("%v: accepted by the plan, refused once connected: %v", tt.sets, err)
+			}
+		}
+	}
+	c, _ := config.FromOverrides(nil)
+	p, err := NewPlan(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Update.Loss.EntropyCoeff, p.Backend = 0.01, "tinker"
+	if err := p.CheckBackend(backend.ModelInfo{SupportedLosses: []string{backend.LossCrossEntropy}}); err == nil || !strings.Contains(err.Error(), "actor.entropy_coeff: the tinker backend does not return per-token entropies (the Tinker API never does)") {
+		t.Errorf("CheckBackend: %v", err)
 	}
 }

@@ -3,6 +3,7 @@ package trainer
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -104,31 +105,37 @@ func TestTrainStopsWhenAServerRefusesWeights(t *testing.T) {
 	}
 }
 
-// BenchmarkPublishToTwoServers is the time from an optimizer step to new
-// rollouts on its weights with two local rllm serve endpoints: saving the
-// default-size embedded policy and both servers loading it
+// BenchmarkPublishToServers is the time from an optimizer step to new
+// rollouts on its weights with 1, 2 and 4 local rllm serve endpoints:
+// saving the default-size embedded policy and every server loading it
 // (update_weights_from_disk).
-func BenchmarkPublishToTwoServers(b *testing.B) {
-
-	c, err := config.FromOverrides([]string{"trainer.default_local_dir=" + filepath.ToSlash(b.TempDir()), "backend.local.warmup_steps=0"})
-	if err != nil {
-		b.Fatal(err)
-	}
-	urls := []string{serveLike(b, c), serveLike(b, c)}
-	c, _ = config.FromOverrides([]string{"trainer.default_local_dir=" + filepath.ToSlash(b.TempDir()), "backend.local.warmup_steps=0",
-		"rollout.engine=openai", "rollout.endpoints=[" + strings.Join(urls, ",") + "]", "rollout.model=policy"})
-	client := mustClient(b, "policy", urls...)
-	tr, err := New(context.Background(), c, Options{Rollouts: client})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer tr.Close()
-	b.ResetTimer()
-	for b.Loop() {
-		tr.step++
-		if err := tr.publish(context.Background()); err != nil {
-			b.Fatal(err)
-		}
+func BenchmarkPublishToServers(b *testing.B) {
+	for _, n := range []int{1, 2, 4} {
+		b.Run(fmt.Sprintf("endpoints=%d", n), func(b *testing.B) {
+			c, err := config.FromOverrides([]string{"trainer.default_local_dir=" + filepath.ToSlash(b.TempDir()), "backend.local.warmup_steps=0"})
+			if err != nil {
+				b.Fatal(err)
+			}
+			var urls []string
+			for range n {
+				urls = append(urls, serveLike(b, c))
+			}
+			c, _ = config.FromOverrides([]string{"trainer.default_local_dir=" + filepath.ToSlash(b.TempDir()), "backend.local.warmup_steps=0",
+				"rollout.engine=openai", "rollout.endpoints=[" + strings.Join(urls, ",") + "]", "rollout.model=policy"})
+			client := mustClient(b, "policy", urls...)
+			tr, err := New(context.Background(), c, Options{Rollouts: client})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer tr.Close()
+			b.ResetTimer()
+			for b.Loop() {
+				tr.step++
+				if err := tr.publish(context.Background()); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
 
@@ -176,4 +183,46 @@ func mustClient(t testing.TB, model string, urls ...string) *rollout.Client {
 	}
 	t.Cleanup(c.Close)
 	return c
+}
+
+// The new user's run: rllm serve's context (48 here) is smaller than
+// rollout.max_tokens. With the context read from /v1/models (Check) the
+// replies are capped to fit and the run samples; without it every
+// request is refused, every episode ends max_prompt_length_exceeded, and
+// the first warning names that cause with the server's message.
+func TestTrainFitsRepliesToTheServersContext(t *testing.T) {
+	for _, checked := range []bool{true, false} {
+		t.Run(map[bool]string{true: "context known", false: "context unknown"}[checked], func(t *testing.T) {
+			base := smallConfig(t)
+			url := serveLike(t, base)
+			c := smallConfig(t, "rollout.engine=openai", "rollout.endpoints=["+url+"]", "rollout.model=policy",
+				"trainer.total_training_steps=2", "backend.local.warmup_steps=0", "rollout.max_tokens=512")
+			client := mustClient(t, "policy", url)
+			if checked {
+				if err := client.Check(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+			}
+			tr, err := New(context.Background(), c, Options{Rollouts: client})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tr.Close()
+			res, err := tr.Train(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			refused := res.Last["batch/termination_reason/max_prompt_length_exceeded"]
+			if checked {
+				if res.Last["rollout/response_tokens"] == 0 || refused != 0 || len(res.Warnings) != 0 {
+					t.Fatalf("metrics %v warnings %+v: want sampled replies, none refused, no warning", res.Last, res.Warnings)
+				}
+				return
+			}
+			if refused != 1 || len(res.Warnings) == 0 || res.Warnings[0].Kind != WarnFirstTurn || res.Warnings[0].Step != 1 ||
+				!strings.Contains(res.Warnings[0].Message, "maximum context length is 48 tokens") {
+				t.Fatalf("metrics %v warnings %+v: want every episode refused and the cause named at step 1", res.Last, res.Warnings)
+			}
+		})
+	}
 }

@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"sync"
 	"time"
 
 	"github.com/rllm-org/rllm-go/internal/atomicfile"
@@ -22,7 +21,6 @@ import (
 	"github.com/rllm-org/rllm-go/pkg/progress"
 	"github.com/rllm-org/rllm-go/pkg/promserve"
 	"github.com/rllm-org/rllm-go/pkg/rollout"
-	"github.com/rllm-org/rllm-go/pkg/sampler"
 	"github.com/rllm-org/rllm-go/pkg/usererr"
 )
 
@@ -83,6 +81,9 @@ type Trainer struct {
 	totalSteps int
 	step       int // the last completed training step
 	savedStep  int // the step of the newest checkpoint, -1 before any
+	// resumedFrom is the checkpoint directory the run resumed from ("" if
+	// none); pruning never removes it (checkpoint.go).
+	resumedFrom string
 
 	ws        ppo.Workspace
 	metrics   *metricsSink
@@ -90,6 +91,7 @@ type Trainer struct {
 	prom      *promserve.Metrics       // trainer.metrics_addr
 	promSrv   *promserve.Server
 	diag      *diagnosis
+	async     *asyncRun // the rollout producer of async_training
 }
 
 // New reads the configuration into a plan (refusing what the trainer
@@ -105,6 +107,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Trainer, error
 		return nil, err
 	}
 	t := &Trainer{plan: plan, opts: opts, now: opts.Now, savedStep: -1, chat: &swapSampler{}, diag: newDiagnosis()}
+	t.chat.step, t.chat.remote = func() int { return t.step }, plan.Remote.Mode // step is read by swap, on the trainer's goroutine
 	if t.now == nil {
 		t.now = time.Now
 	}
@@ -131,8 +134,9 @@ func (t *Trainer) open(ctx context.Context, cfg *config.Config) error {
 	if t.train, t.val, err = loadTasks(ctx, cfg, t.opts); err != nil {
 		return err
 	}
-	if n := t.plan.DrawSize; t.plan.DropLast && n > len(t.train) {
-		return usererr.Errorf("data.train_batch_size: %d tasks per step (× rejection_sample.multiplier) is more than the training set's %d tasks, so there is no full batch; lower it, add tasks or set data.drop_last=false", n, len(t.train))
+	sched, err := t.plan.Schedule(t.train)
+	if err != nil {
+		return err
 	}
 	t.loader, err = dataset.NewLoader(t.train, dataset.LoaderOptions{
 		BatchSize: t.plan.DrawSize, Shuffle: t.plan.Shuffle, Seed: t.plan.DataSeed, DropLast: t.plan.DropLast,
@@ -140,10 +144,7 @@ func (t *Trainer) open(ctx context.Context, cfg *config.Config) error {
 	if err != nil {
 		return err
 	}
-	t.totalSteps = t.plan.TotalEpochs * t.loader.BatchesPerEpoch()
-	if s := t.plan.TotalSteps; s != nil {
-		t.totalSteps = *s
-	}
+	t.totalSteps = sched.Steps
 	t.openBackend = func(ctx context.Context, weights string) (backend.TrainingBackend, error) {
 		return backend.Open(ctx, cfg, backend.OpenOptions{Weights: weights, Log: t.opts.Log, Getenv: t.opts.Getenv, ReadFile: t.opts.ReadFile})
 	}
@@ -155,11 +156,11 @@ func (t *Trainer) open(ctx context.Context, cfg *config.Config) error {
 	if err := t.plan.CheckBackend(t.be.Info()); err != nil {
 		return err
 	}
+	if err := t.plan.checkAsyncBackend(t.be); err != nil {
+		return err
+	}
 	return t.openRemote()
 }
-
-// Plan is the plan the trainer runs.
-func (t *Trainer) Plan() *Plan { return t.plan }
 
 // Close releases the backend and the metrics file.
 func (t *Trainer) Close() error {
@@ -193,6 +194,7 @@ type Result struct {
 	// trainer.val_before_train), to compare Val with.
 	FirstVal     map[string]float64
 	firstValStep int
+	best, last   valRecord
 	// Warnings are the stalls and collapses the run noticed.
 	Warnings []Warning
 }
@@ -206,6 +208,7 @@ func (t *Trainer) Train(ctx context.Context) (*Result, error) {
 	if err := t.start(ctx); err != nil {
 		return nil, err
 	}
+	defer t.stopAsync()
 	if t.plan.Cadence.ValOnly || (t.plan.Cadence.ValBeforeTrain && t.step == 0) {
 		if len(t.val) > 0 {
 			v, err := t.validate(ctx)
@@ -221,6 +224,9 @@ func (t *Trainer) Train(ctx context.Context) (*Result, error) {
 		res.Steps = t.step
 		return res, nil
 	}
+	if t.step >= t.totalSteps {
+		return t.complete(res), nil
+	}
 	steps := t.progress().Start("train", "steps", int64(t.totalSteps-t.step))
 	defer steps.Done()
 	for t.step < t.totalSteps {
@@ -230,12 +236,19 @@ func (t *Trainer) Train(ctx context.Context) (*Result, error) {
 		}
 		t.step++
 		res.Steps, res.Last = t.step, m
+		if ctx.Err() != nil {
+			// Interrupted after the step's optimizer call was sent: the
+			// server applied it, so the step is kept and checkpointed as
+			// done (commitStep), never trained again on resume.
+			t.metrics.write(t.step, m)
+			return res, t.stopped(ctx, res, ctx.Err())
+		}
 		published := t.now()
 		if err := t.publish(ctx); err != nil {
 			err = fmt.Errorf("publishing the weights of step %d: %w", t.step, err)
+			t.metrics.write(t.step, m) // the step trained (its checkpoint follows): keep its record
 			if ctx.Err() == nil {
-				// The step trained: keep it, so a fixed server resumes from here.
-				t.metrics.write(t.step, m)
+				// Keep the step, so a fixed server resumes from here.
 				if dir, cerr := t.checkpoint(ctx); cerr == nil {
 					res.Checkpoint = dir
 					t.logf("checkpoint %s written before stopping", dir)
@@ -270,9 +283,10 @@ func (t *Trainer) Train(ctx context.Context) (*Result, error) {
 		return res, err
 	}
 	res.Steps = t.step
+	steps.Done() // the bar goes before the last lines
 	t.logf("done: %d steps; checkpoint %s", t.step, res.Checkpoint)
-	if res.FirstVal != nil && res.Val != nil {
-		t.logf("validation pass@1: %.3f at step %d -> %.3f at step %d", res.FirstVal["val/pass@1"], res.firstValStep, res.Val["val/pass@1"], t.step)
+	if line, ok := res.valSummary(); ok {
+		t.logf("%s", line)
 	}
 	return res, nil
 }
@@ -328,7 +342,7 @@ func (t *Trainer) start(ctx context.Context) error {
 	if err := t.publish(ctx); err != nil {
 		return err
 	}
-	if !t.plan.Cadence.ValOnly {
+	if !t.plan.Cadence.ValOnly && t.step < t.totalSteps {
 		t.logf("training %d steps (%d tasks, %d per step, %d episodes each) on backend %s with %s; checkpoints in %s",
 			t.totalSteps-t.step, len(t.train), t.plan.BatchSize, t.plan.Train.N, t.plan.Backend, t.plan.Advantage.Estimators.Default, t.plan.Dir)
 	}
@@ -372,9 +386,7 @@ func (t *Trainer) observe(m map[string]float64) {
 // collapse and reports each new one: one line on the log and an event in
 // metrics.jsonl.
 func (t *Trainer) diagnose(m map[string]float64, res *Result) {
-	if _, ok := m["val/pass@1"]; ok && res.FirstVal == nil {
-		res.FirstVal, res.firstValStep = m, t.step
-	}
+	res.noteVal(t.step, m)
 	for _, w := range t.diag.observe(t.step, m) {
 		res.Warnings = append(res.Warnings, w)
 		t.metrics.warn(w)
@@ -413,6 +425,13 @@ func (t *Trainer) stopped(ctx context.Context, res *Result, err error) error {
 // publish makes the current weights the ones every new episode samples
 // from; episodes in flight keep the snapshot they started with.
 func (t *Trainer) publish(ctx context.Context) error {
+	if t.async != nil {
+		return t.async.publish(ctx, t.publishNow)
+	}
+	return t.publishNow(ctx)
+}
+
+func (t *Trainer) publishNow(ctx context.Context) error {
 	if t.publisher != nil {
 		return t.publishRemote(ctx)
 	}
@@ -434,29 +453,6 @@ func (t *Trainer) logf(format string, args ...any) {
 		return
 	}
 	t.say(msg)
-}
-
-// swapSampler is the chat sampler over the newest published weights;
-// before the first publication it refuses to sample.
-type swapSampler struct {
-	mu  sync.RWMutex
-	cur sampler.Sampler
-}
-
-func (s *swapSampler) swap(next sampler.Sampler) {
-	s.mu.Lock()
-	s.cur = next
-	s.mu.Unlock()
-}
-
-func (s *swapSampler) Sample(ctx context.Context, req sampler.Request) (sampler.Response, error) {
-	s.mu.RLock()
-	cur := s.cur
-	s.mu.RUnlock()
-	if cur == nil {
-		return sampler.Response{}, errors.New("trainer: no weights published yet")
-	}
-	return cur.Sample(ctx, req)
 }
 
 func merge(dst, src map[string]float64) {

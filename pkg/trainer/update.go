@@ -2,6 +2,7 @@ package trainer
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/rllm-org/rllm-go/pkg/backend"
 	"github.com/rllm-org/rllm-go/pkg/ppo"
@@ -139,6 +140,9 @@ func updateBuiltin(ctx context.Context, be backend.TrainingBackend, p *UpdatePla
 				}
 				datums[i].LossFnInputs.Logprobs, datums[i].LossFnInputs.Advantages = lp, adv
 			}
+			if ctx, err = commitStep(ctx); err != nil {
+				return st, err
+			}
 			fb := be.ForwardBackward(ctx, datums, loss)
 			opt := be.OptimStep(ctx, adam)
 			out, err := fb.Result(ctx)
@@ -218,13 +222,38 @@ func entropyWeights(mb []*Sample, datums []backend.Datum, in *ppo.LossInput, cfg
 	return nil
 }
 
+// commitStep is called before a step's optimizer call is queued. Once
+// optim_step is sent the server applies it even after Ctrl-C, so from the
+// first one on the step must finish (every mini-batch of it) and be
+// checkpointed as the next step, never rewound: a checkpoint labelled t
+// holding part of step t+1 would train t+1 twice on resume. It refuses a
+// step whose context is already cancelled, before anything changed the
+// weights, and otherwise returns a context that is not cancelled with
+// ctx (the backend's own request deadlines still bound every call).
+func commitStep(ctx context.Context) (context.Context, error) {
+	if isCommitted(ctx) {
+		return ctx, nil
+	}
+	if err := ctx.Err(); err != nil {
+		return ctx, err
+	}
+	return context.WithValue(context.WithoutCancel(ctx), committedKey{}, true), nil
+}
+
+type committedKey struct{}
+
+func isCommitted(ctx context.Context) bool { return ctx.Value(committedKey{}) != nil }
+
 // UpdateStats are the averages over a step's optimizer steps.
 type UpdateStats struct {
 	Updates                           int
 	PGLoss, ClipFrac, PPOKL, GradNorm float64
 	Entropy, KLLoss                   float64
 	HasEntropy, HasKL                 bool
-	TrainedTokens, TrainedSamples     int
+	// IS sums the rollout importance weights' metrics (decoupled mode).
+	IS                            ppo.ISMetrics
+	HasIS                         bool
+	TrainedTokens, TrainedSamples int
 }
 
 // update runs plan.Epochs passes over the mini-batches, one optimizer
@@ -238,18 +267,34 @@ func update(ctx context.Context, be backend.TrainingBackend, p *UpdatePlan, mini
 	if p.Builtin != "" {
 		return updateBuiltin(ctx, be, p, mini, adam)
 	}
+	prox, err := proximalLogprobs(ctx, be, p, mini)
+	if err != nil {
+		return st, err
+	}
 	for epoch := 0; epoch < p.Epochs; epoch++ {
 		for k, mb := range mini {
 			datums := make([]backend.Datum, len(mb))
 			for i, s := range mb {
 				datums[i] = datumOf(&s.Sequence)
 			}
+			if prox != nil && epoch == 0 && k == 0 {
+				// π_old is the policy as the update starts: its forward pass
+				// is also the first mini-batch's current one.
+				outs := prox[0]
+				if ctx, err = commitStep(ctx); err != nil {
+					return st, err
+				}
+				if err := step(ctx, be, p, mb, datums, outs, false, adam, &st, epoch, prox[k]); err != nil {
+					return st, err
+				}
+				continue
+			}
 			// Before the first optimizer step the policy is the one that
 			// sampled: with OnPolicyFirst its logprobs are the sampling ones
 			// and the forward pass is skipped (ratio 1, as the cookbook's
 			// importance-sampling loss assumes); the entropies then come from
 			// forward_backward, which runs on the same weights.
-			skipForward := p.OnPolicyFirst && epoch == 0 && k == 0 && p.Loss.EntropyCoeff == 0
+			skipForward := p.OnPolicyFirst && prox == nil && epoch == 0 && k == 0 && p.Loss.EntropyCoeff == 0
 			var outs []backend.LossFnOutput
 			if skipForward {
 				outs = samplingOutputs(mb)
@@ -260,51 +305,15 @@ func update(ctx context.Context, be backend.TrainingBackend, p *UpdatePlan, mini
 				}
 				outs = fwd.LossFnOutputs
 			}
-			in, err := lossInput(mb, outs)
-			if err != nil {
+			var px []backend.LossFnOutput
+			if prox != nil {
+				px = prox[k]
+			}
+			if ctx, err = commitStep(ctx); err != nil {
 				return st, err
 			}
-			grad := make([]float64, len(in.Logprobs))
-			res, err := ppo.PolicyLoss(&in, &p.Loss, grad)
-			if err != nil {
+			if err := step(ctx, be, p, mb, datums, outs, skipForward, adam, &st, epoch, px); err != nil {
 				return st, err
-			}
-			gradientWeights(mb, datums, in.Offsets, grad)
-			if p.Loss.EntropyCoeff != 0 {
-				if err := entropyWeights(mb, datums, &in, &p.Loss); err != nil {
-					return st, err
-				}
-			}
-			fb := be.ForwardBackward(ctx, datums, ce)
-			opt := be.OptimStep(ctx, adam)
-			fbOut, err := fb.Result(ctx)
-			if err != nil {
-				return st, err
-			}
-			hasEntropy := in.Entropies != nil
-			if skipForward {
-				if res.Metrics.Entropy, err = aggregatedEntropy(mb, fbOut.LossFnOutputs, &in, &p.Loss); err != nil {
-					return st, err
-				}
-				hasEntropy = res.Metrics.Entropy >= 0
-			}
-			out, err := opt.Result(ctx)
-			if err != nil {
-				return st, err
-			}
-			st.Updates++
-			st.PGLoss += res.Metrics.PGLoss
-			st.ClipFrac += res.Metrics.ClipFrac
-			st.PPOKL += res.Metrics.PPOKL
-			st.GradNorm += out.Metrics["grad_norm"]
-			st.Entropy += res.Metrics.Entropy
-			st.KLLoss += res.Metrics.KLLoss
-			st.HasEntropy, st.HasKL = hasEntropy, p.Loss.KLCoef != 0
-			if epoch == 0 {
-				st.TrainedSamples += len(mb)
-				for _, m := range in.Mask {
-					st.TrainedTokens += int(m)
-				}
 			}
 		}
 	}
@@ -312,6 +321,130 @@ func update(ctx context.Context, be backend.TrainingBackend, p *UpdatePlan, mini
 		u := float64(st.Updates)
 		st.PGLoss, st.ClipFrac, st.PPOKL, st.GradNorm = st.PGLoss/u, st.ClipFrac/u, st.PPOKL/u, st.GradNorm/u
 		st.Entropy, st.KLLoss = st.Entropy/u, st.KLLoss/u
+		st.IS.Mean, st.IS.Truncated, st.IS.LogRatioMean = st.IS.Mean/u, st.IS.Truncated/u, st.IS.LogRatioMean/u
 	}
 	return st, nil
+}
+
+// step is one optimizer step on one mini-batch: the loss and its gradient
+// in pkg/ppo from the current logprobs outs (with the off-policy
+// correction against prox, the π_old outputs, when given), then
+// forward_backward with cross_entropy and the optimizer step queued
+// behind it. skipForward says outs are the sampling logprobs standing in
+// for a forward pass.
+func step(ctx context.Context, be backend.TrainingBackend, p *UpdatePlan, mb []*Sample, datums []backend.Datum, outs []backend.LossFnOutput, skipForward bool, adam backend.AdamParams, st *UpdateStats, epoch int, prox []backend.LossFnOutput) error {
+	ce := backend.Loss{Name: backend.LossCrossEntropy}
+	in, err := lossInput(mb, outs)
+	if err != nil {
+		return err
+	}
+	if prox != nil {
+		is, err := correct(&in, mb, prox, p.Correction)
+		if err != nil {
+			return err
+		}
+		st.IS.Mean += is.Mean
+		st.IS.Truncated += is.Truncated
+		st.IS.LogRatioMean += is.LogRatioMean
+		st.HasIS = true
+	}
+	grad := make([]float64, len(in.Logprobs))
+	res, err := ppo.PolicyLoss(&in, &p.Loss, grad)
+	if err != nil {
+		return err
+	}
+	gradientWeights(mb, datums, in.Offsets, grad)
+	if p.Loss.EntropyCoeff != 0 {
+		if err := entropyWeights(mb, datums, &in, &p.Loss); err != nil {
+			return err
+		}
+	}
+	fb := be.ForwardBackward(ctx, datums, ce)
+	opt := be.OptimStep(ctx, adam)
+	fbOut, err := fb.Result(ctx)
+	if err != nil {
+		return err
+	}
+	hasEntropy := in.Entropies != nil
+	if skipForward {
+		if res.Metrics.Entropy, err = aggregatedEntropy(mb, fbOut.LossFnOutputs, &in, &p.Loss); err != nil {
+			return err
+		}
+		hasEntropy = res.Metrics.Entropy >= 0
+	}
+	out, err := opt.Result(ctx)
+	if err != nil {
+		return err
+	}
+	st.Updates++
+	st.PGLoss += res.Metrics.PGLoss
+	st.ClipFrac += res.Metrics.ClipFrac
+	st.PPOKL += res.Metrics.PPOKL
+	st.GradNorm += out.Metrics["grad_norm"]
+	st.Entropy += res.Metrics.Entropy
+	st.KLLoss += res.Metrics.KLLoss
+	st.HasEntropy, st.HasKL = hasEntropy, p.Loss.KLCoef != 0
+	if epoch == 0 {
+		st.TrainedSamples += len(mb)
+		for _, m := range in.Mask {
+			st.TrainedTokens += int(m)
+		}
+	}
+	return nil
+}
+
+// proximalLogprobs is decoupled PPO's π_old: a forward pass of every
+// mini-batch on the weights as the update starts (verl computes
+// old_log_prob once per batch before its updates). Nil in bypass mode.
+func proximalLogprobs(ctx context.Context, be backend.TrainingBackend, p *UpdatePlan, mini [][]*Sample) ([][]backend.LossFnOutput, error) {
+	if !p.Correction.Decoupled {
+		return nil, nil
+	}
+	ce := backend.Loss{Name: backend.LossCrossEntropy}
+	prox := make([][]backend.LossFnOutput, len(mini))
+	for k, mb := range mini {
+		datums := make([]backend.Datum, len(mb))
+		for i, s := range mb {
+			datums[i] = datumOf(&s.Sequence)
+		}
+		fwd, err := be.Forward(ctx, datums, ce).Result(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("the proximal policy's logprobs (algorithm.rollout_correction.bypass_mode=false): %w", err)
+		}
+		if len(fwd.LossFnOutputs) != len(mb) {
+			return nil, fmt.Errorf("the backend's forward returned %d outputs for %d sequences", len(fwd.LossFnOutputs), len(mb))
+		}
+		prox[k] = fwd.LossFnOutputs
+	}
+	return prox, nil
+}
+
+// correct makes in decoupled PPO's: π_old (prox) becomes the policy the
+// ratio is taken against, and with rollout_is each token's advantage is
+// multiplied by the truncated weight π_old/π_rollout, π_rollout being
+// the sampler's logprobs (ppo.RolloutISWeights: the losses are
+// positively homogeneous in the advantage, so this is verl's
+// pg_losses × rollout_is_weights).
+func correct(in *ppo.LossInput, mb []*Sample, prox []backend.LossFnOutput, c CorrectionPlan) (ppo.ISMetrics, error) {
+	rollout := make([]float64, len(in.OldLogprobs))
+	copy(rollout, in.OldLogprobs)
+	for i, s := range mb {
+		p := len(s.PromptIDs) - 1
+		lp := prox[i].Logprobs
+		if len(lp) < p+len(s.ResponseIDs) {
+			return ppo.ISMetrics{}, fmt.Errorf("the proximal forward returned %d logprobs for a sequence of %d targets", len(lp), p+len(s.ResponseIDs))
+		}
+		copy(in.OldLogprobs[in.Offsets[i]:in.Offsets[i+1]], lp[p:p+len(s.ResponseIDs)])
+	}
+	w := make([]float64, len(rollout))
+	m, err := ppo.RolloutISWeights(in.OldLogprobs, rollout, in.Mask, in.Offsets, c.IS, c.Threshold, w)
+	if err != nil {
+		return m, err
+	}
+	if c.IS != ppo.RolloutISNone {
+		for t := range in.Advantages {
+			in.Advantages[t] *= w[t]
+		}
+	}
+	return m, nil
 }

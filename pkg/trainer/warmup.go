@@ -162,7 +162,7 @@ func (s *teacher) Sample(_ context.Context, req backend.SampleRequest) (backend.
 			text = s.answers[rng.IntN(len(s.answers))]
 		}
 		s.mu.Unlock()
-		ids := append(s.codec.Encode(text, false), s.codec.StopTokens()[0])
+		ids := replyTokens(s.codec, text)
 		stop := backend.StopReasonStop
 		if room := s.context - len(req.Prompt); s.context > 0 && len(ids) > room {
 			ids, stop = ids[:room], backend.StopReasonLength

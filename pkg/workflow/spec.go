@@ -9,6 +9,7 @@ import (
 	"github.com/rllm-org/rllm-go/pkg/agent"
 	"github.com/rllm-org/rllm-go/pkg/config"
 	"github.com/rllm-org/rllm-go/pkg/sampler"
+	"github.com/rllm-org/rllm-go/pkg/sandbox"
 	"github.com/rllm-org/rllm-go/pkg/tool"
 )
 
@@ -24,8 +25,12 @@ type Spec struct {
 }
 
 // SpecFromConfig reads the spec. rollout.disable_thinking becomes
-// chat_template_kwargs.enable_thinking=false, as rLLM passes it.
+// chat_template_kwargs.enable_thinking=false, as rLLM passes it. It also
+// sets the process-wide sandbox (sandbox.*) that the code env and the
+// python tool run in; the sandbox is only probed when one of them is
+// built.
 func SpecFromConfig(c *config.Config) Spec {
+	sandbox.Configure(SandboxConfig(c))
 	s := Spec{Name: c.Workflow.Name, Args: c.Workflow.Args}
 	if s.Name == "" {
 		s.Name = DefaultName(c.Env.Name)
@@ -39,7 +44,7 @@ func SpecFromConfig(c *config.Config) Spec {
 		kwargs["enable_thinking"] = false
 	}
 	s.Deps = Deps{ChatTemplateKwargs: kwargs, MaxSteps: c.Agent.MaxSteps,
-		ToolConfig: tool.Config{Builtin: c.Tools.Builtin, MCP: c.Tools.MCP, CallTimeoutS: c.Tools.CallTimeoutS}}
+		ToolConfig: tool.Config{Builtin: c.Tools.Builtin, Args: c.Tools.Args, MCP: c.Tools.MCP, CallTimeoutS: c.Tools.CallTimeoutS}}
 	if !c.Workflow.UseWorkflow {
 		s.Deps.Agent = Component{Name: AgentFor(c.Agent.Name, c.Env.Name), Args: c.Agent.Args}
 		s.Deps.Env = Component{Name: c.Env.Name, Args: c.Env.Args}

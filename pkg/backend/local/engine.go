@@ -10,7 +10,6 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -138,9 +137,12 @@ type GenEvent struct {
 // N × max_tokens of them), so a slow client cannot hold up a step.
 type GenStream struct {
 	// Version is the weight version the request runs on; Snapshot the
-	// weights.
+	// weights. A request takes the weights current when it starts: both
+	// may change until Started is closed, and are fixed after.
 	Version  string
 	Snapshot *Snapshot
+	started  chan struct{}
+	startMu  sync.Once
 
 	ctx    context.Context
 	eng    *Engine
@@ -150,7 +152,8 @@ type GenStream struct {
 
 	mu          sync.Mutex
 	events      []GenEvent
-	left        int // sequences not finished
+	left        int   // sequences not finished
+	err         error // why the engine failed the request (see Err)
 	promptL     [][]TokenLogprob
 	first, last time.Time // first and latest push with a token
 	closed      atomic.Bool
@@ -223,6 +226,7 @@ func (s *GenStream) Close() {
 }
 
 func (s *GenStream) push(ev []GenEvent, finished int) {
+	s.markStarted()
 	s.mu.Lock()
 	s.events = append(s.events, ev...)
 	for _, e := range ev {
@@ -249,6 +253,21 @@ func (s *GenStream) push(ev []GenEvent, finished int) {
 	default:
 	}
 }
+
+// Err is set when the engine failed the request (a panic while it ran):
+// its sequences then finish with "abort" and Err says why. It is set
+// before the finishing events.
+func (s *GenStream) Err() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err
+}
+
+// Started is closed once the request has left the waiting queue (it runs,
+// or it ended without running); Version and Snapshot are final then.
+func (s *GenStream) Started() <-chan struct{} { return s.started }
+
+func (s *GenStream) markStarted() { s.startMu.Do(func() { close(s.started) }) }
 
 func (s *GenStream) cancelled() bool { return s.closed.Load() || s.ctx.Err() != nil }
 
@@ -310,12 +329,29 @@ func (e *Engine) Weights() (*Snapshot, string) {
 func (e *Engine) SetWeights(snap *Snapshot, version string) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if a, b := snap.Config().withDefaults(), e.snap.Config().withDefaults(); a.Layers != b.Layers || a.DModel != b.DModel || a.Heads != b.Heads || a.DFF != b.DFF || a.Context != b.Context {
-		return &backend.InputError{Msg: fmt.Sprintf("the new weights have shape layers %d, d_model %d, heads %d, d_ff %d, context %d but the server runs layers %d, d_model %d, heads %d, d_ff %d, context %d; restart the server to change the model's shape",
-			a.Layers, a.DModel, a.Heads, a.DFF, a.Context, b.Layers, b.DModel, b.Heads, b.DFF, b.Context)}
+	if err := CheckSameShape(snap.Config(), e.snap.Config()); err != nil {
+		return err
 	}
 	e.snap, e.version = snap, version
 	e.wseq++
+	// Requests still waiting have not started: they run on the new
+	// weights, as SGLang runs requests queued during a pause on the
+	// weights loaded before /continue_generation.
+	for _, g := range e.waiting {
+		g.stream.Snapshot, g.stream.Version, g.wseq = snap, version, e.wseq
+	}
+	return nil
+}
+
+// CheckSameShape refuses weights of shape got for a server that runs
+// shape want: the served context and vocabulary would change under
+// clients.
+func CheckSameShape(got, want Config) error {
+	a, b := got.withDefaults(), want.withDefaults()
+	if a.Layers != b.Layers || a.DModel != b.DModel || a.Heads != b.Heads || a.DFF != b.DFF || a.Context != b.Context {
+		return &backend.InputError{Msg: fmt.Sprintf("the new weights have shape layers %d, d_model %d, heads %d, d_ff %d, context %d but the server runs layers %d, d_model %d, heads %d, d_ff %d, context %d; restart the server to change the model's shape",
+			a.Layers, a.DModel, a.Heads, a.DFF, a.Context, b.Layers, b.DModel, b.Heads, b.DFF, b.Context)}
+	}
 	return nil
 }
 
@@ -444,7 +480,7 @@ func (e *Engine) Submit(ctx context.Context, reqs ...GenRequest) ([]*GenStream, 
 	groups := make([]*genGroup, len(reqs))
 	streams := make([]*GenStream, len(reqs))
 	for i, r := range reqs {
-		st := &GenStream{Version: version, Snapshot: snap, ctx: ctx, eng: e, n: r.N, left: r.N, notify: make(chan struct{}, 1), done: make(chan struct{})}
+		st := &GenStream{Version: version, Snapshot: snap, ctx: ctx, eng: e, n: r.N, left: r.N, notify: make(chan struct{}, 1), done: make(chan struct{}), started: make(chan struct{})}
 		seed := rand.Uint64()
 		if r.Params.Seed != nil {
 			seed = uint64(*r.Params.Seed)
@@ -474,6 +510,17 @@ func (e *Engine) Submit(ctx context.Context, reqs ...GenRequest) ([]*GenStream, 
 	}
 	e.signal()
 	return streams, nil
+}
+
+// fail ends the group's unfinished sequences because the engine failed
+// while running them; the stream's Err says why.
+func (g *genGroup) fail(err error) {
+	g.stream.mu.Lock()
+	if g.stream.err == nil {
+		g.stream.err = err
+	}
+	g.stream.mu.Unlock()
+	g.abort()
 }
 
 func (g *genGroup) abort() {
@@ -562,19 +609,83 @@ func (e *Engine) loop() {
 				g.abort()
 				continue
 			}
+			g.stream.markStarted()
 			admit = append(admit, g)
 		}
 		e.waitN.Store(int64(e.nWait))
 		e.mu.Unlock()
 
 		running = dropCancelled(running)
-		running = append(running, e.prefill(admit)...)
+		if err := guard(func() { running = append(running, e.prefill(admit)...) }); err != nil {
+			// Only the requests being admitted were involved.
+			for _, g := range admit {
+				g.fail(err)
+			}
+		}
 		e.running.Store(int64(len(running)))
 		if len(running) == 0 {
 			continue
 		}
-		running = e.step(running, spaces)
+		if err := guard(func() { running = e.step(running, spaces) }); err != nil {
+			// The step's batch is in an unknown state: fail its requests,
+			// start the next step afresh.
+			failRunning(running, err)
+			running = nil
+			clear(spaces)
+		}
 		e.running.Store(int64(len(running)))
+	}
+}
+
+// testHookStep, set by tests, runs in each step worker before sampling.
+var testHookStep func(part []*genSeq)
+
+// ErrEngineFailed wraps a panic in the engine loop: the requests it was
+// running fail with it, the engine goes on serving the others.
+var ErrEngineFailed = errors.New("the engine failed while running this request")
+
+// guard runs fn and turns a panic (in fn or re-raised from its workers)
+// into an error.
+func guard(fn func()) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("%w: %v", ErrEngineFailed, p)
+		}
+	}()
+	fn()
+	return nil
+}
+
+// workerPanic carries a worker goroutine's panic to the loop goroutine,
+// where guard can recover it (a panic in another goroutine cannot be).
+type workerPanic struct {
+	mu sync.Mutex
+	p  any
+}
+
+func (w *workerPanic) catch() {
+	if p := recover(); p != nil {
+		w.mu.Lock()
+		if w.p == nil {
+			w.p = p
+		}
+		w.mu.Unlock()
+	}
+}
+
+func (w *workerPanic) rethrow() {
+	if w.p != nil {
+		panic(w.p)
+	}
+}
+
+func failRunning(running []*genSeq, err error) {
+	groups := map[*genGroup]bool{}
+	for _, s := range running {
+		groups[s.g] = true
+	}
+	for g := range groups {
+		g.fail(err)
 	}
 }
 
@@ -661,10 +772,13 @@ func (e *Engine) parallel(n int, fn func(i int)) {
 	}
 	var next atomic.Int64
 	var wg sync.WaitGroup
+	var wp workerPanic
+	defer wp.rethrow()
 	for range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			defer wp.catch()
 			for {
 				i := int(next.Add(1)) - 1
 				if i >= n {
@@ -689,6 +803,7 @@ func (e *Engine) step(running []*genSeq, spaces []*stepSpace) []*genSeq {
 	workers := min(e.opts.Workers, len(running))
 	chunk := (len(running) + workers - 1) / workers
 	var wg sync.WaitGroup
+	var wp workerPanic
 	for wk := range workers {
 		lo, hi := wk*chunk, min((wk+1)*chunk, len(running))
 		if lo >= hi {
@@ -700,6 +815,10 @@ func (e *Engine) step(running []*genSeq, spaces []*stepSpace) []*genSeq {
 		wg.Add(1)
 		go func(part []*genSeq, sp *stepSpace) {
 			defer wg.Done()
+			defer wp.catch()
+			if testHookStep != nil {
+				testHookStep(part)
+			}
 			scratch := make([]float64, TokenizerVocab)
 			biased := make([]float32, TokenizerVocab)
 			var caches []*kvCache
@@ -727,6 +846,7 @@ func (e *Engine) step(running []*genSeq, spaces []*stepSpace) []*genSeq {
 		}(running[lo:hi], spaces[wk])
 	}
 	wg.Wait()
+	wp.rethrow()
 
 	// Count forwards: one per weight version among the sequences that
 	// went on (the per-worker chunks of one version are one batch).
@@ -838,7 +958,7 @@ func (s *genSeq) sample(scratch []float64, biased []float32) {
 		s.text = append(s.text, byte(tok))
 		if !blockStops {
 			for _, stop := range r.Params.Stop {
-				if stop != "" && strings.HasSuffix(string(s.text), stop) {
+				if stop != "" && len(stop) <= len(s.text) && string(s.text[len(s.text)-len(stop):]) == stop {
 					end(backend.StopReasonStop, stop)
 					return
 				}
@@ -853,6 +973,9 @@ func (s *genSeq) sample(scratch []float64, biased []float32) {
 // topLogprobs lists the k most likely tokens (ties by id).
 func topLogprobs(logits []float32, lse float64, k int) []TokenLogprob {
 	k = min(k, len(logits))
+	if k <= 0 {
+		return nil // prompt_logprobs: 0 asks for the token's own only
+	}
 	top := make([]TokenLogprob, 0, k+1)
 	for id, v := range logits {
 		lp := float64(v) - lse

@@ -8,7 +8,11 @@ import (
 	"github.com/rllm-org/rllm-go/pkg/config"
 )
 
-func init() { backend.Register("local", openBackend) }
+// Kind is what every embedded policy can do: it returns per-token
+// entropies (Info().Entropy).
+var Kind = backend.Kind{Entropy: true}
+
+func init() { backend.Register("local", openBackend, Kind) }
 
 func openBackend(ctx context.Context, c *config.Config, o backend.OpenOptions) (backend.TrainingBackend, error) {
 	b, err := OpenConfig(ctx, c, o.Weights)

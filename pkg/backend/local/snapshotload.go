@@ -1,6 +1,7 @@
 package local
 
 import (
+	"context"
 	"path/filepath"
 )
 
@@ -10,11 +11,25 @@ import (
 // becomes the manifest's model name; the snapshot's version is the
 // checkpoint's optimizer step. Nothing is shared with any backend.
 func LoadSnapshot(dir, name string, workers int) (*Snapshot, Manifest, error) {
+	return LoadSnapshotContext(context.Background(), dir, name, workers, nil)
+}
+
+// LoadSnapshotContext is LoadSnapshot that stops when ctx ends and, with
+// want set, refuses a checkpoint of another shape from its manifest,
+// before reading any weight. The weights file is read with a bound (its
+// size for the manifest's shape), so a file that is not one (a link to
+// /dev/zero, a huge file) is refused instead of filling memory.
+func LoadSnapshotContext(ctx context.Context, dir, name string, workers int, want *Config) (*Snapshot, Manifest, error) {
 	m, err := ReadManifest(dir)
 	if err != nil {
 		return nil, Manifest{}, err
 	}
-	flat, err := readTensors(filepath.Join(dir, WeightsFile), m.Config, "")
+	if want != nil {
+		if err := CheckSameShape(m.Config, *want); err != nil {
+			return nil, Manifest{}, err
+		}
+	}
+	flat, err := readTensors(ctx, filepath.Join(dir, WeightsFile), m.Config, "")
 	if err != nil {
 		return nil, Manifest{}, err
 	}

@@ -151,17 +151,17 @@ func (b *Backend) load(dir string, withOptimizer bool) error {
 	if err != nil {
 		return err
 	}
-	params, err := readTensors(filepath.Join(dir, WeightsFile), b.cfg, "")
+	params, err := readTensors(context.Background(), filepath.Join(dir, WeightsFile), b.cfg, "")
 	if err != nil {
 		return err
 	}
 	var mom, vel []float32
 	if withOptimizer {
 		file := filepath.Join(dir, OptimizerFile)
-		if mom, err = readTensors(file, b.cfg, "adam_m."); err != nil {
+		if mom, err = readTensors(context.Background(), file, b.cfg, "adam_m."); err != nil {
 			return err
 		}
-		if vel, err = readTensors(file, b.cfg, "adam_v."); err != nil {
+		if vel, err = readTensors(context.Background(), file, b.cfg, "adam_v."); err != nil {
 			return err
 		}
 	}
@@ -191,13 +191,30 @@ func (e *ShapeMismatchError) Error() string {
 	return fmt.Sprintf("tensor %s in %s has shape %v but this model expects %v; the checkpoint was saved by a model of another size (set the model config to match it)", e.Tensor, e.File, e.Got, e.Want)
 }
 
+// tensorFileLimit bounds a safetensors file of a model with tensors
+// tensors of n floats in all: the weights file holds them once, the
+// optimizer file (prefix adam_m./adam_v.) twice; the JSON header takes at
+// most 1 MiB plus 512 bytes a tensor.
+func tensorFileLimit(tensors, n int, prefix string) int64 {
+	copies := int64(1)
+	if prefix != "" {
+		copies = 2
+	}
+	return 8 + (1<<20+512*int64(tensors))*copies + 4*int64(n)*copies
+}
+
 // readTensors reads the tensors named prefix+<param> of a config into a
 // flat vector in layout order.
-func readTensors(file string, c Config, prefix string) ([]float32, error) {
-	raw, err := os.ReadFile(file)
+func readTensors(ctx context.Context, file string, c Config, prefix string) ([]float32, error) {
+	specs, n := layout(c)
+	raw, err := boundedio.ReadFile(ctx, file, tensorFileLimit(len(specs), n, prefix))
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, &backend.InputError{Msg: fmt.Sprintf("%s does not exist; the checkpoint is incomplete", file)}
+		}
+		var tl *boundedio.TooLargeError
+		if errors.As(err, &tl) {
+			return nil, &usererr.Error{Subject: file, Msg: fmt.Sprintf("larger than the %s a checkpoint of this shape takes", boundedio.Size(tl.Limit)), Fix: "the file is not this model's weights; save the checkpoint again"}
 		}
 		return nil, err
 	}
@@ -205,7 +222,6 @@ func readTensors(file string, c Config, prefix string) ([]float32, error) {
 	if err != nil {
 		return nil, err
 	}
-	specs, n := layout(c)
 	flat := make([]float32, n)
 	want := map[string]bool{}
 	for _, s := range specs {

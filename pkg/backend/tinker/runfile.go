@@ -1,15 +1,18 @@
 package tinker
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 
 	"github.com/rllm-org/rllm-go/internal/atomicfile"
+	"github.com/rllm-org/rllm-go/pkg/runs"
 	"github.com/rllm-org/rllm-go/pkg/usererr"
 )
 
@@ -109,4 +112,62 @@ func ParsePath(p string) (run, kind, name string, err error) {
 		}
 	}
 	return parts[0], parts[1], parts[2], nil
+}
+
+// DeleteCheckpoint removes from the service the tinker:// copies a local
+// checkpoint directory records (its training weights and sampler
+// weights), as the SDK's RestClient.delete_checkpoint does: the trainer
+// calls it when trainer.max_ckpt_to_keep prunes the directory. A copy the
+// service no longer has (deleted by hand, expired) is not an error; a
+// directory that records none is left alone.
+func (b *Backend) DeleteCheckpoint(ctx context.Context, dir string) error {
+	ck, err := ReadCheckpoint(dir)
+	if err != nil {
+		return nil
+	}
+	var errs []error
+	for _, p := range []string{ck.WeightsPath, ck.SamplerPath} {
+		run, kind, name, err := ParsePath(p)
+		if p == "" || err != nil {
+			continue
+		}
+		_, err = b.c.call(ctx, http.MethodDelete, CheckpointPath(run, kind, name))
+		var he *HTTPError
+		if err != nil && !(errors.As(err, &he) && he.Status == http.StatusNotFound) {
+			errs = append(errs, fmt.Errorf("deleting %s: %w", p, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// ResolveWeights turns what a user gave for starting weights (named by
+// what, e.g. "backend.tinker.weights") into the tinker://…/weights/…
+// path load_weights takes: a tinker:// path as it is, else the
+// weights_path recorded in a directory's tinker.json (`rllm sft --out
+// DIR`, a checkpoint's model/ directory), in a global_step_N directory's
+// model/, or in a run directory's newest checkpoint.
+func ResolveWeights(what, path string) (string, error) {
+	if strings.HasPrefix(path, "tinker://") {
+		return path, nil
+	}
+	st, err := os.Stat(path)
+	if err != nil || !st.IsDir() {
+		return "", usererr.Errorf("%s %s is neither a tinker://…/weights/… path nor a directory; give the path save_weights returned, or a directory holding %s (rllm sft --out, a run or one of its global_step_N)", what, path, RunFile)
+	}
+	dirs := []string{path, filepath.Join(path, runs.ModelDir)}
+	if n, ok, err := runs.Latest(path); err != nil {
+		return "", err
+	} else if ok {
+		dirs = append(dirs, filepath.Join(path, runs.StepDir(n), runs.ModelDir))
+	}
+	for _, dir := range dirs {
+		if _, err := os.Stat(filepath.Join(dir, RunFile)); err == nil {
+			c, err := ReadCheckpoint(dir)
+			if err != nil {
+				return "", err
+			}
+			return c.WeightsPath, nil
+		}
+	}
+	return "", usererr.Errorf("%s %s holds no %s (nor does its model/ or newest checkpoint); give a directory rllm sft --out or a Tinker run wrote, or a tinker://…/weights/… path", what, path, RunFile)
 }

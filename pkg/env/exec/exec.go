@@ -34,6 +34,7 @@ import (
 	"time"
 
 	"github.com/rllm-org/rllm-go/internal/childenv"
+	"github.com/rllm-org/rllm-go/internal/procgroup"
 	"github.com/rllm-org/rllm-go/pkg/env"
 	"github.com/rllm-org/rllm-go/pkg/episode"
 	"github.com/rllm-org/rllm-go/pkg/registry"
@@ -211,19 +212,29 @@ func NewPool(p Params) *Pool {
 	}
 }
 
-// Close stops the processes: stdin is closed (the child should exit on
-// EOF) and after a grace period they are killed.
+// Close stops the processes, all at once: stdin is closed (the child
+// should exit on EOF) and after a grace period each process group is
+// killed. It returns in bounded time, even when a grandchild holds the
+// child's pipes open.
 func (pl *Pool) Close() {
 	pl.mu.Lock()
 	pl.closed = true
 	procs := append([]*process(nil), pl.procs...)
 	pl.mu.Unlock()
+	var wg sync.WaitGroup
 	for _, pr := range procs {
 		if pr != nil {
-			pr.stop(2 * time.Second)
+			wg.Add(1)
+			go func() { defer wg.Done(); pr.stop(closeGrace) }()
 		}
 	}
+	wg.Wait()
 }
+
+// closeGrace is how long Close lets a child exit on its own after its
+// stdin closes; then its process group is killed. Close returns within
+// closeGrace + procgroup.DefaultWaitDelay.
+const closeGrace = 2 * time.Second
 
 // acquire picks the live process with the fewest episodes, starting or
 // restarting one where a slot is empty or dead.
@@ -259,40 +270,109 @@ func (pl *Pool) start() (*process, error) {
 	cmd := osexec.Command(pl.p.Command[0], pl.p.Command[1:]...)
 	cmd.Dir = pl.p.Dir
 	cmd.Env = pl.env
+	// Its own process group, killed as a whole: with a wrapper (sh run.sh,
+	// uv run, npm start) the real environment is a grandchild. Wait is
+	// bounded even while a descendant holds stdout or stderr open.
+	procgroup.Configure(cmd, 0)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, err
 	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		return nil, err
-	}
-	if err := cmd.Start(); err != nil {
-		return nil, usererr.Errorf("env.args.command: cannot start %q: %v; check the program exists and is executable (the child's PATH is rllm's)", pl.p.Command[0], err)
-	}
+	// stdout goes through a pipe of ours, which is closed once Wait has
+	// returned, so the reader ends even if a grandchild keeps the child's
+	// end open.
+	stdoutR, stdoutW := io.Pipe()
+	cmd.Stdout = stdoutW
 	pr := &process{
 		pool: pl, cmd: cmd, stdin: stdin,
-		name:    fmt.Sprintf("%s pid %d", pl.name, cmd.Process.Pid),
 		waiters: map[string]chan frame{},
 		writes:  make(chan []byte, 256),
 		dead:    make(chan struct{}),
+		tail:    procgroup.NewTail(stderrTail),
 	}
+	// stderr is drained whatever it holds (no line limit: a tqdm bar
+	// redrawn with \r, a huge traceback), logged line by line and kept as
+	// a bounded tail for crash messages.
+	cmd.Stderr = &stderrLog{pr: pr}
+	if err := cmd.Start(); err != nil {
+		return nil, usererr.Errorf("env.args.command: cannot start %q: %v; check the program exists and is executable (the child's PATH is rllm's)", pl.p.Command[0], err)
+	}
+	pr.name = fmt.Sprintf("%s pid %d", pl.name, cmd.Process.Pid)
 	pr.lastRead.Store(time.Now().UnixNano())
-	var readers sync.WaitGroup
-	readers.Add(2)
-	go func() { defer readers.Done(); pr.readStdout(stdout) }()
-	go func() { defer readers.Done(); pr.readStderr(stderr) }()
+	stdoutDone := make(chan struct{})
+	go func() { defer close(stdoutDone); pr.readStdout(stdoutR) }()
 	go pr.writeLoop()
 	go func() {
-		readers.Wait()
 		err := cmd.Wait()
+		// The child is gone; whatever it left in its group goes too.
+		_ = procgroup.Kill(cmd)
+		stdoutW.Close()
+		<-stdoutDone
+		pr.stderrFlush()
 		pr.die(err)
 	}()
 	return pr, nil
+}
+
+// stderrTail is how much of a child's stderr is kept for crash messages.
+const stderrTail = 8 << 10
+
+// maxLogLine bounds one stderr line as logged; the rest of a longer line
+// is counted, not logged.
+const maxLogLine = 2000
+
+// stderrLog is a child's stderr: every byte goes to the tail, and each
+// line is logged, cut at maxLogLine (of a line redrawn with \r, the last
+// drawing). Write never
+// blocks on anything but the logger.
+type stderrLog struct {
+	pr      *process
+	mu      sync.Mutex
+	line    []byte
+	dropped int
+}
+
+func (w *stderrLog) Write(p []byte) (int, error) {
+	w.pr.tail.Write(p)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, c := range p {
+		switch c {
+		case '\n':
+			w.flushLocked()
+			continue
+		case '\r':
+			// A line redrawn in place (a progress bar): only the last
+			// drawing is logged.
+			w.line, w.dropped = w.line[:0], 0
+			continue
+		}
+		if len(w.line) < maxLogLine {
+			w.line = append(w.line, c)
+		} else {
+			w.dropped++
+		}
+	}
+	return len(p), nil
+}
+
+func (w *stderrLog) flushLocked() {
+	if len(bytes.TrimSpace(w.line)) > 0 {
+		msg := w.pr.name + " stderr: " + string(w.line)
+		if w.dropped > 0 {
+			msg += fmt.Sprintf("… (%d more bytes)", w.dropped)
+		}
+		Logger.Info(msg)
+	}
+	w.line, w.dropped = w.line[:0], 0
+}
+
+func (pr *process) stderrFlush() {
+	if w, ok := pr.cmd.Stderr.(*stderrLog); ok {
+		w.mu.Lock()
+		w.flushLocked()
+		w.mu.Unlock()
+	}
 }
 
 // process is one running child.
@@ -305,7 +385,7 @@ type process struct {
 
 	mu       sync.Mutex
 	waiters  map[string]chan frame
-	stderr   []string // last lines, for crash messages
+	tail     *procgroup.Tail // the end of stderr, for crash messages
 	exitErr  error
 	lastRead atomic.Int64 // unix nanos of the last stdout line
 	// silentTimeouts counts timeouts since the last stdout line.
@@ -395,21 +475,6 @@ func (pr *process) dispatch(line []byte) {
 	ch <- f // buffered, one frame per request
 }
 
-func (pr *process) readStderr(r io.Reader) {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		Logger.Info(pr.name + " stderr: " + truncate(line, 2000))
-		pr.mu.Lock()
-		pr.stderr = append(pr.stderr, truncate(line, 500))
-		if len(pr.stderr) > 10 {
-			pr.stderr = pr.stderr[len(pr.stderr)-10:]
-		}
-		pr.mu.Unlock()
-	}
-}
-
 func (pr *process) writeLoop() {
 	for {
 		select {
@@ -443,17 +508,18 @@ func (pr *process) exitText() string {
 	} else {
 		s += " (status 0)"
 	}
-	if len(pr.stderr) > 0 {
-		s += "; its last stderr lines: " + strings.Join(pr.stderr, " | ")
+	if lines := pr.tail.Lines(10); len(lines) > 0 {
+		for i, l := range lines {
+			lines[i] = truncate(l, 500)
+		}
+		s += "; its last stderr lines: " + strings.Join(lines, " | ")
 	}
 	return s
 }
 
 func (pr *process) kill() {
 	pr.killed.Store(true)
-	if pr.cmd.Process != nil {
-		_ = pr.cmd.Process.Kill()
-	}
+	_ = procgroup.Kill(pr.cmd)
 }
 
 func (pr *process) stop(grace time.Duration) {

@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	osexec "os/exec"
 	"sort"
 	"strings"
 	"sync"
@@ -90,6 +91,23 @@ func child(in io.Reader, out io.Writer) {
 				e := os.Environ()
 				sort.Strings(e)
 				obs(f.ID, e, 0, false)
+			case "hugestderr":
+				// A progress bar redrawn with \r for 3 MiB, no newline.
+				bar := strings.Repeat("x", 1<<10) + "\r"
+				for i := 0; i < 3<<10; i++ {
+					fmt.Fprint(os.Stderr, bar)
+				}
+				obs(f.ID, "drawn", 0, false)
+			case "grandchild":
+				// A wrapper's real program: a grandchild holding stdout and
+				// stderr open, outliving this process.
+				gc := osexec.Command("sleep", "300")
+				gc.Stdout, gc.Stderr = os.Stdout, os.Stderr
+				if err := gc.Start(); err != nil {
+					reply(map[string]any{"id": f.ID, "type": "error", "data": map[string]any{"message": err.Error()}})
+					continue
+				}
+				obs(f.ID, gc.Process.Pid, 0, false)
 			case "badreward":
 				obs(f.ID, "x", "lots", false)
 			default:
@@ -406,4 +424,74 @@ func BenchmarkRoundTrip(b *testing.B) {
 			}
 		}
 	})
+}
+
+// A stderr line longer than any line buffer (a tqdm bar redrawn with \r)
+// must not stop the drain: the child would block on its next write.
+func TestHugeStderrLineIsDrained(t *testing.T) {
+	logs := quietLogs(t)
+	pl := NewPool(testParams(t))
+	defer pl.Close()
+	e := pl.newEpisode(episode.Task{})
+	defer e.Close()
+	ctx := context.Background()
+	if _, _, err := e.Reset(ctx); err != nil {
+		t.Fatal(err)
+	}
+	res, err := e.Step(ctx, episode.Action{Content: "hugestderr"})
+	if err != nil || res.Observation != "drawn" {
+		t.Fatalf("step after 3 MiB of stderr: %+v %v", res, err)
+	}
+	res, err = e.Step(ctx, episode.Action{Content: "noisy"})
+	if err != nil || res.Observation != "noted" {
+		t.Fatalf("next step: %+v %v", res, err)
+	}
+	if n := len(logs.String()); n > 1<<20 {
+		t.Fatalf("the log holds %d bytes of one child's stderr", n)
+	}
+}
+
+// A grandchild that holds the child's stdout and stderr open (the real
+// env behind `sh run.sh` or `uv run`) must neither block Close nor
+// outlive it.
+func TestCloseKillsTheProcessGroup(t *testing.T) {
+	quietLogs(t)
+	pl := NewPool(testParams(t))
+	e := pl.newEpisode(episode.Task{})
+	ctx := context.Background()
+	if _, _, err := e.Reset(ctx); err != nil {
+		t.Fatal(err)
+	}
+	res, err := e.Step(ctx, episode.Action{Content: "grandchild"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := int(res.Observation.(float64))
+	e.Close()
+	closed := make(chan struct{})
+	go func() { pl.Close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(time.Minute):
+		t.Fatal("Pool.Close is still waiting for the grandchild")
+	}
+	for i := 0; alive(pid); i++ {
+		if i == 100 {
+			t.Fatalf("grandchild %d outlived Pool.Close", pid)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// alive reports a process that exists and is not a zombie.
+func alive(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	s := string(b)
+	if i := strings.LastIndexByte(s, ')'); i >= 0 && i+2 < len(s) {
+		return s[i+2] != 'Z'
+	}
+	return true
 }

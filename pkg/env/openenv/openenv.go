@@ -8,7 +8,8 @@
 //	← {"type": "observation", "data": {"observation": {...}, "reward": number|bool|null, "done": bool}}
 //	← {"type": "error", "data": {"message": "...", "code": "CAPACITY_REACHED" | ...}}
 //
-// Servers are checked with GET /health before their first episode.
+// Servers are checked with GET /health before their first episode (a
+// booting server is waited for, within env.args.connect_timeout_s).
 // Episodes are spread over env.args.url; a server at capacity is left for
 // another (or waited for) until env.args.connect_timeout_s.
 package openenv
@@ -40,7 +41,7 @@ type Params struct {
 	URL             []string `arg:"url" doc:"base URL of an OpenEnv server, or a list of them (episodes are spread over them), e.g. http://127.0.0.1:8001"`
 	ActionField     string   `arg:"action_field" doc:"the action field that receives the agent's reply, e.g. message or code; empty: the reply is parsed as a JSON action object"`
 	StepTimeoutS    float64  `arg:"step_timeout_s" default:"60" range:"(0,86400]" doc:"seconds the server may take to answer one frame"`
-	ConnectTimeoutS float64  `arg:"connect_timeout_s" default:"300" range:"(0,86400]" doc:"seconds an episode may wait for a server with room (CAPACITY_REACHED) before it fails"`
+	ConnectTimeoutS float64  `arg:"connect_timeout_s" default:"300" range:"(0,86400]" doc:"seconds an episode may wait for a server that is still booting (GET /health refused or 5xx) or has no room (CAPACITY_REACHED) before it fails"`
 }
 
 func init() {
@@ -83,9 +84,12 @@ type Client struct {
 }
 
 type server struct {
-	base   *url.URL
-	health sync.Once
-	err    error
+	base *url.URL
+	// checking is held by the one episode polling /health; healthy is
+	// set once the server has answered 200 (only success is kept: a
+	// booting server, or an episode cancelled mid-check, is asked again).
+	checking chan struct{}
+	healthy  atomic.Bool
 }
 
 var (
@@ -116,22 +120,64 @@ func NewClient(p Params) (*Client, error) {
 	}
 	c := &Client{p: p, HTTP: &http.Client{Timeout: 10 * time.Second}}
 	for _, u := range us {
-		c.servers = append(c.servers, &server{base: u})
+		c.servers = append(c.servers, &server{base: u, checking: make(chan struct{}, 1)})
 	}
 	return c, nil
 }
 
-// CheckHealth asks every server's GET /health once; the first that does
-// not answer 200 is an error naming its URL.
+// CheckHealth waits until every server answers GET /health with 200. A
+// server that is still booting (a refused connection, a 5xx such as 503)
+// is asked again with a growing pause, within env.args.connect_timeout_s;
+// an answer that says the URL is not an OpenEnv server (another 4xx)
+// fails at once. A server found healthy is not asked again.
 func (c *Client) CheckHealth(ctx context.Context) error {
+	deadline := time.Now().Add(time.Duration(c.p.ConnectTimeoutS * float64(time.Second)))
 	for _, s := range c.servers {
-		s.health.Do(func() { s.err = c.health(ctx, s.base) })
-		if s.err != nil {
-			return s.err
+		if err := c.waitHealthy(ctx, s, deadline); err != nil {
+			return err
 		}
 	}
 	return nil
 }
+
+func (c *Client) waitHealthy(ctx context.Context, s *server, deadline time.Time) error {
+	if s.healthy.Load() {
+		return nil
+	}
+	select {
+	case s.checking <- struct{}{}:
+		defer func() { <-s.checking }()
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	wait := 100 * time.Millisecond
+	for !s.healthy.Load() {
+		err := c.health(ctx, s.base)
+		switch {
+		case err == nil:
+			s.healthy.Store(true)
+			return nil
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case !errors.Is(err, errBooting):
+			return err
+		case !time.Now().Before(deadline):
+			return usererr.Errorf("%v, and still did not after env.args.connect_timeout_s (%gs); start it (docker run -p 8001:8000 IMAGE, or uv run server), fix env.args.url or raise env.args.connect_timeout_s", err, c.p.ConnectTimeoutS)
+		}
+		t := time.NewTimer(min(wait, time.Until(deadline)+time.Millisecond))
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		}
+		wait = min(2*wait, 5*time.Second)
+	}
+	return nil
+}
+
+// errBooting marks a /health failure a server that is starting gives.
+var errBooting = errors.New("not ready")
 
 func (c *Client) health(ctx context.Context, base *url.URL) error {
 	u := base.String() + "/health"
@@ -141,15 +187,26 @@ func (c *Client) health(ctx context.Context, base *url.URL) error {
 	}
 	resp, err := c.HTTP.Do(req)
 	if err != nil {
-		return usererr.Errorf("OpenEnv server %s does not answer GET /health (%v); start it (docker run -p 8001:8000 IMAGE, or uv run server) or fix env.args.url", base, err)
+		return fmt.Errorf("OpenEnv server %s does not answer GET /health (%v)%w", base, err, quiet(errBooting))
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-	if resp.StatusCode != http.StatusOK {
-		return usererr.Errorf("OpenEnv server %s answers GET /health with %s: %s; check env.args.url names an OpenEnv server", base, resp.Status, exec.Truncate(string(body), 200))
+	switch {
+	case resp.StatusCode == http.StatusOK:
+		return nil
+	case resp.StatusCode >= 500 || resp.StatusCode == http.StatusRequestTimeout || resp.StatusCode == http.StatusTooManyRequests:
+		return fmt.Errorf("OpenEnv server %s answers GET /health with %s: %s%w", base, resp.Status, exec.Truncate(string(body), 200), quiet(errBooting))
 	}
-	return nil
+	return usererr.Errorf("OpenEnv server %s answers GET /health with %s: %s; check env.args.url names an OpenEnv server", base, resp.Status, exec.Truncate(string(body), 200))
 }
+
+// quiet wraps err so that %w adds nothing to the message.
+func quiet(err error) error { return quietErr{err} }
+
+type quietErr struct{ err error }
+
+func (q quietErr) Error() string { return "" }
+func (q quietErr) Unwrap() error { return q.err }
 
 func wsURL(base *url.URL) string {
 	u := *base

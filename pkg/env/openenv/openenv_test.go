@@ -290,3 +290,37 @@ func BenchmarkStep(b *testing.B) {
 		}
 	}
 }
+
+// A server still booting (503 on /health) is waited for, and neither a
+// failed check nor an episode cancelled mid-check fails later episodes.
+func TestHealthRecovers(t *testing.T) {
+	f := &fakeServer{}
+	inner := f.handler()
+	var healthCalls atomic.Int32
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/health" && healthCalls.Add(1) <= 3 {
+			http.Error(w, "loading", http.StatusServiceUnavailable)
+			return
+		}
+		inner.ServeHTTP(w, r)
+	}))
+	defer ts.Close()
+	p := params(ts.URL)
+	p.ConnectTimeoutS = 60
+	c, _ := NewClient(p)
+	// The first episode is cancelled while the server boots.
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, _, err := (&Episode{c: c, task: episode.Task{}}).Reset(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled episode: %v", err)
+	}
+	// The next one waits for the server to come up.
+	e := &Episode{c: c, task: episode.Task{}}
+	defer e.Close()
+	if _, _, err := e.Reset(context.Background()); err != nil {
+		t.Fatalf("episode after the server booted: %v", err)
+	}
+	if n := healthCalls.Load(); n < 4 {
+		t.Fatalf("%d /health calls", n)
+	}
+}

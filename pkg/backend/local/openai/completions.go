@@ -117,11 +117,11 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 		text := string(c.visible(&o))
 		ch := completionChoice{Index: c.index, FinishReason: c.finishReason(), StopReason: c.stopReason()}
 		var promptLP [][]local.TokenLogprob
-		if o.req.PromptLogprobs >= 0 || req.Echo {
+		if o.req.PromptLogprobs >= 0 {
 			promptLP = run.streams[p].PromptLogprobs()
 		}
-		if o.req.PromptLogprobs >= 0 {
-			ch.PromptLogprobs = vllmPromptLogprobs(promptLP, c.prompt, o.req.PromptLogprobs, o.tokensAsIDs)
+		if o.promptLogprobs >= 0 {
+			ch.PromptLogprobs = vllmPromptLogprobs(promptLP, c.prompt, o.promptLogprobs, o.tokensAsIDs)
 		}
 		var echo []int
 		if req.Echo {
@@ -157,8 +157,11 @@ func (s *Server) completionOptions(req *completionRequest, o *genOptions) *param
 		if o.stream {
 			return badParam("echo", "echo is not supported with stream: true by rllm serve; send echo without streaming")
 		}
-		if req.Logprobs != nil && o.req.PromptLogprobs < 0 {
-			o.req.PromptLogprobs = 0 // the prompt's logprobs are part of the echo
+		if req.Logprobs != nil {
+			// The prompt's logprobs are part of the echo, each with
+			// logprobs alternatives like the completion's tokens (vLLM
+			// asks for prompt_logprobs = logprobs when echoing).
+			o.req.PromptLogprobs = max(o.req.PromptLogprobs, *req.Logprobs)
 		}
 	}
 	return nil

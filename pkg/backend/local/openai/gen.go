@@ -221,6 +221,17 @@ func (r *run) begin(w http.ResponseWriter, ctx context.Context) bool {
 	if r.streams == nil {
 		return false
 	}
+	// A request takes the weights current when it leaves the queue (a
+	// weight update while it waits, e.g. during /pause_generation, applies
+	// to it): its version is known once it has started.
+	for _, st := range r.streams {
+		select {
+		case <-st.Started():
+		case <-ctx.Done():
+			r.failed(w, ctx.Err())
+			return false
+		}
+	}
 	r.version = r.streams[0].Version
 	return true
 }
@@ -271,6 +282,9 @@ func (r *run) wait(ctx context.Context) error {
 	m := r.s.metrics
 	for p, st := range r.streams {
 		evs, err := st.Wait(ctx)
+		if err == nil {
+			err = st.Err()
+		}
 		if err != nil {
 			return err
 		}
@@ -334,8 +348,11 @@ func (r *run) usage() usage {
 // failed answers a request whose wait ended early.
 func (r *run) failed(w http.ResponseWriter, err error) {
 	r.close()
-	if errors.Is(err, context.DeadlineExceeded) {
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
 		writeError(w, http.StatusGatewayTimeout, "", "the request did not finish within the server's request timeout of %s; ask for fewer tokens or raise --request-timeout", r.s.opts.RequestTimeout)
+	case errors.Is(err, local.ErrEngineFailed):
+		writeError(w, http.StatusInternalServerError, "", "%v; the server goes on serving other requests", err)
 	}
 	// A cancelled request has no client left to answer.
 }
@@ -348,6 +365,11 @@ func (r *run) stream(ctx context.Context, sse *sseWriter, usageChunk func(usage)
 		for {
 			evs, err := st.Next(ctx)
 			if err == io.EOF {
+				if ferr := st.Err(); ferr != nil {
+					sse.error(http.StatusInternalServerError, ferr.Error())
+					sse.done()
+					return
+				}
 				break
 			}
 			if err != nil {
@@ -461,7 +483,11 @@ func (e *sseWriter) send(v any) bool {
 }
 
 func (e *sseWriter) error(status int, msg string) {
-	e.send(map[string]apiError{"error": {Message: msg, Type: "TimeoutError", Code: status}})
+	typ := "TimeoutError"
+	if status == http.StatusInternalServerError {
+		typ = "InternalServerError"
+	}
+	e.send(map[string]apiError{"error": {Message: msg, Type: typ, Code: status}})
 }
 
 func (e *sseWriter) done() {

@@ -64,6 +64,14 @@ var samplingKeys = keySet("model", "max_tokens", "temperature", "top_p", "top_k"
 	"length_penalty", "best_of", "use_beam_search", "priority", "response_format",
 	"user", "request_id", "cache_salt", "add_special_tokens")
 
+// Bounds of stop strings: every sampled token is checked against each
+// one, so their number and length bound a request's cost per token (vLLM
+// sets no bound; OpenAI allows 4 strings).
+const (
+	MaxStopStrings = 64
+	MaxStopBytes   = 256
+)
+
 // genOptions is a validated request: the engine request (without its
 // prompt) and how to present the output.
 type genOptions struct {
@@ -77,6 +85,9 @@ type genOptions struct {
 	returnIDs       bool
 	tokensAsIDs     bool
 	stops           []string
+	// promptLogprobs is the prompt_logprobs asked for (-1: none); the
+	// engine's req.PromptLogprobs may be more, for an echo with logprobs.
+	promptLogprobs int
 }
 
 // options validates the fields; defaultMax is the endpoint's max_tokens
@@ -129,12 +140,21 @@ func (f *samplingFields) options(s *Server, defaultMax int) (genOptions, *paramE
 		} else if err := json.Unmarshal(f.Stop, &p.Stop); err != nil {
 			return o, badParam("stop", "stop must be a string or a list of strings")
 		}
-		for _, st := range p.Stop {
+		if len(p.Stop) > MaxStopStrings {
+			return o, badParam("stop", "stop has %d strings; send at most %d", len(p.Stop), MaxStopStrings)
+		}
+		for i, st := range p.Stop {
 			if st == "" {
 				return o, badParam("stop", "stop has an empty string; remove it")
 			}
+			if len(st) > MaxStopBytes {
+				return o, badParam("stop", "stop string %d is %d bytes long; stop strings may have at most %d bytes", i, len(st), MaxStopBytes)
+			}
 		}
 		o.stops = p.Stop
+	}
+	if len(f.StopTokenIDs) > local.TokenizerVocab {
+		return o, badParam("stop_token_ids", "stop_token_ids has %d ids; the vocabulary has only %d", len(f.StopTokenIDs), local.TokenizerVocab)
 	}
 	for _, id := range f.StopTokenIDs {
 		if id < 0 || id >= local.TokenizerVocab {
@@ -174,6 +194,7 @@ func (f *samplingFields) options(s *Server, defaultMax int) (genOptions, *paramE
 		}
 		o.req.PromptLogprobs = *f.PromptLogprobs
 	}
+	o.promptLogprobs = o.req.PromptLogprobs
 	if f.Stream != nil {
 		o.stream = *f.Stream
 	}

@@ -10,15 +10,19 @@ package openai
 import (
 	"bytes"
 	"context"
+	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"reflect"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode"
 
 	"github.com/rllm-org/rllm-go/pkg/backend"
 	"github.com/rllm-org/rllm-go/pkg/backend/local"
@@ -56,6 +60,12 @@ type Options struct {
 	Workers int
 	// Logf, when set, receives one line per weight update.
 	Logf func(format string, args ...any)
+	// APIKey, when set, is required as "Authorization: Bearer KEY" on
+	// every endpoint but GET /health and GET /metrics (vLLM's --api-key
+	// protects /v1; here the weight-update and pause endpoints, /tokenize
+	// and /detokenize are protected too, so a server reachable from other
+	// machines cannot be re-weighted or paused by them).
+	APIKey string
 }
 
 // Server answers HTTP requests from an engine.
@@ -67,7 +77,11 @@ type Server struct {
 	metrics *metrics
 	// updateMu serialises weight updates.
 	updateMu sync.Mutex
+	inFlight atomic.Int64
 }
+
+// InFlight is the number of requests being handled.
+func (s *Server) InFlight() int { return int(s.inFlight.Load()) }
 
 // New returns a server for eng. The engine's current snapshot fixes the
 // model's shape for the server's life.
@@ -106,7 +120,27 @@ func New(eng *local.Engine, opts Options) *Server {
 }
 
 // ServeHTTP implements http.Handler.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.inFlight.Add(1)
+	defer s.inFlight.Add(-1)
+	if s.opts.APIKey != "" && !openEndpoint(r) && !s.authorized(r) {
+		w.Header().Set("WWW-Authenticate", "Bearer")
+		writeError(w, http.StatusUnauthorized, "", "Unauthorized: this server requires Authorization: Bearer with its --api-key")
+		return
+	}
+	s.mux.ServeHTTP(w, r)
+}
+
+// openEndpoint reports the endpoints --api-key leaves open: health checks
+// and Prometheus scrapes, which change nothing and show no text.
+func openEndpoint(r *http.Request) bool {
+	return r.Method == http.MethodGet && (r.URL.Path == "/health" || r.URL.Path == "/metrics")
+}
+
+func (s *Server) authorized(r *http.Request) bool {
+	token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	return ok && subtle.ConstantTimeCompare([]byte(strings.TrimSpace(token)), []byte(s.opts.APIKey)) == 1
+}
 
 // apiError is vLLM's error body: {"error": {message, type, param, code}}.
 type apiError struct {
@@ -119,6 +153,8 @@ type apiError struct {
 func writeError(w http.ResponseWriter, status int, param, format string, args ...any) {
 	e := apiError{Message: fmt.Sprintf(format, args...), Type: "BadRequestError", Code: status}
 	switch status {
+	case http.StatusUnauthorized:
+		e.Type = "AuthenticationError"
 	case http.StatusNotFound:
 		e.Type = "NotFoundError"
 	case http.StatusTooManyRequests:
@@ -206,13 +242,48 @@ func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, allowed map[
 	if err := json.Unmarshal(raw, v); err != nil {
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) && te.Field != "" {
-			writeError(w, http.StatusBadRequest, te.Field, "parameter %s has the wrong type: %s given where %s is expected", te.Field, te.Value, te.Type)
+			field := requestField(te.Field)
+			writeError(w, http.StatusBadRequest, field, "parameter %s has the wrong type: %s given where %s is expected", field, te.Value, jsonType(te.Type.Kind()))
 			return false
 		}
 		writeError(w, http.StatusBadRequest, "", "the request body is not valid JSON for this endpoint: %v", err)
 		return false
 	}
 	return true
+}
+
+// requestField turns encoding/json's field path, which names embedded Go
+// structs (samplingFields.n), into the request's own (n).
+func requestField(path string) string {
+	parts := strings.Split(path, ".")
+	out := parts[:0]
+	for _, p := range parts {
+		if p != "" && p[0] >= 'a' && p[0] <= 'z' && strings.ContainsFunc(p, unicode.IsUpper) {
+			continue // a Go struct name, not a JSON key (keys are snake_case)
+		}
+		out = append(out, p)
+	}
+	return strings.Join(out, ".")
+}
+
+// jsonType names a Go kind the way a JSON client thinks of it.
+func jsonType(k reflect.Kind) string {
+	switch k {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "an integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Bool:
+		return "a boolean"
+	case reflect.String:
+		return "a string"
+	case reflect.Slice, reflect.Array:
+		return "a list"
+	case reflect.Map, reflect.Struct:
+		return "an object"
+	}
+	return "another type"
 }
 
 func (s *Server) models(w http.ResponseWriter, _ *http.Request) {
@@ -227,11 +298,13 @@ func (s *Server) models(w http.ResponseWriter, _ *http.Request) {
 }
 
 type tokenizeRequest struct {
-	Model               string         `json:"model"`
-	Prompt              *string        `json:"prompt"`
-	Messages            []inputMessage `json:"messages"`
-	AddGenerationPrompt *bool          `json:"add_generation_prompt"`
-	AddSpecialTokens    *bool          `json:"add_special_tokens"`
+	Model                string         `json:"model"`
+	Prompt               *string        `json:"prompt"`
+	Messages             []inputMessage `json:"messages"`
+	AddGenerationPrompt  *bool          `json:"add_generation_prompt"`
+	AddSpecialTokens     *bool          `json:"add_special_tokens"`
+	ContinueFinalMessage bool           `json:"continue_final_message"`
+	ReturnTokenStrs      bool           `json:"return_token_strs"`
 }
 
 var tokenizeKeys = keySet("model", "prompt", "messages", "add_generation_prompt", "add_special_tokens", "chat_template_kwargs", "continue_final_message", "return_token_strs")
@@ -249,8 +322,16 @@ func (s *Server) tokenize(w http.ResponseWriter, r *http.Request) {
 	case req.Prompt != nil:
 		ids = local.Tokenizer{}.Encode(*req.Prompt, true)
 	case req.Messages != nil:
+		addGen := req.AddGenerationPrompt == nil || *req.AddGenerationPrompt
+		if req.ContinueFinalMessage {
+			if req.AddGenerationPrompt != nil && *req.AddGenerationPrompt {
+				writeError(w, http.StatusBadRequest, "continue_final_message", "continue_final_message and add_generation_prompt cannot both be true")
+				return
+			}
+			addGen = false
+		}
 		var perr *paramError
-		ids, perr = renderChat(req.Messages, req.AddGenerationPrompt == nil || *req.AddGenerationPrompt, false)
+		ids, perr = renderChat(req.Messages, addGen, req.ContinueFinalMessage)
 		if perr != nil {
 			writeParamError(w, perr)
 			return
@@ -259,8 +340,21 @@ func (s *Server) tokenize(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "prompt", "give prompt (a string) or messages")
 		return
 	}
+	if req.Prompt != nil && req.ContinueFinalMessage {
+		writeError(w, http.StatusBadRequest, "continue_final_message", "continue_final_message applies to messages, not to a prompt")
+		return
+	}
 	snap, _ := s.eng.Weights()
-	writeJSON(w, http.StatusOK, map[string]any{"count": len(ids), "max_model_len": snap.Config().Context, "tokens": nonNil(ids)})
+	out := map[string]any{"count": len(ids), "max_model_len": snap.Config().Context, "tokens": nonNil(ids)}
+	if req.ReturnTokenStrs {
+		// vLLM's token_strs: each token as the tokenizer spells it.
+		strs := make([]string, len(ids))
+		for i, id := range ids {
+			strs[i] = tokenString(id, false)
+		}
+		out["token_strs"] = strs
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
 func (s *Server) detokenize(w http.ResponseWriter, r *http.Request) {
@@ -307,8 +401,12 @@ func (s *Server) fitPrompt(prompt []int, ctxLen int, truncate *int, maxTokens *i
 	if len(prompt) == 0 {
 		return nil, badParam(param, "the prompt is empty")
 	}
-	if maxTokens != nil && len(prompt)+*maxTokens > ctxLen {
-		return nil, badParam("max_tokens", "This model's maximum context length is %d tokens. However, you requested %d tokens (%d in the prompt, %d in the completion). Please reduce the length of the prompt or completion.", ctxLen, len(prompt)+*maxTokens, len(prompt), *maxTokens)
+	// Compared as max_tokens > context − prompt: the sum overflows for a
+	// max_tokens near the largest int.
+	if maxTokens != nil && *maxTokens > ctxLen-len(prompt) {
+		// The total as vLLM prints it, in uint64 where it cannot overflow.
+		total := uint64(len(prompt)) + uint64(*maxTokens)
+		return nil, badParam("max_tokens", "This model's maximum context length is %d tokens. However, you requested %d tokens (%d in the prompt, %d in the completion). Please reduce the length of the prompt or completion.", ctxLen, total, len(prompt), *maxTokens)
 	}
 	return prompt, nil
 }

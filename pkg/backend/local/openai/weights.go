@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/rllm-org/rllm-go/pkg/backend/local"
@@ -77,7 +79,9 @@ func (s *Server) updateWeightsFromDisk(w http.ResponseWriter, r *http.Request) {
 		fail(http.StatusBadRequest, "%v; the old weights are kept", err)
 		return
 	}
-	snap, m, err := local.LoadSnapshot(dir, s.opts.ModelName, s.opts.Workers)
+	cur, _ := s.eng.Weights()
+	want := cur.Config()
+	snap, m, err := local.LoadSnapshotContext(r.Context(), dir, s.opts.ModelName, s.opts.Workers, &want)
 	if err != nil {
 		fail(http.StatusBadRequest, "loading %s failed, the old weights are kept: %v", req.ModelPath, err)
 		return
@@ -99,7 +103,7 @@ func (s *Server) updateWeightsFromDisk(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	s.metrics.updates.WithLabelValues("true").Inc()
-	msg := fmt.Sprintf("Succeeded to update model weights from %s (step %d), weight version %s.", dir, m.Step, version)
+	msg := fmt.Sprintf("Succeeded to update model weights from %s (%s), weight version %s.", dir, loadedStep(dir, m), version)
 	if s.opts.Logf != nil {
 		s.opts.Logf("%s", msg)
 	}
@@ -146,4 +150,26 @@ func (s *Server) continueGeneration(w http.ResponseWriter, r *http.Request) {
 	io.Copy(io.Discard, http.MaxBytesReader(w, r.Body, 1<<16))
 	s.eng.Continue()
 	writeJSON(w, http.StatusOK, map[string]string{"message": "Generation continued successfully.", "status": "ok"})
+}
+
+// loadedStep names the training step of a loaded checkpoint: the N of its
+// global_step_N (a trainer checkpoint) or step_N (what the trainer
+// publishes) directory, which is the trainer's step; else the manifest's
+// optimizer step.
+func loadedStep(dir string, m local.Manifest) string {
+	for d := filepath.Clean(dir); d != filepath.Dir(d); d = filepath.Dir(d) {
+		base := filepath.Base(d)
+		if n, ok := runs.StepOf(base); ok {
+			return fmt.Sprintf("step %d", n)
+		}
+		if rest, ok := strings.CutPrefix(base, "step_"); ok {
+			if n, err := strconv.Atoi(rest); err == nil && n >= 0 {
+				return fmt.Sprintf("step %d", n)
+			}
+		}
+		if base != runs.ModelDir {
+			break // only the directory itself or its parent names a step
+		}
+	}
+	return fmt.Sprintf("optimizer step %d", m.Step)
 }

@@ -1,0 +1,116 @@
+//go:build linux
+
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/rllm-org/rllm-go/internal/procgroup"
+)
+
+// memFile is an in-memory file holding b, read from its start: stdin
+// and --file contents are handed over without a host file or a copying
+// goroutine.
+func memFile(name string, b []byte) (*os.File, error) {
+	return newMemFile(name, b)
+}
+
+// procRun is one host process that runs a request (bwrap, or the program
+// itself for unsafe-host).
+type procRun struct {
+	argv   []string
+	dir    string
+	env    []string
+	stdin  []byte
+	extra  []*os.File // fds 3, 4, ... in the child
+	limits Limits
+	// asUser, when set, runs the process with these credentials.
+	asUser *syscall.Credential
+}
+
+// runProcess starts p, bounds it by its wall time and output limits and
+// returns what it gave. The process tree is killed by group when the
+// wall time passes, the output overflows or ctx ends.
+func runProcess(ctx context.Context, p procRun) (Result, *os.ProcessState, error) {
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	cmd := procgroup.Command(runCtx, p.argv[0], p.argv[1:]...)
+	cmd.Args = p.argv
+	cmd.Dir = p.dir
+	cmd.Env = p.env
+	if cmd.Env == nil {
+		cmd.Env = []string{}
+	}
+	cmd.ExtraFiles = p.extra
+	cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL // rllm killed: its sandboxes die with it
+	if p.asUser != nil {
+		cmd.SysProcAttr.Credential = p.asUser
+	}
+	cmd.WaitDelay = time.Second
+	in, err := memFile("stdin", p.stdin)
+	if err != nil {
+		return Result{}, nil, err
+	}
+	defer in.Close()
+	cmd.Stdin = in
+	var outputHit, wallHit atomic.Bool
+	over := func() { outputHit.Store(true); cancel() }
+	stdout := &capWriter{limit: p.limits.OutputBytes, over: over}
+	stderr := &capWriter{limit: p.limits.OutputBytes, over: over}
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		return Result{}, nil, fmt.Errorf("sandbox: start %s: %w", p.argv[0], err)
+	}
+	timer := time.AfterFunc(p.limits.WallTime, func() { wallHit.Store(true); cancel() })
+	werr := cmd.Wait()
+	timer.Stop()
+	res := Result{Time: time.Since(start), Stdout: stdout.bytes(), Stderr: stderr.bytes()}
+	output := outputHit.Load()
+	st := cmd.ProcessState
+	switch {
+	case ctx.Err() != nil:
+		return res, st, ctx.Err()
+	case wallHit.Load() && !output:
+		res.Limit, res.ExitCode = LimitWallTime, 128+int(syscall.SIGKILL)
+		return res, st, nil
+	case output:
+		res.Limit, res.ExitCode = LimitOutput, 128+int(syscall.SIGKILL)
+		return res, st, nil
+	}
+	if st == nil {
+		return res, nil, fmt.Errorf("sandbox: %s: %w", p.argv[0], werr)
+	}
+	res.ExitCode = exitCode(st)
+	var ee *exec.ExitError
+	if werr != nil && !errors.As(werr, &ee) && !errors.Is(werr, exec.ErrWaitDelay) {
+		return res, st, fmt.Errorf("sandbox: %s: %w", p.argv[0], werr)
+	}
+	return res, st, nil
+}
+
+// exitCode is the shell's view of a process's end: its status, or
+// 128+N for signal N.
+func exitCode(st *os.ProcessState) int {
+	if ws, ok := st.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	return st.ExitCode()
+}
+
+// cpuTime is the CPU time of a finished process and its waited-for
+// descendants.
+func cpuTime(st *os.ProcessState) time.Duration {
+	if st == nil {
+		return 0
+	}
+	return st.UserTime() + st.SystemTime()
+}

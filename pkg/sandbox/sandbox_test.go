@@ -1,0 +1,258 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rllm-org/rllm-go/pkg/usererr"
+)
+
+// small limits keep the hostile tests fast on two shared cores.
+var small = Limits{
+	WallTime:      5 * time.Second,
+	CPUTime:       1 * time.Second,
+	MemoryBytes:   256 << 20,
+	Processes:     16,
+	FileSizeBytes: 1 << 20,
+	OutputBytes:   64 << 10,
+}
+
+// backendFor opens backend name with the small limits; bwrap is skipped
+// (with the reason) where it cannot run.
+func backendFor(t testing.TB, name string) Backend {
+	t.Helper()
+	c := Config{Backend: name, Limits: small}
+	if err := c.Check(); err != nil {
+		t.Fatal(err)
+	}
+	b, err := openBackend(context.Background(), c)
+	if err != nil {
+		if name == BackendBwrap {
+			t.Skipf("bwrap is not usable here: %v", err)
+		}
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return b
+}
+
+func needPython(t testing.TB) {
+	t.Helper()
+	if _, err := os.Stat("/usr/bin/python3"); err != nil {
+		t.Skip("no /usr/bin/python3 on this machine (Debian package python3)")
+	}
+}
+
+func run(t *testing.T, b Backend, req Request) Result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if req.Limits == (Limits{}) {
+		req.Limits = small
+	}
+	res, err := b.Run(ctx, req)
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	return res
+}
+
+func py(code string) Request {
+	return Request{Command: []string{"python3", "main.py"}, Files: map[string][]byte{"main.py": []byte(code)}}
+}
+
+func TestRunBasics(t *testing.T) {
+	for _, name := range []string{BackendBwrap, BackendUnsafeHost} {
+		t.Run(name, func(t *testing.T) {
+			b := backendFor(t, name)
+			res := run(t, b, Request{Command: []string{"sh", "-c", "cat; echo err >&2; cat sub/dir/f.txt; exit 3"},
+				Stdin: []byte("in\n"), Files: map[string][]byte{"sub/dir/f.txt": []byte("file\n")}})
+			if res.ExitCode != 3 || string(res.Stdout) != "in\nfile\n" || string(res.Stderr) != "err\n" || res.Limit != LimitNone {
+				t.Fatalf("got %+v (stdout %q stderr %q)", res, res.Stdout, res.Stderr)
+			}
+			if res.OK() || !strings.Contains(res.Reason(), "exit status 3: err") {
+				t.Fatalf("reason %q", res.Reason())
+			}
+			res = run(t, b, Request{Command: []string{"sh", "-c", "echo $HOME $OPENAI_API_KEY; pwd"}})
+			if !res.OK() {
+				t.Fatalf("got %+v (%s)", res, res.Reason())
+			}
+		})
+	}
+}
+
+// TestHostileBwrap runs each of the bad programs in the bwrap
+// sandbox: each fails with its reason, within bounded time, and leaves
+// the host as it was.
+func TestHostileBwrap(t *testing.T) {
+	needPython(t)
+	b := backendFor(t, BackendBwrap)
+	t.Setenv("OPENAI_API_KEY", "sk-test-secret-do-not-leak")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan struct{}, 1)
+	go func() {
+		if c, err := ln.Accept(); err == nil {
+			accepted <- struct{}{}
+			c.Close()
+		}
+	}()
+	port := ln.Addr().(*net.TCPAddr).Port
+	marker := filepath.Join(os.TempDir(), fmt.Sprintf("rllm-sandbox-escape-%d", os.Getpid()))
+	defer os.Remove(marker)
+	home, _ := os.UserHomeDir()
+
+	tests := []struct {
+		name   string
+		code   string
+		limit  Limit
+		failed bool // exit status non-zero (no limit to name)
+	}{
+		{"fork bomb", "import os\nwhile True:\n    os.fork()\n", LimitProcesses, true},
+		{"endless allocation", "x = []\nwhile True:\n    x.append(bytearray(1 << 24))\n", LimitMemory, true},
+		{"infinite loop", "while True:\n    pass\n", LimitCPUTime, true},
+		{"1 GB print", "import sys\nb = 'x' * (1 << 20)\nfor _ in range(1024):\n    sys.stdout.write(b)\n", LimitOutput, true},
+		{"sleep past the timeout", "import time\ntime.sleep(60)\n", LimitWallTime, true},
+		{"big file", "open('f', 'w').write('x' * (4 << 20))\n", LimitFileSize, true},
+		{"write host /tmp", fmt.Sprintf("open(%q, 'w').write('escaped')\nimport os\nos.stat(%q)\nprint('wrote')\n", marker, marker), LimitNone, false},
+		{"read /etc/hostname", "print(open('/etc/hostname').read())\n", LimitNone, true},
+		{"read home", fmt.Sprintf("import os\nprint(os.listdir(%q))\n", home), LimitNone, true},
+		{"read env for keys", "import os, sys\nif any('sk-test' in v for v in os.environ.values()): sys.exit(0)\nsys.exit(7)\n", LimitNone, true},
+		{"tcp connect", fmt.Sprintf("import socket\ns = socket.create_connection(('127.0.0.1', %d), timeout=2)\nprint('connected')\n", port), LimitNone, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			res := run(t, b, py(tc.code))
+			if res.Limit != tc.limit {
+				t.Errorf("limit %q, want %q (exit %d, stderr %q)", res.Limit, tc.limit, res.ExitCode, tail(res.Stderr))
+			}
+			if tc.failed && res.OK() {
+				t.Errorf("the program succeeded: stdout %q", tail(res.Stdout))
+			}
+			if res.Limit != LimitNone && res.Reason() == "" {
+				t.Error("no reason")
+			}
+			if int64(len(res.Stdout)) > small.OutputBytes || int64(len(res.Stderr)) > small.OutputBytes {
+				t.Errorf("output kept past the cap: %d, %d", len(res.Stdout), len(res.Stderr))
+			}
+		})
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Errorf("the sandbox wrote %s on the host", marker)
+	}
+	select {
+	case <-accepted:
+		t.Error("the sandbox reached a listener on the host's 127.0.0.1")
+	default:
+	}
+}
+
+func tail(b []byte) string {
+	if len(b) > 300 {
+		b = b[len(b)-300:]
+	}
+	return string(b)
+}
+
+func TestCancelKillsRun(t *testing.T) {
+	b := backendFor(t, BackendBwrap)
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err := b.Run(ctx, Request{Command: []string{"sleep", "30"}})
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("err %v, want the context's", err)
+	}
+	if time.Since(start) > 20*time.Second {
+		t.Fatal("Run did not return after cancel")
+	}
+}
+
+func TestRequestCheck(t *testing.T) {
+	for _, name := range []string{"", "/etc/passwd", "../x", "a/../../x", "a//b", "./a", "a\x00b"} {
+		if err := (Request{Command: []string{"true"}, Files: map[string][]byte{name: nil}}).Check(); err == nil {
+			t.Errorf("file name %q accepted", name)
+		}
+	}
+	if err := (Request{}).Check(); err == nil {
+		t.Error("empty command accepted")
+	}
+}
+
+func TestConfigCheck(t *testing.T) {
+	tests := []struct {
+		c   Config
+		key string
+	}{
+		{Config{Backend: "firejail", Limits: DefaultLimits}, "sandbox.backend"},
+		{Config{MaxConcurrent: -1, Limits: DefaultLimits}, "sandbox.max_concurrent"},
+		{Config{Limits: Limits{}}, "sandbox.limits"},
+		{Config{BindRO: []string{"relative"}, Limits: DefaultLimits}, "sandbox.bind_ro"},
+		{Config{BindRO: []string{"/"}, Limits: DefaultLimits}, "sandbox.bind_ro"},
+		{Config{Env: map[string]string{"A=B": "x"}, Limits: DefaultLimits}, "sandbox.env"},
+	}
+	for _, tc := range tests {
+		err := tc.c.Check()
+		var ue *usererr.Error
+		if !errors.As(err, &ue) || ue.Subject != tc.key {
+			t.Errorf("%+v: %v, want a user error naming %s", tc.c, err, tc.key)
+		}
+	}
+}
+
+func TestUnavailableNamesKeyAndPackage(t *testing.T) {
+	old := lookPath
+	lookPath = func(string) (string, error) { return "", exec.ErrNotFound }
+	defer func() { lookPath = old }()
+	_, err := newBwrap(context.Background(), Config{Limits: DefaultLimits})
+	if err == nil || !strings.Contains(err.Error(), "sandbox.backend") || !strings.Contains(err.Error(), "apt-get install bubblewrap") {
+		t.Fatalf("err %v", err)
+	}
+}
+
+func TestAutoWithoutAnySandboxIsRefused(t *testing.T) {
+	old := lookPath
+	lookPath = func(string) (string, error) { return "", exec.ErrNotFound }
+	defer func() { lookPath = old }()
+	t.Setenv("DOCKER_HOST", "unix://"+filepath.Join(t.TempDir(), "no-docker.sock"))
+	_, err := Open(context.Background(), Config{Backend: BackendAuto, Limits: DefaultLimits})
+	var ue *usererr.Error
+	if !errors.As(err, &ue) || ue.Subject != "sandbox.backend" || !strings.Contains(err.Error(), "apt-get install bubblewrap") ||
+		!strings.Contains(err.Error(), "never runs on the host unsandboxed") {
+		t.Fatalf("err %v", err)
+	}
+}
+
+func TestLimitsWithin(t *testing.T) {
+	got := Limits{WallTime: time.Hour, CPUTime: time.Second}.Within(DefaultLimits)
+	want := DefaultLimits
+	want.CPUTime = time.Second
+	if got != want {
+		t.Fatalf("got %+v want %+v", got, want)
+	}
+}
+
+func TestDockerSkipsWithoutDaemon(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	b, err := newDocker(ctx, Config{Limits: small})
+	if err != nil {
+		t.Skipf("no Docker daemon answers here, so the docker backend is not exercised: %v", err)
+	}
+	defer b.Close()
+	res, err := b.Run(ctx, Request{Command: []string{"sh", "-c", "cat; cat f"}, Stdin: []byte("in\n"), Files: map[string][]byte{"f": []byte("file\n")}})
+	if err != nil || string(res.Stdout) != "in\nfile\n" {
+		t.Fatalf("res %+v err %v", res, err)
+	}
+}

@@ -1,0 +1,358 @@
+package code
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rllm-org/rllm-go/pkg/dataset"
+	"github.com/rllm-org/rllm-go/pkg/episode"
+	"github.com/rllm-org/rllm-go/pkg/sandbox"
+	"github.com/rllm-org/rllm-go/pkg/usererr"
+)
+
+// small keeps the hostile replies fast on two shared cores.
+var small = sandbox.Limits{
+	WallTime: 5 * time.Second, CPUTime: 2 * time.Second, MemoryBytes: 256 << 20,
+	Processes: 16, FileSizeBytes: 1 << 20, OutputBytes: 64 << 10,
+}
+
+func pool(t testing.TB) *sandbox.Pool {
+	t.Helper()
+	if _, err := os.Stat("/usr/bin/python3"); err != nil {
+		t.Skip("no /usr/bin/python3 on this machine (Debian package python3)")
+	}
+	p, err := sandbox.Open(context.Background(), sandbox.Config{Backend: sandbox.BackendBwrap, Limits: small, MaxConcurrent: 2})
+	if err != nil {
+		t.Skipf("bwrap is not usable here: %v", err)
+	}
+	t.Cleanup(func() { p.Close() })
+	return p
+}
+
+func load(t testing.TB, name string) []episode.Task {
+	t.Helper()
+	rows, err := dataset.Load(context.Background(), filepath.Join("testdata", name), dataset.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rows
+}
+
+func newEnv(t testing.TB, p *sandbox.Pool, task episode.Task, params Params) *Env {
+	t.Helper()
+	tests, err := ParseTests(task)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lang, ok := Languages[params.Language]
+	if !ok {
+		t.Fatalf("language %q", params.Language)
+	}
+	return &Env{Task: task, Tests: tests, Params: params, Runner: p, Limits: p.Limits(), lang: lang}
+}
+
+var defaults = Params{Language: "python", TimeoutS: 5, DebugChars: 200, Batch: true}
+
+func reply(code string) episode.Action {
+	return episode.Action{Content: "Here it is:\n```python\n" + code + "\n```\n"}
+}
+
+func step(t testing.TB, e *Env, a episode.Action) (float64, map[string]any) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	res, err := e.Step(ctx, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Done {
+		t.Fatal("not done")
+	}
+	return res.Reward, res.Info
+}
+
+// TestRowsInEachLayout scores a right and a wrong solution of every
+// hand-written row (one per rLLM layout) loaded through pkg/dataset.
+func TestRowsInEachLayout(t *testing.T) {
+	p := pool(t)
+	for _, row := range load(t, "rows.jsonl") {
+		t.Run(row["id"].(string), func(t *testing.T) {
+			e := newEnv(t, p, row, defaults)
+			if r, info := step(t, e, reply(row["solution"].(string))); r != 1 || info["is_correct"] != true {
+				t.Errorf("right solution: reward %v info %v", r, info)
+			}
+			r, info := step(t, e, reply(row["wrong"].(string)))
+			if r != 0 || info["is_correct"] != false {
+				t.Errorf("wrong solution: reward %v info %v", r, info)
+			}
+			f, ok := info["first_failure"].(map[string]any)
+			if !ok || f["reason"] == "" || f["input"] == "" {
+				t.Errorf("no first failure recorded: %v", info)
+			}
+		})
+	}
+}
+
+func TestPartialCredit(t *testing.T) {
+	p := pool(t)
+	task := episode.Task{"id": "p", "ground_truth": []any{"assert f(1) == 1", "assert f(2) == 4", "assert f(3) == 9", "assert f(4) == 0"}}
+	params := defaults
+	params.Partial = true
+	r, info := step(t, newEnv(t, p, task, params), reply("def f(x):\n    return x * x"))
+	if r != 0.75 || info["tests_passed"] != 3 || info["tests_run"] != 4 {
+		t.Fatalf("reward %v info %v", r, info)
+	}
+	r, info = step(t, newEnv(t, p, task, defaults), reply("def f(x):\n    return x * x"))
+	if r != 0 || info["tests_run"] != 4 {
+		t.Fatalf("all-or-nothing: reward %v info %v", r, info)
+	}
+	r, info = step(t, newEnv(t, p, task, defaults), reply("def f(x):\n    return 0"))
+	if r != 0 || info["tests_run"] != 1 {
+		t.Fatalf("stops at the first failure: reward %v info %v", r, info)
+	}
+}
+
+func TestNoCodeBlock(t *testing.T) {
+	p := pool(t)
+	e := newEnv(t, p, load(t, "rows.jsonl")[0], defaults)
+	r, info := step(t, e, episode.Action{Content: "print(6)"})
+	if r != 0 || info["format_error"] == nil {
+		t.Fatalf("reward %v info %v", r, info)
+	}
+}
+
+// TestHostileReplies: each bad program of the issue, sent as a reply to
+// a stdin task, scores 0 with its reason in the episode, and the host is
+// left as it was.
+func TestHostileReplies(t *testing.T) {
+	p := pool(t)
+	t.Setenv("OPENAI_API_KEY", "sk-test-secret-do-not-leak")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan struct{}, 1)
+	go func() {
+		if c, err := ln.Accept(); err == nil {
+			accepted <- struct{}{}
+			c.Close()
+		}
+	}()
+	port := ln.Addr().(*net.TCPAddr).Port
+	marker := filepath.Join(os.TempDir(), fmt.Sprintf("rllm-code-escape-%d", os.Getpid()))
+	defer os.Remove(marker)
+	home, _ := os.UserHomeDir()
+	// The task's answer is "ok": a reply that prints it after its attack
+	// would pass if the attack went unnoticed.
+	// Two tests, so that the batch harness is exercised as well as one
+	// sandbox a test.
+	task := episode.Task{"id": "hostile", "ground_truth": `[{"input": "", "output": "ok"}, {"input": "", "output": "ok"}]`}
+	tests := []struct{ name, code, reason string }{
+		{"fork bomb", "import os\nwhile True:\n    os.fork()", "process limit"},
+		{"endless allocation", "x = []\nwhile True:\n    x.append(bytearray(1 << 24))", "memory limit"},
+		{"infinite loop", "while True:\n    pass", "time limit"},
+		{"1 GB print", "import sys\nb = 'x' * (1 << 20)\nfor _ in range(1024):\n    sys.stdout.write(b)", "output limit"},
+		{"sleep past the timeout", "import time\ntime.sleep(60)\nprint('ok')", "time limit"},
+		{"write host /tmp", fmt.Sprintf("open(%q, 'w').write('x')\nprint('wrote')", marker), "wrong answer"},
+		{"read /etc/hostname", "print(open('/etc/hostname').read())\nprint('ok')", "FileNotFoundError"},
+		{"read home", fmt.Sprintf("import os\nos.listdir(%q)\nprint('ok')", home), "FileNotFoundError"},
+		{"read env for keys", "import os\nprint('ok' if 'sk-test-secret-do-not-leak' in str(os.environ) else 'no key')", "wrong answer"},
+		{"tcp connect", fmt.Sprintf("import socket\nsocket.create_connection(('127.0.0.1', %d), timeout=2)\nprint('ok')", port), "ConnectionRefusedError"},
+		{"forge the harness's results", "import os\nfor p in (os.getppid(), 1, 2, 3):\n    try:\n        open('/proc/%d/fd/1' % p, 'w').write('{\"exit\": 0, \"out\": \"ok\\\\n\", \"took\": 0}\\n' * 2)\n    except OSError:\n        pass\nraise SystemExit(3)", "exit status 3"},
+		{"kill the harness", "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\nprint('ok')", "killed by signal"},
+	}
+	for _, tc := range tests {
+		for _, batch := range []bool{true, false} {
+			if tc.name == "kill the harness" && !batch {
+				continue // without the harness the parent is the sandbox's init
+			}
+			t.Run(fmt.Sprintf("%s/batch=%v", tc.name, batch), func(t *testing.T) {
+				start := time.Now()
+				r, info := step(t, newEnv(t, p, task, Params{Language: "python", TimeoutS: 3, DebugChars: 200, Batch: batch}), reply(tc.code))
+				if r != 0 {
+					t.Fatalf("reward %v: %v", r, info)
+				}
+				f, _ := info["first_failure"].(map[string]any)
+				reason, _ := f["reason"].(string)
+				if !strings.Contains(reason, tc.reason) {
+					t.Errorf("reason %q, want it to mention %q", reason, tc.reason)
+				}
+				if got, _ := f["got"].(string); len(got) > 400 {
+					t.Errorf("got kept untruncated: %d bytes", len(got))
+				}
+				if d := time.Since(start); d > 60*time.Second {
+					t.Errorf("took %v", d) // a bound on a hang, not a speed test
+				}
+			})
+		}
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Errorf("a reply wrote %s on the host", marker)
+	}
+	select {
+	case <-accepted:
+		t.Error("a reply reached a listener on the host's 127.0.0.1")
+	default:
+	}
+}
+
+func TestTotalTimeout(t *testing.T) {
+	p := pool(t)
+	task := episode.Task{"id": "slow", "ground_truth": []any{"import time; time.sleep(0.6)", "import time; time.sleep(0.6)", "import time; time.sleep(0.6)"}}
+	params := Params{Language: "python", TimeoutS: 5, TotalTimeoutS: 1, DebugChars: 200, Partial: true}
+	r, info := step(t, newEnv(t, p, task, params), reply("x = 1"))
+	f, _ := info["first_failure"].(map[string]any)
+	if r >= 1 || f == nil || !strings.Contains(f["reason"].(string), "time limit") {
+		t.Fatalf("reward %v info %v", r, info)
+	}
+}
+
+func TestMalformedRowsNameTheTask(t *testing.T) {
+	for _, row := range load(t, "malformed.jsonl") {
+		id := row["id"].(string)
+		_, err := ParseTests(row)
+		var ue *usererr.Error
+		if !errors.As(err, &ue) || !strings.Contains(err.Error(), "task "+id) {
+			t.Errorf("%s: %v, want an error naming the task", id, err)
+		}
+	}
+}
+
+func TestUnsupportedLanguage(t *testing.T) {
+	_, err := New(episode.Task{"id": "t1", "ground_truth": "assert True"}, Params{Language: "cobol", TimeoutS: 1})
+	if err == nil || !strings.Contains(err.Error(), "task t1") || !strings.Contains(err.Error(), "cobol") {
+		t.Fatalf("err %v", err)
+	}
+}
+
+func TestExtract(t *testing.T) {
+	tests := []struct {
+		reply, code string
+		ok          bool
+	}{
+		{"```python\nprint(1)\n```", "print(1)", true},
+		{"a\n```\nx = 1\n```\nb\n```py\ny = 2\n```", "y = 2", true},
+		{"```python\nfirst\n```\n```cpp\nsecond\n```", "second", true},
+		{"```print(1)```", "", false},
+		{"```c++\nint x;\n```", "", false},
+		{"```python\nunterminated", "", false},
+		{"no code", "", false},
+	}
+	for _, tc := range tests {
+		code, _, ok := Extract(tc.reply)
+		if code != tc.code || ok != tc.ok {
+			t.Errorf("Extract(%q) = %q, %v; want %q, %v", tc.reply, code, ok, tc.code, tc.ok)
+		}
+	}
+}
+
+func TestOutputsMatch(t *testing.T) {
+	tests := []struct {
+		got, want string
+		eq        bool
+	}{
+		{"3\n", "3", true},
+		{"3.0", "3", true},
+		{"007", "7", true},
+		{"1E+3", "1000", true},
+		{"1 2  3", "1 2 3", true},
+		{"a\r\nb\r\n", "a\nb", true},
+		{"\n\na\n\n", "a", true},
+		{"a\n\nb", "a\nb", false},
+		{"0.1000001", "0.1", false},
+		{"Yes", "YES", false},
+		{"nan", "nan", true}, // equal as text before any number is read
+		{"nan 1", "NaN 1", false},
+		{"inf", "Infinity", true},
+		{"1e99999999", "1e99999998", false},
+		{"1_000", "1000", true},
+	}
+	for _, tc := range tests {
+		if got := OutputsMatch(tc.got, tc.want); got != tc.eq {
+			t.Errorf("OutputsMatch(%q, %q) = %v", tc.got, tc.want, got)
+		}
+	}
+}
+
+func TestJSONEqual(t *testing.T) {
+	tests := []struct {
+		a, b string
+		eq   bool
+	}{
+		{"3", "3.0", true},
+		{"true", "1", true},
+		{"[1, [2, 3]]", "[1,[2,3]]", true},
+		{`{"a": 1}`, `{"a": 1.0}`, true},
+		{`"1"`, "1", false},
+		{"null", "null", true},
+		{"[1]", "[1, 2]", false},
+		{"1 2", "1", false},
+		{"", "1", false},
+	}
+	for _, tc := range tests {
+		if got := JSONEqual(tc.a, tc.b); got != tc.eq {
+			t.Errorf("JSONEqual(%q, %q) = %v", tc.a, tc.b, got)
+		}
+	}
+}
+
+func TestGenerateSolvable(t *testing.T) {
+	rows, err := Generate(40, 7, Options{Tests: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, _ := Generate(40, 7, Options{Tests: 3})
+	if fmt.Sprint(rows) != fmt.Sprint(again) {
+		t.Fatal("the same seed gave other rows")
+	}
+	for _, r := range rows {
+		if _, err := ParseTests(r); err != nil {
+			t.Fatalf("%v: %v", r["id"], err)
+		}
+	}
+	if _, err := Generate(1, 0, Options{Tests: 0}); err == nil {
+		t.Fatal("0 tests accepted")
+	}
+}
+
+// TestGeneratedSolutions runs a reference solution of every generated
+// problem family against its hidden tests.
+func TestGeneratedSolutions(t *testing.T) {
+	p := pool(t)
+	solutions := map[string]string{
+		"code_sum":           "a, b = map(int, input().split())\nprint(a + b)",
+		"code_max":           "input()\nprint(max(map(int, input().split())))",
+		"code_reverse":       "print(input()[::-1])",
+		"code_sum_even":      "def sum_even(xs):\n    return sum(x for x in xs if x % 2 == 0)",
+		"code_count_vowels":  "def count_vowels(s):\n    return sum(c in 'aeiou' for c in s)",
+		"code_fib":           "def fib(n):\n    a, b = 0, 1\n    for _ in range(n):\n        a, b = b, a + b\n    return a",
+		"code_sorted_unique": "def sorted_unique(xs):\n    return sorted(set(xs))",
+	}
+	rows, _ := Generate(60, 1, Options{Tests: 3})
+	seen := map[string]bool{}
+	for _, r := range rows {
+		src := r["data_source"].(string)
+		if seen[src] {
+			continue
+		}
+		seen[src] = true
+		sol, ok := solutions[src]
+		if !ok {
+			t.Fatalf("no reference solution for %s", src)
+		}
+		if rew, info := step(t, newEnv(t, p, r, defaults), reply(sol)); rew != 1 {
+			t.Errorf("%s: reward %v %v", src, rew, info)
+		}
+	}
+	if len(seen) != len(solutions) {
+		t.Errorf("60 rows drew %d of %d families", len(seen), len(solutions))
+	}
+}

@@ -1,0 +1,189 @@
+package code
+
+import (
+	"context"
+	_ "embed"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/rllm-org/rllm-go/pkg/sandbox"
+)
+
+//go:embed driver.py
+var driverPy []byte
+
+// marker precedes the function result in the driver's output; what the
+// program prints itself comes before it.
+const marker = "\x1erllm-function-result\x1e"
+
+// Language is how the sandbox runs a program in one language.
+type Language struct {
+	// File is the program's file name in the work directory.
+	File string
+	// Run is the argv that runs File.
+	Run []string
+	// Functions says whether function tests can call into a program.
+	Functions bool
+	// Prelude goes before assert/check test code appended to a program
+	// (rLLM's BASE_IMPORTS, in short).
+	Prelude string
+	// Harness says whether harness.py can run the language's stdin and
+	// function tests in one sandbox run.
+	Harness bool
+}
+
+// Languages are the env.args.language values. The sandbox runs what the
+// host's /usr (or the docker image) has: python3 for python.
+var Languages = map[string]Language{
+	"python": {
+		File: "solution.py", Run: []string{"python3", "solution.py"}, Functions: true, Harness: true,
+		Prelude: "from typing import *\nimport math, re, sys, collections, itertools, functools, heapq, bisect, string\nfrom collections import *\n",
+	},
+}
+
+// LanguageNames lists Languages' keys.
+func LanguageNames() []string { return []string{"python"} }
+
+// GradeOptions shape one grading.
+type GradeOptions struct {
+	Language Language
+	// TestTimeout bounds each test (wall time; CPU time too).
+	TestTimeout time.Duration
+	// TotalTimeout bounds the whole grading; tests not run by then fail.
+	TotalTimeout time.Duration
+	// All runs every test (partial credit) instead of stopping at the
+	// first failure as rLLM does.
+	All bool
+	// DebugChars bounds the input, expected and got kept of a failure.
+	DebugChars int
+	// Batch runs stdin and function tests in one sandbox run through the
+	// harness (see gradeBatch); Limits are then the pool's limits.
+	Batch  bool
+	Limits sandbox.Limits
+}
+
+// Failure is the first failed test, for debugging from the episode.
+type Failure struct {
+	Index    int    `json:"index"`
+	Kind     Kind   `json:"kind"`
+	Input    string `json:"input"`
+	Expected string `json:"expected,omitempty"`
+	Got      string `json:"got"`
+	Reason   string `json:"reason"`
+}
+
+// Outcome is a grading's result.
+type Outcome struct {
+	Passed int `json:"passed"`
+	// Run counts the tests attempted (rLLM's total_tests); Total all.
+	Run     int      `json:"run"`
+	Total   int      `json:"total"`
+	Failure *Failure `json:"first_failure,omitempty"`
+}
+
+// Grade runs code against tests in the sandbox. A program that fails is
+// an Outcome; an error is the sandbox failing (or ctx ending). The total
+// timeout counts the time tests ran, not the time they waited for a
+// sandbox slot, so a busy pool does not fail a reply.
+func Grade(ctx context.Context, r sandbox.Runner, code string, tests []Test, o GradeOptions) (Outcome, error) {
+	if o.Batch && batchable(tests, o.Language) {
+		return gradeBatch(ctx, r, code, tests, o, o.Limits.Within(sandbox.DefaultLimits))
+	}
+	out := Outcome{Total: len(tests)}
+	var spent time.Duration
+	for i, t := range tests {
+		per := o.TestTimeout
+		if o.TotalTimeout > 0 {
+			left := o.TotalTimeout - spent
+			if left <= 0 {
+				out.fail(i, t, "", "total time limit exceeded (env.args.total_timeout_s)", o.DebugChars)
+				break
+			}
+			per = min(per, left)
+		}
+		got, reason, took, err := runTest(ctx, r, code, t, o.Language, per)
+		if err != nil {
+			return out, err
+		}
+		spent += took
+		out.Run++
+		if reason == "" {
+			out.Passed++
+			continue
+		}
+		out.fail(i, t, got, reason, o.DebugChars)
+		if !o.All {
+			break
+		}
+	}
+	return out, nil
+}
+
+func (o *Outcome) fail(i int, t Test, got, reason string, n int) {
+	if o.Failure != nil {
+		return
+	}
+	if n <= 0 {
+		n = 200
+	}
+	f := &Failure{Index: i, Kind: t.Kind, Input: clip(t.Show(), n), Got: clip(got, n), Reason: clip(reason, n)}
+	if t.Kind != Program {
+		f.Expected = clip(t.Expected, n)
+	}
+	o.Failure = f
+}
+
+// runTest runs one test; reason is empty when it passed.
+func runTest(ctx context.Context, r sandbox.Runner, code string, t Test, lang Language, timeout time.Duration) (got, reason string, took time.Duration, err error) {
+	req := sandbox.Request{Limits: sandbox.Limits{WallTime: timeout, CPUTime: timeout}}
+	switch t.Kind {
+	case Stdin:
+		req.Command = lang.Run
+		req.Files = map[string][]byte{lang.File: []byte(code)}
+		req.Stdin = []byte(t.Input)
+	case Function:
+		if !lang.Functions {
+			return "", "", 0, fmt.Errorf("function tests need a language that can call into the program")
+		}
+		req.Command = []string{"python3", "driver.py", t.FnName, marker}
+		req.Files = map[string][]byte{lang.File: []byte(code), "driver.py": driverPy}
+		req.Stdin = []byte(argsText(t))
+	case Program:
+		req.Command = lang.Run
+		req.Files = map[string][]byte{lang.File: []byte(lang.Prelude + code + "\n\n" + t.Script + "\n")}
+	default:
+		return "", "", 0, fmt.Errorf("unknown test kind %q", t.Kind)
+	}
+	res, err := r.Run(ctx, req)
+	if err != nil {
+		return "", "", 0, err
+	}
+	got, reason = checkResult(t, res)
+	return got, reason, res.Time, nil
+}
+
+// checkResult judges one test's run: its limit or exit status, then its
+// output against the expected one.
+func checkResult(t Test, res sandbox.Result) (got, reason string) {
+	out := string(res.Stdout)
+	if res.Limit != sandbox.LimitNone || res.ExitCode != 0 {
+		return out, res.Reason()
+	}
+	switch t.Kind {
+	case Stdin:
+		if !OutputsMatch(out, t.Expected) {
+			return out, "wrong answer"
+		}
+	case Function:
+		i := strings.LastIndex(out, "\n"+marker+"\n")
+		if i < 0 {
+			return out, "the function returned no result"
+		}
+		got = strings.TrimSpace(out[i+len(marker)+2:])
+		if !JSONEqual(got, t.Expected) {
+			return got, "wrong answer"
+		}
+	}
+	return "", ""
+}

@@ -1,0 +1,344 @@
+package trainer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/rllm-org/rllm-go/pkg/backend"
+	"github.com/rllm-org/rllm-go/pkg/backend/local"
+	"github.com/rllm-org/rllm-go/pkg/config"
+	"github.com/rllm-org/rllm-go/pkg/episode"
+	"github.com/rllm-org/rllm-go/pkg/usererr"
+)
+
+// runMetrics trains c and returns metrics.jsonl without the timings and
+// the async/ metrics (which only the asynchronous loop writes).
+func runMetrics(t *testing.T, c *config.Config) []map[string]any {
+	t.Helper()
+	tr, err := New(context.Background(), c, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	if _, err := tr.Train(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	ms := readMetrics(t, c.Trainer.DefaultLocalDir)
+	for _, m := range ms {
+		for k := range m {
+			if strings.HasPrefix(k, "timing_s/") || strings.HasPrefix(k, "async/") {
+				delete(m, k)
+			}
+		}
+	}
+	return ms
+}
+
+// With staleness 0 and one optimizer step per publish the asynchronous
+// loop is the synchronous one: same samples, same updates, same metrics.
+func TestAsyncWithoutStalenessIsTheSynchronousRun(t *testing.T) {
+	sets := []string{"trainer.total_training_steps=3", "trainer.seed=5", "trainer.test_freq=3", "trainer.val_before_train=true"}
+	sync := runMetrics(t, smallConfig(t, sets...))
+	async := runMetrics(t, smallConfig(t, append(sets, "async_training.enable=true", "async_training.staleness_threshold=0",
+		"async_training.trigger_parameter_sync_step=1", "async_training.mini_batch_size=4")...))
+	if len(sync) != len(async) {
+		t.Fatalf("%d metric lines synchronously, %d asynchronously", len(sync), len(async))
+	}
+	for i := range sync {
+		if fmt.Sprint(sync[i]) != fmt.Sprint(async[i]) {
+			t.Errorf("line %d differs:\nsync  %v\nasync %v", i, sync[i], async[i])
+		}
+	}
+}
+
+// With staleness 1 the producer samples a step ahead: groups trained at
+// most one version behind, none dropped, and the async metrics written.
+func TestAsyncStalenessBoundAndMetrics(t *testing.T) {
+	for _, partial := range []string{"true", "false"} {
+		t.Run("partial="+partial, func(t *testing.T) {
+			c := smallConfig(t, "trainer.total_training_steps=4", "async_training.enable=true", "async_training.staleness_threshold=1",
+				"async_training.mini_batch_size=2", "async_training.trigger_parameter_sync_step=2", "async_training.partial_rollout="+partial,
+				"algorithm.rollout_correction.bypass_mode=false", "algorithm.rollout_correction.rollout_is=token")
+			tr, err := New(context.Background(), c, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tr.Close()
+			if _, err := tr.Train(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			ms := readMetrics(t, c.Trainer.DefaultLocalDir)
+			if len(ms) != 4 {
+				t.Fatalf("%d metric lines, want 4", len(ms))
+			}
+			for i, m := range ms {
+				for _, k := range []string{"async/staleness_mean", "async/staleness_min", "async/staleness_max", "async/dropped_stale",
+					"async/trainer_idle_ratio", "async/rollout_idle_ratio", "async/weight_version", "rollout_corr/rollout_is_mean"} {
+					if _, ok := m[k]; !ok {
+						t.Errorf("step %d lacks %s", i+1, k)
+					}
+				}
+				if m["async/staleness_max"].(float64) > 1 || m["async/dropped_stale"].(float64) != 0 {
+					t.Errorf("step %d: staleness max %v, dropped %v", i+1, m["async/staleness_max"], m["async/dropped_stale"])
+				}
+				if m["async/weight_version"].(float64) != float64(i) {
+					t.Errorf("step %d trained from version %v, want %d", i+1, m["async/weight_version"], i)
+				}
+				if u := m["actor/updates"].(float64); u != 2 {
+					t.Errorf("step %d made %v optimizer steps, want 2 (trigger_parameter_sync_step)", i+1, u)
+				}
+			}
+			// 4 steps × 4 groups consumed: the dataloader stands past 16 tasks.
+			if st := tr.loader.State(); st.Position != 16 || st.Epoch != 0 {
+				t.Errorf("dataloader at %+v, want epoch 0 position 16", st)
+			}
+		})
+	}
+}
+
+// An interrupted asynchronous run checkpoints the last published step
+// with the dataloader just past the groups it trained; resuming samples
+// the groups that were in flight again and trains none twice.
+func TestAsyncInterruptAndResume(t *testing.T) {
+	sets := []string{"trainer.total_training_steps=4", "trainer.seed=3", "async_training.enable=true", "async_training.staleness_threshold=2",
+		"async_training.mini_batch_size=4"}
+	c := smallConfig(t, sets...)
+	tr, err := New(context.Background(), c, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	tr.opts.Log = &cancelAfter{lines: 2, cancel: cancel}
+	tr.plan.Cadence.Console = true
+	res, err := tr.Train(ctx)
+	tr.Close()
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v, want context.Canceled", err)
+	}
+	if res.Checkpoint == "" {
+		t.Fatal("no checkpoint")
+	}
+	b, err := os.ReadFile(filepath.Join(res.Checkpoint, stateFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf(`"position": %d`, 4*res.Steps)
+	if !strings.Contains(string(b), want) {
+		t.Errorf("checkpoint of step %d: dataloader state %s lacks %s", res.Steps, b, want)
+	}
+	second, err := New(context.Background(), c, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer second.Close()
+	if _, err := second.Train(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if st := second.loader.State(); st.Position != 16 {
+		t.Errorf("after resuming, the dataloader is at %+v, want position 16 (4 steps × 4 groups, none twice)", st)
+	}
+	ms := readMetrics(t, c.Trainer.DefaultLocalDir)
+	if len(ms) != 4 {
+		t.Errorf("%d metric lines after resuming, want 4", len(ms))
+	}
+}
+
+func TestAsyncBadInputIsRefused(t *testing.T) {
+	for _, tc := range []struct {
+		sets []string
+		key  string
+	}{
+		{[]string{"async_training.staleness_threshold=-1"}, "async_training.staleness_threshold"},
+		{[]string{"async_training.staleness_threshold=NaN"}, "async_training.staleness_threshold"},
+		{[]string{"async_training.staleness_threshold=.inf"}, "async_training.staleness_threshold"},
+		{[]string{"async_training.mini_batch_size=5"}, "async_training.mini_batch_size"},
+		{[]string{"async_training.trigger_parameter_sync_step=0"}, "async_training.trigger_parameter_sync_step"},
+		{[]string{"filters.rejection_sample.enable=true"}, "filters.rejection_sample.enable"},
+		{[]string{"algorithm.rollout_correction.rollout_is=token"}, "algorithm.rollout_correction.rollout_is"},
+		{[]string{"algorithm.rollout_correction.rollout_is=geometric", "algorithm.rollout_correction.bypass_mode=false"}, "algorithm.rollout_correction.rollout_is"},
+		{[]string{"algorithm.rollout_correction.rollout_is_threshold=0.5"}, "algorithm.rollout_correction.rollout_is_threshold"},
+	} {
+		t.Run(tc.key, func(t *testing.T) {
+			c, err := config.FromOverrides(append([]string{"data.train_batch_size=4", "async_training.enable=true"}, tc.sets...))
+			if err == nil {
+				_, err = NewPlan(c)
+			}
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			if !strings.Contains(err.Error(), tc.key) {
+				t.Errorf("error %q does not name %s", err, tc.key)
+			}
+			var ue *usererr.Error
+			if !errors.As(err, &ue) {
+				t.Errorf("not a user error: %T %v", err, err)
+			}
+		})
+	}
+}
+
+func TestAsyncPlanQuota(t *testing.T) {
+	for _, tc := range []struct {
+		staleness     string
+		sync, mini    string
+		quota, maxLag int
+	}{
+		{"0", "1", "4", 4, 0},
+		{"0.5", "2", "2", 6, 1},
+		{"1", "1", "3", 6, 1},
+		{"2.25", "1", "4", 13, 3},
+	} {
+		c, err := config.FromOverrides([]string{"data.train_batch_size=4", "async_training.enable=true", "async_training.staleness_threshold=" + tc.staleness,
+			"async_training.trigger_parameter_sync_step=" + tc.sync, "async_training.mini_batch_size=" + tc.mini})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := NewPlan(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Async.Quota != tc.quota || p.Async.MaxLag != tc.maxLag {
+			t.Errorf("staleness %s × %s × %s: quota %d max lag %d, want %d and %d", tc.staleness, tc.sync, tc.mini, p.Async.Quota, p.Async.MaxLag, tc.quota, tc.maxLag)
+		}
+		if !strings.Contains(p.String(), "off-policy:") || !strings.Contains(p.String(), "async:") {
+			t.Errorf("dry run lacks the correction or async lines:\n%s", p)
+		}
+	}
+}
+
+func TestOldestVersion(t *testing.T) {
+	ep := func(versions ...string) *episode.Episode {
+		var steps []episode.Step
+		for _, v := range versions {
+			steps = append(steps, episode.Step{WeightVersion: v})
+		}
+		return &episode.Episode{Trajectories: []episode.Trajectory{{Steps: steps}}}
+	}
+	for _, tc := range []struct {
+		start int
+		eps   []*episode.Episode
+		want  int
+	}{
+		{5, []*episode.Episode{ep("5", "6"), ep("7")}, 5},
+		{5, []*episode.Episode{ep("3", "6"), nil}, 3},
+		{5, []*episode.Episode{ep("", "x")}, 5}, // unknown: the start bounds it
+	} {
+		g := asyncGroup{start: tc.start, group: Group{Episodes: tc.eps}}
+		if got := g.oldest(); got != tc.want {
+			t.Errorf("oldest = %d, want %d", got, tc.want)
+		}
+	}
+	_ = math.Inf
+}
+
+// The step line shows both sides of asynchronous training.
+func TestAsyncStepLine(t *testing.T) {
+	line := stepLine(3, 10, map[string]float64{"critic/score/mean": 0.5, "actor/pg_loss": 0.1, "timing_s/step": 1.2,
+		"async/staleness_mean": 0.5, "async/rollout_idle_ratio": 0.1, "async/trainer_idle_ratio": 0.25, "async/dropped_stale": 2})
+	for _, want := range []string{"stale 0.5", "idle roll 10% train 25%", "dropped 2"} {
+		if !strings.Contains(line, want) {
+			t.Errorf("step line %q lacks %q", line, want)
+		}
+	}
+	if len(line) > 110 {
+		t.Errorf("step line is %d characters: %q", len(line), line)
+	}
+}
+
+// serialBackend is a backend whose samplers stop while it trains.
+type serialBackend struct{ nullBackend }
+
+func (serialBackend) SamplesWhileTraining() bool { return false }
+
+func TestAsyncRefusesABackendThatCannotSampleWhileTraining(t *testing.T) {
+	c := smallConfig(t, "async_training.enable=true")
+	_, err := New(context.Background(), c, Options{Backend: serialBackend{}})
+	var ue *usererr.Error
+	if err == nil || !strings.Contains(err.Error(), "async_training.enable") || !errors.As(err, &ue) {
+		t.Fatalf("err = %v, want a user error naming async_training.enable", err)
+	}
+	c = smallConfig(t)
+	tr, err := New(context.Background(), c, Options{Backend: serialBackend{}})
+	if err != nil {
+		t.Fatalf("the synchronous loop refused it: %v", err)
+	}
+	tr.Close()
+}
+
+// cancelOnPublish cancels the run while it publishes a given step's
+// weights, as Ctrl-C mid-publish does.
+type cancelOnPublish struct {
+	backend.TrainingBackend
+	name   string
+	cancel context.CancelFunc
+}
+
+func (c *cancelOnPublish) PublishSampler(ctx context.Context, name string) *backend.Future[backend.TokenSampler] {
+	if name == c.name {
+		c.cancel()
+		return backend.Resolved[backend.TokenSampler](nil, ctx.Err())
+	}
+	return c.TrainingBackend.PublishSampler(ctx, name)
+}
+
+// Ctrl-C while an asynchronous run publishes: the step that trained is
+// checkpointed with the dataloader just past its groups, the groups
+// sampled on older weights and not yet trained are discarded, and the
+// resumed run publishes first, then trains the rest — every step once.
+func TestAsyncInterruptMidPublish(t *testing.T) {
+	for _, partial := range []string{"true", "false"} {
+		t.Run("partial="+partial, func(t *testing.T) {
+			c := smallConfig(t, "trainer.total_training_steps=4", "async_training.enable=true", "async_training.staleness_threshold=1",
+				"async_training.mini_batch_size=4", "async_training.partial_rollout="+partial)
+			be, err := local.OpenConfig(context.Background(), c, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			tr, err := New(context.Background(), c, Options{Backend: &cancelOnPublish{TrainingBackend: be, name: "policy-step2", cancel: cancel}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := tr.Train(ctx)
+			tr.Close()
+			if !errors.Is(err, context.Canceled) {
+				t.Fatalf("err = %v, want context.Canceled", err)
+			}
+			if res.Checkpoint == "" || !strings.HasSuffix(res.Checkpoint, "global_step_2") {
+				t.Fatalf("checkpoint %q, want global_step_2 (the step that trained)", res.Checkpoint)
+			}
+			b, err := os.ReadFile(filepath.Join(res.Checkpoint, stateFile))
+			if err != nil || !strings.Contains(string(b), `"position": 8`) {
+				t.Fatalf("checkpoint state %s (%v), want the dataloader at position 8", b, err)
+			}
+			second, err := New(context.Background(), c, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer second.Close()
+			if _, err := second.Train(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			ms := readMetrics(t, c.Trainer.DefaultLocalDir)
+			var steps []float64
+			for _, m := range ms {
+				steps = append(steps, m["step"].(float64))
+				if m["async/staleness_max"].(float64) > 1 {
+					t.Errorf("step %v trained groups %v versions stale", m["step"], m["async/staleness_max"])
+				}
+			}
+			if fmt.Sprint(steps) != "[1 2 3 4]" {
+				t.Errorf("metric steps %v, want [1 2 3 4]", steps)
+			}
+			if st := second.loader.State(); st.Position != 16 {
+				t.Errorf("dataloader at %+v, want position 16", st)
+			}
+		})
+	}
+}

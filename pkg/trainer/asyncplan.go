@@ -1,0 +1,147 @@
+package trainer
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/rllm-org/rllm-go/pkg/config"
+	"github.com/rllm-org/rllm-go/pkg/ppo"
+	"github.com/rllm-org/rllm-go/pkg/usererr"
+)
+
+// CorrectionPlan is the off-policy correction of the loss (verl's
+// algorithm.rollout_correction; docs/algorithms.md).
+type CorrectionPlan struct {
+	// Decoupled (bypass_mode=false) runs a forward pass at the start of
+	// each step for π_old, the proximal policy PPO's ratio is taken
+	// against (decoupled PPO: Hilton et al. 2022, arXiv:2110.00641; AReaL,
+	// Fu et al. 2025, arXiv:2505.24298). Off, the sampler's logprobs are
+	// π_old (verl's bypass mode).
+	Decoupled bool
+	// IS and Threshold weight each token's loss by the truncated ratio
+	// π_old/π_rollout (ppo.RolloutISWeights); IS needs Decoupled.
+	IS        ppo.RolloutISMode
+	Threshold float64
+}
+
+func (c CorrectionPlan) String() string {
+	if !c.Decoupled {
+		return "bypass: the sampler's logprobs are PPO's old policy (ratio π_θ/π_rollout)"
+	}
+	s := "decoupled PPO: ratio π_θ/π_old, π_old from a forward pass at the start of each step"
+	if c.IS != ppo.RolloutISNone {
+		s += fmt.Sprintf("; %s-level importance weights min(π_old/π_rollout, %g)", c.IS, c.Threshold)
+	}
+	return s
+}
+
+// AsyncPlan is asynchronous training (async_training.*, rLLM's
+// rllm.async_training): rollouts run as a producer bounded by Quota task
+// groups in flight, the trainer consumes finished groups, steps the
+// optimizer every MiniBatch groups and publishes every SyncSteps
+// optimizer steps (one training step).
+type AsyncPlan struct {
+	Enabled   bool
+	Staleness float64
+	// MaxLag is the most versions a trained group's oldest turn may be
+	// behind the weights it trains: ceil(Staleness). Groups beyond it are
+	// dropped and counted.
+	MaxLag    int
+	SyncSteps int
+	MiniBatch int
+	Partial   bool
+	// Quota is int((1 + Staleness) × SyncSteps × MiniBatch), rLLM's (and
+	// verl's fully-async) bound on groups in flight.
+	Quota int
+}
+
+// GroupsPerStep is the task groups one training step consumes.
+func (a AsyncPlan) GroupsPerStep() int { return a.SyncSteps * a.MiniBatch }
+
+func (a AsyncPlan) String() string {
+	partial := "new model calls wait while weights are published"
+	if a.Partial {
+		partial = "partial rollouts (episodes in flight continue on new weights)"
+	}
+	return fmt.Sprintf("%d groups per optimizer step, publish every %d, at most %d groups in flight (staleness %g, groups more than %d versions behind dropped); %s",
+		a.MiniBatch, a.SyncSteps, a.Quota, a.Staleness, a.MaxLag, partial)
+}
+
+// correctionAndAsync reads algorithm.rollout_correction and
+// async_training, refusing what cannot act.
+func correctionAndAsync(c *config.Config, p *Plan, refuse func(string, ...any)) (CorrectionPlan, AsyncPlan) {
+	rc := c.Algorithm.RolloutCorrection
+	cp := CorrectionPlan{Decoupled: !rc.BypassMode, Threshold: rc.RolloutISThreshold}
+	if rc.RolloutIS != nil {
+		mode, err := ppo.ParseRolloutIS(*rc.RolloutIS)
+		switch {
+		case err != nil:
+			refuse("algorithm.rollout_correction.rollout_is: unknown level %q; use token, sequence or null", *rc.RolloutIS)
+		case mode != ppo.RolloutISNone && rc.BypassMode:
+			refuse("algorithm.rollout_correction.rollout_is: importance weights π_old/π_rollout are all 1 in bypass mode, where the sampler's logprobs are π_old; set algorithm.rollout_correction.bypass_mode=false (decoupled PPO) or rollout_is=null")
+		default:
+			cp.IS = mode
+		}
+	}
+	if !(cp.Threshold >= 1) || math.IsInf(cp.Threshold, 0) {
+		refuse("algorithm.rollout_correction.rollout_is_threshold: %g must be a finite number of at least 1", cp.Threshold)
+	}
+
+	a := c.AsyncTraining
+	if !a.Enable {
+		return cp, AsyncPlan{}
+	}
+	ap := AsyncPlan{Enabled: true, Staleness: a.StalenessThreshold, SyncSteps: a.TriggerParameterSyncStep, Partial: a.PartialRollout}
+	ap.MiniBatch = c.EffectiveMiniBatch()
+	if a.MiniBatchSize != nil {
+		ap.MiniBatch = *a.MiniBatchSize
+	}
+	ok := true
+	if st := a.StalenessThreshold; !(st >= 0) || math.IsInf(st, 0) {
+		refuse("async_training.staleness_threshold: %g must be a finite number ≥ 0 (0: no group sampled on older weights than those it trains)", st)
+		ok = false
+	}
+	if ap.SyncSteps < 1 {
+		refuse("async_training.trigger_parameter_sync_step: %d must be at least 1", ap.SyncSteps)
+		ok = false
+	}
+	switch {
+	case ap.MiniBatch < 1:
+		refuse("async_training.mini_batch_size: %d must be at least 1", ap.MiniBatch)
+		ok = false
+	case ap.MiniBatch > c.Data.TrainBatchSize:
+		refuse("async_training.mini_batch_size: %d task groups per optimizer step is more than data.train_batch_size (%d); lower it to at most %d", ap.MiniBatch, c.Data.TrainBatchSize, c.Data.TrainBatchSize)
+		ok = false
+	}
+	if c.Filters.RejectionSample.Enable {
+		refuse("filters.rejection_sample.enable: rejection sampling chooses among a step's draw, which asynchronous training does not have (groups arrive one by one); set it to false or async_training.enable=false")
+	}
+	if c.Trainer.ValOnly {
+		refuse("async_training.enable: trainer.val_only trains nothing; set async_training.enable=false")
+	}
+	if ok {
+		ap.MaxLag = int(math.Ceil(ap.Staleness))
+		ap.Quota = int((1 + ap.Staleness) * float64(ap.GroupsPerStep()))
+	}
+	return cp, ap
+}
+
+// ConcurrentSampler is implemented by a backend that can say whether the
+// samplers it publishes keep sampling while it trains and publishes
+// again, which asynchronous training needs. A backend that does not
+// implement it is taken to: the built-in ones publish snapshots (the
+// embedded policy's immutable weights, Tinker's sampler paths), and
+// inference servers load a new version while serving (SGLang's
+// update_weights_from_disk, vLLM's and SGLang's load_lora_adapter).
+type ConcurrentSampler interface {
+	SamplesWhileTraining() bool
+}
+
+// checkAsyncBackend refuses asynchronous training on a backend that
+// cannot sample while it trains.
+func (p *Plan) checkAsyncBackend(be any) error {
+	if cs, ok := be.(ConcurrentSampler); ok && p.Async.Enabled && !cs.SamplesWhileTraining() {
+		return usererr.Errorf("async_training.enable: the %s backend cannot sample while it trains and publishes new weights; set async_training.enable=false", p.Backend)
+	}
+	return nil
+}

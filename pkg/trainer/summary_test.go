@@ -1,0 +1,63 @@
+package trainer
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// A run that has trained every step says it is complete when run again:
+// no step trains, no progress bar starts, and the line says how to go on.
+func TestCompleteRunRunAgain(t *testing.T) {
+	c := smallConfig(t, "trainer.total_training_steps=1")
+	run := func() (*Result, *recProgress, string) {
+		var log strings.Builder
+		rec := &recProgress{phases: map[string][2]int64{}}
+		tr, err := New(context.Background(), c, Options{Progress: rec, Log: &log})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tr.Close()
+		res, err := tr.Train(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res, rec, log.String() + strings.Join(rec.lines, "\n")
+	}
+	run()
+	res, rec, log := run()
+	if res.Steps != 1 || res.Checkpoint != filepath.Join(c.Trainer.DefaultLocalDir, "global_step_1") {
+		t.Errorf("steps %d, checkpoint %q", res.Steps, res.Checkpoint)
+	}
+	if _, ok := rec.phases["train"]; ok {
+		t.Errorf("a complete run started a progress bar: %v", rec.phases)
+	}
+	if !strings.Contains(log, "is complete: step 1 of 1 is trained and checkpointed; raise trainer.total_training_steps") {
+		t.Errorf("log:\n%s", log)
+	}
+	for _, bad := range []string{"training 0 steps", "done:"} {
+		if strings.Contains(log, bad) {
+			t.Errorf("log says %q:\n%s", bad, log)
+		}
+	}
+}
+
+// The run keeps the best validation and its step for its last line.
+func TestValSummary(t *testing.T) {
+	res := &Result{}
+	if _, ok := res.valSummary(); ok {
+		t.Fatal("a summary without validation")
+	}
+	for step, v := range []float64{0.078, 0.5, 0.875, 0.812} {
+		res.noteVal(step*50, map[string]float64{"val/pass@1": v})
+		res.noteVal(step*50+1, map[string]float64{"critic/score/mean": 1}) // steps without validation
+	}
+	got, _ := res.valSummary()
+	if want := "validation pass@1: 0.078 at step 0 -> 0.812 at step 150; best 0.875 at step 100"; got != want {
+		t.Errorf("summary %q, want %q", got, want)
+	}
+	if b := res.best; !b.seen || b.passAt1 != 0.875 || b.step != 100 {
+		t.Errorf("best %+v", b)
+	}
+}
