@@ -51,10 +51,10 @@ session's whatever the client sends. GET /sessions/ID/traces returns each
 call with its exact prompt and completion token ids, logprobs, finish
 reason, weight version and latency; DELETE /sessions/ID ends it. /health
 and Prometheus /metrics. It listens on 127.0.0.1 unless --host says
-otherwise. See docs/gateway.md.`,
+otherwise; with --admin-key-env NAME, creating, listing and deleting
+sessions need the token held in $NAME. See docs/gateway.md.`,
 		Example: `  rllm gateway --port 9090
-  rllm gateway --port 9090 rollout.engine=openai rollout.endpoints=[http://gpu1:8000] rollout.model=Qwen/Qwen3-4B
-  RLLM_GATEWAY_ADMIN_KEY=s3cret rllm gateway --admin-key-env RLLM_GATEWAY_ADMIN_KEY --host 0.0.0.0`,
+  rllm gateway --port 9090 rollout.engine=openai rollout.endpoints=[http://gpu1:8000] rollout.model=Qwen/Qwen3-4B`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.args = args
 			if opts.port < 0 || opts.port > 65535 {
@@ -114,7 +114,7 @@ func runGateway(ctx context.Context, a *App, opts *gatewayOptions) error {
 	if err != nil {
 		return usagef("cannot listen on %s: %v; choose another --port or --host", addr, err)
 	}
-	fmt.Fprintf(a.Stderr, "rllm: gateway for %s (%s) on http://%s; create a session with POST /sessions\n", pol.where, pol.kind, ln.Addr())
+	fmt.Fprintf(a.Stderr, "rllm: gateway serving %s (%s) on http://%s; create a session with POST /sessions\n", pol.where, pol.kind, ln.Addr())
 	if admin == "" && opts.host != "127.0.0.1" && opts.host != "localhost" && opts.host != "::1" {
 		a.warnf("the gateway listens on %s without --admin-key-env: anyone who reaches it can create sessions and sample", opts.host)
 	}
