@@ -184,3 +184,26 @@ func mustClient(t testing.TB, model string, urls ...string) *rollout.Client {
 	t.Cleanup(c.Close)
 	return c
 }
+
+// What a killed export left in published/ (atomicfile's temporary
+// directories) goes with the next prune, beside the versions older than
+// the two newest.
+func TestPrunePublishedRemovesLeftovers(t *testing.T) {
+	root := t.TempDir()
+	for _, d := range []string{"step_3", "step_4", "step_5", ".rllm-tmp-step_4-123"} {
+		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := prunePublished(root, 5); err != nil {
+		t.Fatal(err)
+	}
+	entries, _ := os.ReadDir(root)
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	if strings.Join(names, ",") != "step_4,step_5" {
+		t.Fatalf("published/ holds %v", names)
+	}
+}
