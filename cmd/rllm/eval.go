@@ -99,7 +99,11 @@ type evalReport struct {
 	Temperature float64  `json:"temperature"`
 	TopP        float64  `json:"top_p"`
 	TopK        int      `json:"top_k"`
-	Failed      int      `json:"failed"`
+	// Failed counts the episodes that ended in error or timeout, or
+	// whose first request was refused (a prompt longer than the
+	// context): with a server, the calls the server table counts as
+	// failed.
+	Failed int `json:"failed"`
 	// SkippedLong counts rows whose question is too long for
 	// data.max_prompt_length by its size alone; they were not run.
 	SkippedLong int          `json:"skipped_long_prompts,omitempty"`
@@ -116,6 +120,9 @@ type clientStats struct {
 	Requests int64 `json:"requests"`
 	Retries  int64 `json:"retries"`
 	Failures int64 `json:"failures"`
+	// Refused counts the failures the server answered with an error it
+	// will give again (a prompt longer than its context, a bad request).
+	Refused int64 `json:"refused"`
 }
 
 func runEval(ctx context.Context, a *App, opts *evalOptions) error {
@@ -224,13 +231,15 @@ func runEval(ctx context.Context, a *App, opts *evalOptions) error {
 	// Episodes stream into the aggregates and the file as they finish;
 	// none is kept.
 	agg := rollout.NewEvalAggregator(k)
+	var endings rollout.FirstTurnEndings
 	failed, done := 0, 0
 	var firstErr string
 	var writeErr error
 	runErr := eng.Stream(ctx, tasks, func(ep *episode.Episode) error {
 		done++
 		agg.Add(ep)
-		if ep.TerminationReason == episode.TerminationError || ep.TerminationReason == episode.TerminationTimeout {
+		endings.Add(ep)
+		if rollout.Failed(ep) {
 			failed++
 			if firstErr == "" {
 				firstErr = ep.ID + ": " + ep.Error
@@ -267,7 +276,7 @@ func runEval(ctx context.Context, a *App, opts *evalOptions) error {
 		Failed: failed, SkippedLong: skipped, Interrupted: runErr != nil}
 	if pol.client != nil {
 		st := pol.client.Stats()
-		rep.Client = &clientStats{Requests: st.Requests, Retries: st.Retries, Failures: st.Failures}
+		rep.Client = &clientStats{Requests: st.Requests, Retries: st.Retries, Failures: st.Failures, Refused: st.Refused}
 	}
 	if opts.output == "json" {
 		enc := json.NewEncoder(a.Stdout)
@@ -286,9 +295,16 @@ func runEval(ctx context.Context, a *App, opts *evalOptions) error {
 		}
 		return fmt.Errorf("interrupted after %d of %d episodes%s: %w", done, total, where, runErr)
 	}
+	// Most episodes ending the same way before a reply is named with its
+	// cause and the keys that change it.
+	common, dominant := endings.Dominant()
 	switch {
+	case rep.Failed > 0 && rep.Failed == done && dominant:
+		return fmt.Errorf("every episode failed: %s", common)
 	case rep.Failed > 0 && rep.Failed == done:
 		return fmt.Errorf("every episode failed; the first: %s", firstErr)
+	case dominant:
+		a.warnf("%s", common)
 	case rep.Failed > 0:
 		a.warnf("%d of %d episodes failed (counted as incorrect); the first: %s", rep.Failed, done, firstErr)
 	}
@@ -456,7 +472,11 @@ func writeEvalTable(w io.Writer, r *evalReport) error {
 	}
 	fmt.Fprintf(w, "tokens    %d prompt, %d response (%.1f response tokens per episode)\n", r.PromptTokens, r.ResponseTokens, perEp)
 	if cs := r.Client; cs != nil {
-		fmt.Fprintf(w, "server    %d requests, %d retries, %d failed\n", cs.Requests, cs.Retries, cs.Failures)
+		refused := ""
+		if cs.Refused > 0 {
+			refused = fmt.Sprintf(" (%d refused by the server)", cs.Refused)
+		}
+		fmt.Fprintf(w, "server    %d requests, %d retries, %d failed%s\n", cs.Requests, cs.Retries, cs.Failures, refused)
 	}
 	rate := 0.0
 	if r.Seconds > 0 {
@@ -497,11 +517,11 @@ func newEvalProgress(w io.Writer, asJSON bool, total int) *evalProgress {
 
 func (p *evalProgress) onEvent(ev rollout.Event) {
 	switch ev.Kind {
-	case rollout.EventFinished:
+	case rollout.EventFinished, rollout.EventFailed:
 		p.done.Add(1)
-	case rollout.EventFailed:
-		p.done.Add(1)
-		p.failed.Add(1)
+		if ev.Failed() {
+			p.failed.Add(1)
+		}
 	case rollout.EventRetried:
 		p.retry.Add(1)
 	}

@@ -470,3 +470,29 @@ func TestEvalTextOnly(t *testing.T) {
 		t.Errorf("wrong key: %v, want an error naming %s/v1/models without the key", err, srv.URL)
 	}
 }
+
+// A server whose context is too small for the prompts refuses every
+// request: eval says so once at start, counts the refused episodes as
+// failed as the server table does, and ends naming the cause and the
+// keys that change it.
+func TestEvalContextTooSmall(t *testing.T) {
+	srv := fakevllm.New(fakevllm.Config{MaxModelLen: 8})
+	defer srv.Close()
+	var stdout, stderr bytes.Buffer
+	opts := &evalOptions{data: []string{writeEvalTasks(t)}, n: 1, output: "json", args: append(serverArgs(srv.URL), "workflow.retry_limit=1")}
+	err := runEval(context.Background(), testApp(&stdout, &stderr), opts)
+	if err == nil || !strings.Contains(err.Error(), "every episode failed: 4 of 4 episodes ended max_prompt_length_exceeded before their first reply") ||
+		!strings.Contains(err.Error(), "maximum context length is 8 tokens") || !strings.Contains(err.Error(), "--max-model-len") {
+		t.Fatalf("error %v, want every episode refused, with the server's message and the keys", err)
+	}
+	if !strings.Contains(stderr.String(), srv.URL+` serves a context of 8 tokens, less than data.max_prompt_length (2048) + data.max_response_length (512)`) {
+		t.Errorf("stderr lacks the context line:\n%s", stderr.String())
+	}
+	if !strings.Contains(stderr.String(), `"failed":4`) {
+		t.Errorf("the progress does not count the refused episodes as failed:\n%s", stderr.String())
+	}
+	var rep evalReport
+	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil || rep.Failed != 4 || rep.Client == nil || rep.Client.Failures != 4 || rep.Client.Refused != 4 {
+		t.Errorf("report %+v client %+v (%v): want 4 failed episodes and 4 failed, refused requests", rep, rep.Client, err)
+	}
+}

@@ -89,7 +89,8 @@ type Episode struct {
 	Trajectories      []Trajectory       `json:"trajectories"`
 	Metrics           map[string]float64 `json:"metrics,omitempty"`
 	// Error keeps the message of whatever ended the episode with
-	// TerminationError, so a user can see why.
+	// TerminationError, so a user can see why, and the sampler's refusal
+	// of a prompt that ended it with TerminationMaxPromptLength.
 	Error string `json:"error,omitempty"`
 }
 

@@ -557,7 +557,9 @@ func (f *fitting) maxTokensFor(ep *endpoint, widened bool) (int, error) {
 		return f.maxTokens, nil
 	case widened || f.maxTokens >= ctxLen:
 		// Whatever the prompt, max_tokens alone would not fit: the server
-		// caps an absent max_tokens at what its context leaves.
+		// caps an absent max_tokens at what its context leaves (vLLM's
+		// get_max_tokens in entrypoints/utils.py: max_model_len minus the
+		// prompt; SGLang's scheduler likewise; rllm serve's chat route).
 		return 0, nil
 	}
 	return f.maxTokens, nil
@@ -797,15 +799,15 @@ func parseRetryAfter(v string) time.Duration {
 
 // ClientStats are the client's counters.
 type ClientStats struct {
-	Requests         int64 // calls (a call may take several attempts)
-	Attempts         int64
-	Retries          int64
-	Failures         int64 // calls that ended in an error
+	Requests int64 // calls (a call may take several attempts)
+	Attempts int64
+	Retries  int64
+	Failures int64 // calls that ended in an error
 	// Refused counts the failed calls the server answered with an error
 	// it will give again (a 4xx status other than 408 and 429: a prompt
 	// longer than the context, a bad request) and the token-id prompts
 	// refused unsent for leaving no room in the endpoint's context.
-	Refused int64
+	Refused          int64
 	PromptTokens     int64
 	CompletionTokens int64
 	Endpoints        []EndpointStats

@@ -391,7 +391,9 @@ func TestHealthLoopEjects(t *testing.T) {
 	b := fakevllm.New(fakevllm.Config{})
 	defer b.Close()
 	a.SetHealthy(false)
-	c := newTestClient(t, Options{Endpoints: []string{a.URL, b.URL}, HealthInterval: 5 * time.Millisecond, ProbeInterval: time.Hour})
+	// A check may take up to the interval: long enough that the healthy
+	// server answers in time on a loaded machine.
+	c := newTestClient(t, Options{Endpoints: []string{a.URL, b.URL}, HealthInterval: 300 * time.Millisecond, ProbeInterval: time.Hour})
 	deadline := time.Now().Add(10 * time.Second)
 	for !c.Stats().Endpoints[0].Ejected && time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond)

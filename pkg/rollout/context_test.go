@@ -244,3 +244,19 @@ func TestContextNotes(t *testing.T) {
 		t.Errorf("notes %q for a context that fits", notes)
 	}
 }
+
+// FuzzReadModels: whatever /v1/models holds, reading it never panics and
+// gives exactly one of a positive context, a reason it is unknown, or
+// the model missing.
+func FuzzReadModels(f *testing.F) {
+	for _, s := range []string{`{"object":"list","data":[{"id":"m","max_model_len":128}]}`, `{"data":[{"id":"m"}]}`, `{"data":[]}`, `{"data":[1,{"id":"x"}]}`, `[`, `{"data":[{"id":"m","max_model_len":1e400}]}`, `null`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		n, why, ids := readModels(body, "m")
+		switch {
+		case n < 0, n > 0 && (why != "" || ids != nil), why != "" && ids != nil:
+			t.Fatalf("readModels = %d, %q, %v", n, why, ids)
+		}
+	})
+}

@@ -242,14 +242,30 @@ func (c *Client) checkOne(ctx context.Context, ep *endpoint) string {
 		}
 		return fmt.Sprintf("%s/v1/models failed: %v", ep.url, err)
 	}
+	l, why, ids := readModels(body, c.model())
+	switch {
+	case why != "":
+		ep.unknownContext(why)
+		return ""
+	case l > 0:
+		ep.maxLen.Store(l)
+		ep.noContext.Store(nil)
+		return ""
+	}
+	return fmt.Sprintf("%s serves %s, not %q; set rollout.model to the served name or point rollout.endpoints at the right server", ep.url, quoteList(ids), c.model())
+}
+
+// readModels reads a /v1/models body for model: its context (max_model_len)
+// when listed with one; else why the context is unknown (a body that is
+// not a model list, the model listed without a context); else, the model
+// not listed, the ids that are (sorted).
+func readModels(body []byte, model string) (ctxLen int64, unknown string, ids []string) {
 	var models struct {
 		Data []json.RawMessage `json:"data"`
 	}
 	if err := json.Unmarshal(body, &models); err != nil || models.Data == nil {
-		ep.unknownContext("its /v1/models is not the list of models vLLM and SGLang send")
-		return ""
+		return 0, "its /v1/models is not the list of models vLLM and SGLang send", nil
 	}
-	var ids []string
 	for _, raw := range models.Data {
 		var m struct {
 			ID          string          `json:"id"`
@@ -258,20 +274,17 @@ func (c *Client) checkOne(ctx context.Context, ep *endpoint) string {
 		if json.Unmarshal(raw, &m) != nil {
 			continue
 		}
-		if m.ID == c.model() {
+		if m.ID == model {
 			n, ok := contextLength(m.MaxModelLen)
 			if !ok {
-				ep.unknownContext(fmt.Sprintf("its /v1/models gives no max_model_len for %q", m.ID))
-				return ""
+				return 0, fmt.Sprintf("its /v1/models gives no max_model_len for %q", m.ID), nil
 			}
-			ep.maxLen.Store(n)
-			ep.noContext.Store(nil)
-			return ""
+			return n, "", nil
 		}
 		ids = append(ids, m.ID)
 	}
 	slices.Sort(ids)
-	return fmt.Sprintf("%s serves %s, not %q; set rollout.model to the served name or point rollout.endpoints at the right server", ep.url, quoteList(ids), c.model())
+	return 0, "", ids
 }
 
 // contextLength reads max_model_len: a positive whole number.

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -193,5 +194,54 @@ func TestAPIKeyWithLineBreakRefused(t *testing.T) {
 	_, err := NewClient(Options{Endpoints: []string{"http://x:1"}, Model: "m", APIKey: "abc\ndef"})
 	if err == nil || !strings.Contains(err.Error(), "line break") || strings.Contains(err.Error(), "abc") || !usererr.Is(err) {
 		t.Fatalf("error %v, want a usage error about the line break that does not show the key", err)
+	}
+}
+
+// With the default cap, a 100 MB answer to a request of 32 tokens is
+// refused after the few MB such an answer can honestly take, streamed or
+// announced by its Content-Length: memory stays far below the cap.
+func TestHugeBodyBoundedByMaxTokens(t *testing.T) {
+	const size = 100 << 20
+	announced := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet {
+			return
+		}
+		w.Header().Set("Content-Length", strconv.Itoa(size))
+		chunk := make([]byte, 64<<10)
+		for n := 0; n < size; n += len(chunk) {
+			if _, err := w.Write(chunk); err != nil {
+				return
+			}
+		}
+	}))
+	defer announced.Close()
+	streamed := fakevllm.New(fakevllm.Config{HugeBody: size})
+	defer streamed.Close()
+	for _, tc := range []struct {
+		name, url string
+		fault     bool
+		want      string
+	}{
+		{"streamed", streamed.URL, true, "the most an answer to this request's max_tokens can honestly take"},
+		{"announced", announced.URL, false, "by its Content-Length"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newTestClient(t, Options{Endpoints: []string{tc.url}, Retry: RetryPolicy{MaxAttempts: 1}})
+			if tc.fault {
+				streamed.InjectNext(fakevllm.FaultHugeBody)
+			}
+			var before, after runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&before)
+			_, err := c.Sample(context.Background(), chatReq("hi"))
+			runtime.ReadMemStats(&after)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v, want one saying %q", err, tc.want)
+			}
+			// 32 tokens may take 1 MiB + 128 KiB; the default cap is 32 MiB.
+			if grew := after.TotalAlloc - before.TotalAlloc; grew > 12<<20 {
+				t.Errorf("allocated %d MB to refuse the body", grew>>20)
+			}
+		})
 	}
 }

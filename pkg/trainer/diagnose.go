@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"math"
 	"strings"
+
+	"github.com/rllm-org/rllm-go/pkg/episode"
+	"github.com/rllm-org/rllm-go/pkg/rollout"
 )
 
 // Warning is something the run should tell its user: learning has stalled
@@ -21,6 +24,9 @@ const (
 	WarnEntropyCollapse  = "entropy_collapse"
 	WarnNonFinite        = "non_finite"
 	WarnValidationFallen = "validation_fallen"
+	// WarnFirstTurn: most episodes of a step (or a validation) ended the
+	// same abnormal way before their first reply.
+	WarnFirstTurn = "first_turn_failure"
 )
 
 // diagnosis watches each step's metrics for the ways a run stops learning
@@ -35,6 +41,18 @@ type diagnosis struct {
 	// ValDrop is the fraction of the best validation pass@1 below which a
 	// validation counts as fallen.
 	ValDrop float64
+	// Window is the span, in steps, of the reward's moving average.
+	Window int
+	// Stall is how many steps without a new best reward or validation
+	// make a flat run.
+	Stall int
+	// Solved is the accuracy (batch/accuracy or val/pass@1) at which a
+	// task counts as solved: low entropy there is convergence.
+	Solved float64
+
+	// endings are the first-turn endings of the rollouts noted since the
+	// last observe, by phase.
+	endings map[string]*rollout.FirstTurnEndings
 
 	diagnosisState
 }
@@ -45,26 +63,116 @@ type diagnosisState struct {
 	Streak  map[string]int  `json:"streak,omitempty"`
 	Warned  map[string]bool `json:"warned,omitempty"`
 	BestVal float64         `json:"best_val,omitempty"`
+	// The smoothed reward and accuracy, the best smoothed reward and the
+	// steps of the best reward and validation, the last validation.
+	RewardEMA   float64 `json:"reward_ema,omitempty"`
+	AccuracyEMA float64 `json:"accuracy_ema,omitempty"`
+	BestReward  float64 `json:"best_reward,omitempty"`
+	RewardSteps int     `json:"reward_steps,omitempty"`
+	BestStep    int     `json:"best_step,omitempty"`
+	BestValStep int     `json:"best_val_step,omitempty"`
+	LastVal     float64 `json:"last_val,omitempty"`
 }
 
 func newDiagnosis() *diagnosis {
-	return &diagnosis{Patience: 5, EntropyFloor: 0.05, ValDrop: 0.5, diagnosisState: diagnosisState{Streak: map[string]int{}, Warned: map[string]bool{}}}
+	return &diagnosis{Patience: 5, EntropyFloor: 0.05, ValDrop: 0.5, Window: 10, Stall: 100, Solved: 0.8,
+		diagnosisState: diagnosisState{Streak: map[string]int{}, Warned: map[string]bool{}}}
+}
+
+// Phases of rollouts whose endings the diagnosis reads.
+const (
+	phaseRollouts   = "rollouts"
+	phaseValidation = "validation"
+)
+
+// noteEpisodes counts a phase's episodes for the next observe: whether
+// most of them ended the same abnormal way before their first reply.
+func (d *diagnosis) noteEpisodes(phase string, eps []*episode.Episode) {
+	if d.endings == nil {
+		d.endings = map[string]*rollout.FirstTurnEndings{}
+	}
+	f := d.endings[phase]
+	if f == nil {
+		f = &rollout.FirstTurnEndings{}
+		d.endings[phase] = f
+	}
+	for _, ep := range eps {
+		f.Add(ep)
+	}
+}
+
+// improving reports whether the run is still getting better, or has not
+// run long enough to tell: the smoothed reward or the validation set a
+// new best (by more than noise) within the last Stall steps, or the task
+// is solved (smoothed accuracy or the last validation at Solved or more).
+func (d *diagnosis) improving(step int) bool {
+	switch {
+	case d.RewardSteps > 0 && step-d.BestStep < d.Stall:
+		return true
+	case d.LastVal >= d.Solved || (d.RewardSteps > 0 && d.AccuracyEMA >= d.Solved):
+		return true
+	}
+	return d.BestValStep > 0 && step-d.BestValStep < d.Stall
+}
+
+// track follows the smoothed reward and accuracy (an exponential moving
+// average over about Window steps) and the best validation.
+func (d *diagnosis) track(step int, m map[string]float64) {
+	const noise = 0.01
+	alpha := 2 / (float64(d.Window) + 1)
+	if r, ok := m["critic/score/mean"]; ok && !math.IsNaN(r) && !math.IsInf(r, 0) {
+		a, _ := m["batch/accuracy"]
+		if d.RewardSteps == 0 {
+			d.RewardEMA, d.AccuracyEMA, d.BestReward, d.BestStep = r, a, r, step
+		}
+		d.RewardEMA += alpha * (r - d.RewardEMA)
+		d.AccuracyEMA += alpha * (a - d.AccuracyEMA)
+		d.RewardSteps++
+		if d.RewardEMA > d.BestReward+noise {
+			d.BestReward, d.BestStep = d.RewardEMA, step
+		}
+	}
+	if v, ok := m["val/pass@1"]; ok {
+		if d.BestValStep == 0 || v > d.BestVal+noise {
+			d.BestValStep = step
+		}
+		d.LastVal = v
+	}
 }
 
 // observe reads one step's metrics and returns the warnings it raises.
 func (d *diagnosis) observe(step int, m map[string]float64) []Warning {
 	var out []Warning
-	check := func(kind string, holds bool, immediate bool, msg string) {
+	checkKey := func(key, kind string, holds bool, immediate bool, msg string) {
 		if !holds {
-			d.Streak[kind], d.Warned[kind] = 0, false
+			d.Streak[key], d.Warned[key] = 0, false
 			return
 		}
-		d.Streak[kind]++
-		if !d.Warned[kind] && (immediate || d.Streak[kind] >= d.Patience) {
-			d.Warned[kind] = true
+		d.Streak[key]++
+		if !d.Warned[key] && (immediate || d.Streak[key] >= d.Patience) {
+			d.Warned[key] = true
 			out = append(out, Warning{Step: step, Kind: kind, Message: msg})
 		}
 	}
+	check := func(kind string, holds bool, immediate bool, msg string) { checkKey(kind, kind, holds, immediate, msg) }
+
+	// First: most episodes ending the same abnormal way before any reply
+	// is the cause of whatever follows (no signal, zero gradient).
+	for _, phase := range []string{phaseRollouts, phaseValidation} {
+		f, noted := d.endings[phase]
+		if !noted {
+			continue // no such rollouts this step: the state stands
+		}
+		fail, holds := f.Dominant()
+		where := "this step's rollouts"
+		if phase == phaseValidation {
+			where = "validation"
+		}
+		checkKey(WarnFirstTurn+"/"+phase, WarnFirstTurn, holds, true, "in "+where+": "+fail.String())
+	}
+	d.endings = nil
+	d.track(step, m) // before the validation check below updates BestVal
+
 	partial, hasSolve := m["batch/solve_partial"]
 	_, skipped := m["batch/skipped"]
 	noSignal := (hasSolve && partial == 0) || skipped
@@ -78,10 +186,24 @@ func (d *diagnosis) observe(step int, m map[string]float64) []Warning {
 		"the gradient norm was 0 for %d steps: the updates change nothing. "+
 			"Likely causes: zero advantages (see rollout.temperature, rollout.n), every token masked by the filters (filters.*, agent.overlong_filter), or actor.optim.lr at 0", d.Patience))
 
-	ent, hasEnt := m["actor/entropy"]
-	check(WarnEntropyCollapse, hasEnt && ent < d.EntropyFloor, false, fmt.Sprintf(
-		"the policy's entropy stayed below %.2g nats for %d steps: it has collapsed onto fixed replies and explores nothing. "+
-			"Likely causes: a learning rate too high (actor.optim.lr), no entropy bonus (actor.entropy_coeff) or KL anchor (actor.use_kl_loss)", d.EntropyFloor, d.Patience))
+	// Low entropy while the reward or validation still rises, or on a
+	// solved task, is convergence; a collapse is low entropy with a flat
+	// or falling reward. Once warned, only a clear recovery (twice the
+	// floor) re-arms the warning, so entropy hovering at the floor warns
+	// once, not every few steps.
+	if ent, hasEnt := m["actor/entropy"]; hasEnt {
+		low := ent < d.EntropyFloor
+		switch {
+		case low && !d.improving(step):
+			check(WarnEntropyCollapse, true, false, fmt.Sprintf(
+				"the policy's entropy stayed below %.2g nats for %d steps while the reward stopped improving: it has collapsed onto fixed replies and explores nothing. "+
+					"Likely causes: a learning rate too high (actor.optim.lr), no entropy bonus (actor.entropy_coeff) or KL anchor (actor.use_kl_loss)", d.EntropyFloor, d.Patience))
+		case low:
+			d.Streak[WarnEntropyCollapse] = 0 // converging: not a stall, but not a recovery
+		case ent >= 2*d.EntropyFloor:
+			check(WarnEntropyCollapse, false, false, "")
+		}
+	}
 
 	var bad []string
 	for _, k := range []string{"actor/pg_loss", "actor/grad_norm", "critic/score/mean", "critic/rewards/mean", "actor/entropy", "actor/kl_loss"} {

@@ -2,11 +2,14 @@ package trainer
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/rllm-org/rllm-go/pkg/episode"
 )
 
 func TestDiagnosisWarnsOncePerStall(t *testing.T) {
@@ -102,5 +105,91 @@ func TestStalledRunWarns(t *testing.T) {
 	b, err := os.ReadFile(filepath.Join(c.Trainer.DefaultLocalDir, MetricsFile))
 	if err != nil || !strings.Contains(string(b), `"event":"warning","kind":"no_signal"`) {
 		t.Errorf("metrics.jsonl lacks the warning event (%v)", err)
+	}
+}
+
+// refusedEpisodes are n episodes a server refused on their first turn,
+// as pkg/workflow records them.
+func refusedEpisodes(n int) []*episode.Episode {
+	eps := make([]*episode.Episode, n)
+	for i := range eps {
+		eps[i] = &episode.Episode{ID: fmt.Sprintf("t:%d", i), TerminationReason: episode.TerminationMaxPromptLength,
+			Error: "sampling turn 1: http://127.0.0.1:9/v1/chat/completions answered 400 Bad Request: This model's maximum context length is 128 tokens. However, your request has 140 input tokens."}
+	}
+	return eps
+}
+
+// Most episodes ending the same abnormal way before a reply is named
+// once, with the server's message and the keys, before no_signal.
+func TestDiagnosisNamesFirstTurnFailures(t *testing.T) {
+	d := newDiagnosis()
+	var got []Warning
+	for step := 1; step <= 12; step++ {
+		eps := refusedEpisodes(8)
+		eps[0] = &episode.Episode{TerminationReason: episode.TerminationEnvDone, Trajectories: []episode.Trajectory{{Steps: []episode.Step{{ResponseIDs: []int{1}}}}}}
+		d.noteEpisodes(phaseRollouts, eps)
+		if step%5 == 0 {
+			d.noteEpisodes(phaseValidation, refusedEpisodes(4))
+		}
+		got = append(got, d.observe(step, map[string]float64{"batch/skipped": 1})...)
+	}
+	if len(got) != 3 || got[0].Kind != WarnFirstTurn || got[0].Step != 1 || got[1].Kind != WarnFirstTurn || got[1].Step != 5 || got[2].Kind != WarnNoSignal {
+		t.Fatalf("warnings %+v, want first_turn_failure at step 1, then first_turn_failure of validation and no_signal at 5", got)
+	}
+	for _, want := range []string{"7 of 8 episodes ended max_prompt_length_exceeded before their first reply", "maximum context length is 128 tokens", "backend.local.context", "--max-model-len", "this step's rollouts"} {
+		if !strings.Contains(got[0].Message, want) {
+			t.Errorf("warning %q lacks %q", got[0].Message, want)
+		}
+	}
+	if !strings.Contains(got[1].Message, "in validation: 4 of 4") {
+		t.Errorf("validation warning %q", got[1].Message)
+	}
+	// Recovered, then failing again: warned again.
+	d.noteEpisodes(phaseRollouts, nil)
+	d.observe(13, map[string]float64{})
+	d.noteEpisodes(phaseRollouts, refusedEpisodes(2))
+	if w := d.observe(14, map[string]float64{}); len(w) != 1 || w[0].Kind != WarnFirstTurn {
+		t.Fatalf("warnings %+v after a recovery, want first_turn_failure again", w)
+	}
+	// A step with nothing noted (no rollouts) changes nothing.
+	if w := d.observe(15, map[string]float64{}); len(w) != 0 {
+		t.Fatalf("warnings %+v", w)
+	}
+}
+
+// Low entropy while validation rises is convergence: a default-like run
+// whose entropy hovers around the floor as it learns is not warned about
+// (it was warned 150 times in 5,000 steps); a run whose reward is flat
+// with the same entropy is warned once.
+func TestEntropyCollapseOnlyWhenStalled(t *testing.T) {
+	run := func(reward func(step int) float64) []Warning {
+		d := newDiagnosis()
+		var got []Warning
+		for step := 1; step <= 5000; step++ {
+			ent := 0.04
+			if step%7 == 0 {
+				ent = 0.06 // hovering about the floor
+			}
+			m := map[string]float64{"actor/entropy": ent, "critic/score/mean": reward(step), "batch/accuracy": reward(step), "batch/solve_partial": 0.5, "actor/grad_norm": 0.1}
+			if step%50 == 0 {
+				m["val/pass@1"] = reward(step)
+			}
+			for _, w := range d.observe(step, m) {
+				if w.Kind == WarnEntropyCollapse {
+					got = append(got, w)
+				}
+			}
+		}
+		return got
+	}
+	learning := func(step int) float64 {
+		return 0.078 + (0.92-0.078)*(1-math.Exp(-float64(step)/800)) + 0.02*math.Sin(float64(step))
+	}
+	if got := run(learning); len(got) != 0 {
+		t.Errorf("a learning run warned %d times (first at step %d)", len(got), got[0].Step)
+	}
+	flat := func(step int) float64 { return 0.3 + 0.02*math.Sin(float64(step)) }
+	if got := run(flat); len(got) != 1 {
+		t.Errorf("a stalled run warned %d times, want once", len(got))
 	}
 }

@@ -135,6 +135,7 @@ func (t *Trainer) sampleGroups(ctx context.Context, tasks []episode.Task) ([]Gro
 	if err != nil {
 		return nil, nil, err
 	}
+	t.diag.noteEpisodes(phaseRollouts, eps)
 	groups, err := groupEpisodes(eps, t.plan.Train.N)
 	if err != nil {
 		return nil, nil, err

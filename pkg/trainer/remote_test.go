@@ -207,3 +207,45 @@ func TestPrunePublishedRemovesLeftovers(t *testing.T) {
 		t.Fatalf("published/ holds %v", names)
 	}
 }
+
+// The new user's run: rllm serve's context (48 here) is smaller than
+// rollout.max_tokens. With the context read from /v1/models (Check) the
+// replies are capped to fit and the run samples; without it every
+// request is refused, every episode ends max_prompt_length_exceeded, and
+// the first warning names that cause with the server's message.
+func TestTrainFitsRepliesToTheServersContext(t *testing.T) {
+	for _, checked := range []bool{true, false} {
+		t.Run(map[bool]string{true: "context known", false: "context unknown"}[checked], func(t *testing.T) {
+			base := smallConfig(t)
+			url := serveLike(t, base)
+			c := smallConfig(t, "rollout.engine=openai", "rollout.endpoints=["+url+"]", "rollout.model=policy",
+				"trainer.total_training_steps=2", "backend.local.warmup_steps=0", "rollout.max_tokens=512")
+			client := mustClient(t, "policy", url)
+			if checked {
+				if err := client.Check(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+			}
+			tr, err := New(context.Background(), c, Options{Rollouts: client})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tr.Close()
+			res, err := tr.Train(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			refused := res.Last["batch/termination_reason/max_prompt_length_exceeded"]
+			if checked {
+				if res.Last["rollout/response_tokens"] == 0 || refused != 0 || len(res.Warnings) != 0 {
+					t.Fatalf("metrics %v warnings %+v: want sampled replies, none refused, no warning", res.Last, res.Warnings)
+				}
+				return
+			}
+			if refused != 1 || len(res.Warnings) == 0 || res.Warnings[0].Kind != WarnFirstTurn || res.Warnings[0].Step != 1 ||
+				!strings.Contains(res.Warnings[0].Message, "maximum context length is 48 tokens") {
+				t.Fatalf("metrics %v warnings %+v: want every episode refused and the cause named at step 1", res.Last, res.Warnings)
+			}
+		})
+	}
+}

@@ -32,6 +32,7 @@ func (t *Trainer) validate(ctx context.Context) (map[string]float64, error) {
 		}
 		eps = append(eps, got...)
 	}
+	t.diag.noteEpisodes(phaseValidation, eps)
 	sum := rollout.Summarize(eps, n)
 	m := map[string]float64{
 		"val/pass@1":      sum.PassAt1,

@@ -89,11 +89,7 @@ func newAgentEnv(args SingleTurnParams, deps Deps, maxSteps int) (*AgentEnv, err
 		newAgent: deps.NewAgent, newEnv: deps.NewEnv, name: deps.Agent.Name,
 	}
 	if w.newAgent == nil {
-		d, err := agent.Lookup(deps.Agent.Name)
-		if err != nil {
-			return nil, err
-		}
-		v, err := d.Resolve("agent.args", deps.Agent.Args)
+		d, v, err := agent.Resolve(deps.Agent.Name, deps.Agent.Args)
 		if err != nil {
 			return nil, err
 		}
@@ -195,7 +191,9 @@ func (w *AgentEnv) Run(ctx context.Context, task episode.Task, episodeID string)
 		resp, err := w.deps.Sampler.Sample(ctx, req)
 		if errors.Is(err, sampler.ErrPromptTooLong) {
 			// The conversation outgrew the model: an ending, not a failure.
+			// The refusal is kept so that a report can say who refused.
 			ep.TerminationReason = episode.TerminationMaxPromptLength
+			ep.Error = fmt.Sprintf("sampling turn %d: %v", turn+1, err)
 			return ep, nil
 		}
 		if err != nil {

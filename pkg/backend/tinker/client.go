@@ -373,8 +373,7 @@ func (c *Client) classify(err error) error {
 var ErrUnauthorized = errors.New("tinker: unauthorized")
 
 // RequestError is a queued request whose future failed: the server's
-// message and its category (user, server or unknown). A user error
-// exits with code 2 and is never retried.
+// message and its category (user, server or unknown). It is never retried.
 type RequestError struct {
 	Path     string
 	Msg      string
@@ -385,12 +384,15 @@ func (e *RequestError) Error() string {
 	return fmt.Sprintf("%s failed on the Tinker service (%s error): %s", e.Path, e.Category, e.Msg)
 }
 
-// ExitCode is 2 for user errors, 1 otherwise.
-func (e *RequestError) ExitCode() int {
-	if e.Category == "user" {
-		return usererr.ExitUsage
+// requestError is a failed request's error: a user error (exit code 2,
+// usererr's) when the service says the request itself is at fault, a
+// runtime failure otherwise; errors.As finds the *RequestError in both.
+func requestError(path, msg, category string) error {
+	re := &RequestError{Path: path, Msg: msg, Category: category}
+	if category == "user" {
+		return &usererr.Error{Msg: re.Error(), Err: re}
 	}
-	return usererr.ExitFailure
+	return re
 }
 
 // submit posts a queued call and returns its request id.
@@ -449,7 +451,7 @@ func (c *Client) await(ctx context.Context, path, requestID string, resubmit fun
 				if cat == "" {
 					cat = "unknown"
 				}
-				return nil, &RequestError{Path: path, Msg: c.redact(*probe.Error), Category: cat}
+				return nil, requestError(path, c.redact(*probe.Error), cat)
 			}
 			return data, nil
 		case errors.As(err, &he) && he.Status == http.StatusRequestTimeout, isTimeout(err):
@@ -494,7 +496,7 @@ func (c *Client) await(ctx context.Context, path, requestID string, resubmit fun
 			var he *HTTPError
 			if errors.As(err, &he) && he.Status == http.StatusBadRequest {
 				// SkyRL reports a failed request as 400 {detail}.
-				return nil, &RequestError{Path: path, Msg: he.Msg, Category: "user"}
+				return nil, requestError(path, he.Msg, "user")
 			}
 			return nil, c.classify(err)
 		}

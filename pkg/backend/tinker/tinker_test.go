@@ -603,8 +603,10 @@ func TestOpenFromConfigKeys(t *testing.T) {
 }
 
 func testConfig(url string) *config.Config {
-	cfg := config.Default()
-	cfg.Backend.Name = "tinker"
+	cfg, err := config.FromOverrides([]string{"backend.name=tinker"})
+	if err != nil {
+		panic(err)
+	}
 	tk := &cfg.Backend.Tinker
 	tk.BaseURL, tk.BaseModel, tk.LoRARank = url, faketinker.BaseModel, 4
 	tk.HeartbeatS = 3600
