@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"time"
 
 	"github.com/rllm-org/rllm-go/internal/atomicfile"
@@ -230,8 +231,12 @@ func (t *Trainer) Train(ctx context.Context) (*Result, error) {
 	steps := t.progress().Start("train", "steps", int64(t.totalSteps-t.step))
 	defer steps.Done()
 	for t.step < t.totalSteps {
-		m, err := t.trainStep(ctx)
+		sent := new(atomic.Bool)
+		m, err := t.trainStep(context.WithValue(ctx, optimSentKey{}, sent))
 		if err != nil {
+			if sent.Load() {
+				err = &unfinishedStepError{step: t.step + 1, err: err}
+			}
 			return res, t.stopped(ctx, res, fmt.Errorf("step %d: %w", t.step+1, err))
 		}
 		t.step++
@@ -409,6 +414,13 @@ func (t *Trainer) stopped(ctx context.Context, res *Result, err error) error {
 		return err
 	}
 	cause := ctx.Err()
+	var unfinished *unfinishedStepError
+	if errors.As(err, &unfinished) {
+		// Part of the step is on the service's weights: saving them would
+		// label step t a state that holds some of t+1.
+		t.logf("interrupted during step %d, whose optimizer call was sent but which could not finish (%v); its weights are not saved: resume from the checkpoint of step %d", unfinished.step, unfinished.err, t.savedStep)
+		return errors.Join(cause, err)
+	}
 	saveCtx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	if t.step > 0 {
