@@ -29,9 +29,7 @@ func checkComponents(ld *config.Loaded) error {
 		errs = append(errs, err)
 	}
 	if deps.Agent.Name != "" {
-		if d, err := agent.Lookup(deps.Agent.Name); err != nil {
-			errs = append(errs, err)
-		} else if _, err := d.Resolve("agent.args", deps.Agent.Args); err != nil {
+		if _, _, err := agent.Resolve(deps.Agent.Name, deps.Agent.Args); err != nil {
 			errs = append(errs, err)
 		}
 	}

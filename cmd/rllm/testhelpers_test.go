@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/rllm-org/rllm-go/pkg/usererr"
 )
 
 // testExecEnv is an exec environment for the scripts: reset shows the
@@ -87,3 +89,6 @@ func testMCPServer() {
 	}
 	os.Exit(0)
 }
+
+// exitCode is the exit code the CLI gives err.
+func exitCode(ctx context.Context, err error) int { return usererr.ExitCode(ctx, err) }

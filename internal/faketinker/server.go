@@ -35,6 +35,7 @@ import (
 
 	"github.com/rllm-org/rllm-go/pkg/backend"
 	"github.com/rllm-org/rllm-go/pkg/backend/local"
+	"github.com/rllm-org/rllm-go/pkg/backend/tinker/wire"
 )
 
 // BaseModel is the name the fake serves the embedded policy under.
@@ -61,7 +62,26 @@ type Options struct {
 	// Dir holds saved checkpoints; empty means a temporary directory
 	// removed by Close.
 	Dir string
+	// TrainingLatency is how long each training request (forward,
+	// forward_backward, optim_step, save and load) takes to run once its
+	// turn comes, as on a real accelerator; requests keep running after
+	// the client stops waiting, as on the real service.
+	TrainingLatency time.Duration
+	// OnRequest, when set, is called with the endpoint name of every
+	// request as it arrives, before it is handled (a test's Ctrl-C at an
+	// exact point).
+	OnRequest func(name string)
+	// Delays inject training and sampling latency (delays.go).
+	Delays Delays
 }
+
+// The Tinker SDK's limits on one forward or forward_backward request; the
+// fake refuses a request over them, so a client must chunk as the SDK
+// does.
+const (
+	MaxChunkDatums  = 128
+	MaxChunkNumbers = 500_000
+)
 
 // FaultKind is what goes wrong.
 type FaultKind int
@@ -86,6 +106,9 @@ const (
 	// FaultArchive makes a checkpoint download (Path "download") serve
 	// Body instead of the real archive.
 	FaultArchive
+	// FaultHang accepts the request and never answers it (until the
+	// client gives up or the server closes).
+	FaultHang
 )
 
 // Fault is one injected failure; it hits the next Times requests to Path
@@ -146,6 +169,7 @@ type Server struct {
 	nextID     int
 	nextModel  int
 	downloads  int
+	ttls       []int
 	closing    chan struct{}
 	closedOnce sync.Once
 }
@@ -231,6 +255,11 @@ func New(opts Options) (*Server, error) {
 		})
 	})
 	mux.HandleFunc("GET /download/{run}/{kind}/{name}", s.download)
+	mux.HandleFunc("DELETE /api/v1/training_runs/{run}/checkpoints/{kind}/{name}", func(w http.ResponseWriter, r *http.Request) {
+		s.serve("delete_checkpoint", w, r, func(w http.ResponseWriter, r *http.Request, _ []byte) {
+			s.deleteCheckpoint(w, r.PathValue("run"), r.PathValue("kind"), r.PathValue("name"))
+		})
+	})
 	s.Server = httptest.NewServer(mux)
 	return s, nil
 }
@@ -334,6 +363,9 @@ func (s *Server) serve(name string, w http.ResponseWriter, r *http.Request, h fu
 	if err != nil {
 		return
 	}
+	if s.opts.OnRequest != nil {
+		s.opts.OnRequest(name)
+	}
 	e := Entry{Path: name, APIKey: r.Header.Get("X-API-Key")}
 	var probe struct {
 		ModelID   string `json:"model_id"`
@@ -347,7 +379,7 @@ func (s *Server) serve(name string, w http.ResponseWriter, r *http.Request, h fu
 	if f := s.futures[probe.RequestID]; f != nil {
 		forPath = f.path
 	}
-	fault := s.takeFault(name, forPath, FaultStatus, FaultDropBefore, FaultDropAfter)
+	fault := s.takeFault(name, forPath, FaultStatus, FaultDropBefore, FaultDropAfter, FaultHang)
 	s.mu.Unlock()
 	rec := &recorder{ResponseWriter: w}
 	defer func() {
@@ -382,6 +414,12 @@ func (s *Server) serve(name string, w http.ResponseWriter, r *http.Request, h fu
 			return
 		case FaultDropBefore:
 			drop(w)
+			return
+		case FaultHang:
+			select {
+			case <-r.Context().Done():
+			case <-s.closing:
+			}
 			return
 		case FaultDropAfter:
 			h(&discardWriter{header: http.Header{}, rec: rec}, r, body)
@@ -478,12 +516,7 @@ func (s *Server) capabilities(w http.ResponseWriter, r *http.Request, _ []byte) 
 }
 
 func (s *Server) createSession(w http.ResponseWriter, _ *http.Request, body []byte) {
-	var req struct {
-		Tags         []string          `json:"tags"`
-		UserMetadata map[string]string `json:"user_metadata"`
-		SDKVersion   string            `json:"sdk_version"`
-		ProjectID    string            `json:"project_id"`
-	}
+	var req wire.CreateSessionRequest
 	if err := decodeStrict(body, &req); err != nil {
 		badRequest(w, "create_session: %v", err)
 		return
@@ -493,13 +526,11 @@ func (s *Server) createSession(w http.ResponseWriter, _ *http.Request, body []by
 	id := "session-" + strconv.Itoa(s.nextID)
 	s.sessions[id] = 0
 	s.mu.Unlock()
-	writeJSON(w, 200, map[string]string{"session_id": id})
+	writeJSON(w, 200, wire.CreateSessionResponse{SessionID: id})
 }
 
 func (s *Server) heartbeat(w http.ResponseWriter, _ *http.Request, body []byte) {
-	var req struct {
-		SessionID string `json:"session_id"`
-	}
+	var req wire.SessionRequest
 	if err := decodeStrict(body, &req); err != nil {
 		badRequest(w, "session_heartbeat: %v", err)
 		return
@@ -548,19 +579,10 @@ func resolve(f *future, v any, err error) {
 }
 
 func (s *Server) createModel(w http.ResponseWriter, _ *http.Request, body []byte) {
-	var req struct {
-		Type         string            `json:"type"`
-		SessionID    string            `json:"session_id"`
-		ModelSeqID   int               `json:"model_seq_id"`
-		BaseModel    string            `json:"base_model"`
-		UserMetadata map[string]string `json:"user_metadata"`
-		LoRAConfig   *struct {
-			Rank         int    `json:"rank"`
-			Seed         *int64 `json:"seed"`
-			TrainUnembed bool   `json:"train_unembed"`
-			TrainMLP     bool   `json:"train_mlp"`
-			TrainAttn    bool   `json:"train_attn"`
-		} `json:"lora_config"`
+	var req wire.CreateModelRequest
+	if err := requireFields(body, "session_id", "base_model", "lora_config.rank"); err != nil {
+		badRequest(w, "create_model: %v", err)
+		return
 	}
 	if err := decodeStrict(body, &req); err != nil {
 		badRequest(w, "create_model: %v", err)
@@ -572,7 +594,7 @@ func (s *Server) createModel(w http.ResponseWriter, _ *http.Request, body []byte
 		writeJSON(w, http.StatusNotFound, map[string]string{"detail": "session " + req.SessionID + " not found"})
 		return
 	}
-	if req.LoRAConfig == nil || req.LoRAConfig.Rank < 1 {
+	if req.LoRAConfig.Rank < 1 {
 		badRequest(w, "lora_config.rank is required")
 		return
 	}
@@ -595,15 +617,12 @@ func (s *Server) createModel(w http.ResponseWriter, _ *http.Request, body []byte
 	s.models[id] = m
 	go s.work(m)
 	f := s.newFuture("create_model")
-	resolve(f, map[string]string{"model_id": id}, nil)
-	writeJSON(w, 200, map[string]string{"request_id": f.id, "model_id": id})
+	resolve(f, wire.ModelIDResult{ModelID: id}, nil)
+	writeJSON(w, 200, wire.SubmitResponse{RequestID: f.id, ModelID: id})
 }
 
 func (s *Server) getInfo(w http.ResponseWriter, _ *http.Request, body []byte) {
-	var req struct {
-		Type    string `json:"type"`
-		ModelID string `json:"model_id"`
-	}
+	var req wire.ModelRequest
 	if err := decodeStrict(body, &req); err != nil {
 		badRequest(w, "get_info: %v", err)
 		return
@@ -620,10 +639,7 @@ func (s *Server) getInfo(w http.ResponseWriter, _ *http.Request, body []byte) {
 }
 
 func (s *Server) unloadModel(w http.ResponseWriter, _ *http.Request, body []byte) {
-	var req struct {
-		Type    string `json:"type"`
-		ModelID string `json:"model_id"`
-	}
+	var req wire.ModelRequest
 	if err := decodeStrict(body, &req); err != nil {
 		badRequest(w, "unload_model: %v", err)
 		return
@@ -640,13 +656,11 @@ func (s *Server) unloadModel(w http.ResponseWriter, _ *http.Request, body []byte
 	// accepting work once its queue drains.
 	_ = m
 	resolve(f, map[string]string{"type": "unload_model"}, nil)
-	writeJSON(w, 200, map[string]string{"request_id": f.id})
+	writeJSON(w, 200, wire.SubmitResponse{RequestID: f.id})
 }
 
 func (s *Server) retrieve(w http.ResponseWriter, r *http.Request, body []byte) {
-	var req struct {
-		RequestID string `json:"request_id"`
-	}
+	var req wire.RetrieveFutureRequest
 	if err := decodeStrict(body, &req); err != nil {
 		badRequest(w, "retrieve_future: %v", err)
 		return
@@ -656,7 +670,7 @@ func (s *Server) retrieve(w http.ResponseWriter, r *http.Request, body []byte) {
 	if f != nil && f.pending > 0 {
 		f.pending--
 		s.mu.Unlock()
-		writeJSON(w, 200, map[string]string{"type": "try_again", "request_id": f.id, "queue_state": "paused_capacity"})
+		writeJSON(w, 200, wire.TryAgain{Type: "try_again", RequestID: f.id, QueueState: "paused_capacity"})
 		return
 	}
 	s.mu.Unlock()
@@ -779,6 +793,53 @@ func (s *Server) Downloads() int {
 }
 
 func hashBody(b []byte) [32]byte { return sha256.Sum256(b) }
+
+// deleteCheckpoint is the SDK's RestClient.delete_checkpoint: DELETE
+// training_runs/{run}/checkpoints/{kind}/{name}; an unknown one is 404.
+func (s *Server) deleteCheckpoint(w http.ResponseWriter, run, kind, name string) {
+	if kind != "weights" && kind != "sampler_weights" {
+		writeJSON(w, http.StatusNotFound, map[string]string{"detail": "no checkpoint kind " + kind})
+		return
+	}
+	dir := s.checkpointDir(run, kind, name)
+	if _, err := os.Stat(dir); err != nil {
+		writeJSON(w, http.StatusNotFound, map[string]string{"detail": "checkpoint tinker://" + run + "/" + kind + "/" + name + " not found"})
+		return
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		writeJSON(w, http.StatusInternalServerError, map[string]string{"detail": err.Error()})
+		return
+	}
+	s.mu.Lock()
+	delete(s.samplers, "tinker://"+run+"/"+kind+"/"+name)
+	s.mu.Unlock()
+	w.WriteHeader(http.StatusOK)
+}
+
+// Checkpoints lists the saved checkpoints still on the server, as
+// tinker:// paths, sorted.
+func (s *Server) Checkpoints() []string {
+	var out []string
+	runs, _ := os.ReadDir(s.opts.Dir)
+	for _, r := range runs {
+		for _, kind := range []string{"weights", "sampler_weights"} {
+			names, _ := os.ReadDir(filepath.Join(s.opts.Dir, r.Name(), kind))
+			for _, n := range names {
+				out = append(out, "tinker://"+r.Name()+"/"+kind+"/"+n.Name())
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// SamplerTTLs are the ttl_seconds of every save_weights_for_sampler, in
+// order (0 when none was sent).
+func (s *Server) SamplerTTLs() []int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.ttls)
+}
 
 // PendingFaults counts the injected faults not yet used up.
 func (s *Server) PendingFaults() int {

@@ -9,52 +9,93 @@ import (
 	"net/http"
 	"os"
 	"regexp"
+	"strings"
+	"time"
 
 	"github.com/rllm-org/rllm-go/pkg/backend"
 	"github.com/rllm-org/rllm-go/pkg/backend/local"
+	"github.com/rllm-org/rllm-go/pkg/backend/tinker/wire"
 )
 
-type tensor struct {
-	Data  []float64 `json:"data"`
-	Dtype string    `json:"dtype"`
-	Shape []int     `json:"shape"`
-}
-
-type wireDatum struct {
-	ModelInput struct {
-		Chunks []struct {
-			Type   string `json:"type"`
-			Tokens []int  `json:"tokens"`
-		} `json:"chunks"`
-	} `json:"model_input"`
-	LossFnInputs map[string]tensor `json:"loss_fn_inputs"`
-}
-
-type fbInput struct {
-	Data         []wireDatum        `json:"data"`
-	LossFn       string             `json:"loss_fn"`
-	LossFnConfig map[string]float64 `json:"loss_fn_config"`
-}
-
+// trainingRequest is any seq_id-ordered call, decoded into the client's
+// own wire type for its endpoint (package wire), so the two never
+// disagree on a name.
 type trainingRequest struct {
-	Type                 string   `json:"type"`
-	ModelID              string   `json:"model_id"`
-	SeqID                *int     `json:"seq_id"`
-	ForwardBackwardInput *fbInput `json:"forward_backward_input"`
-	ForwardInput         *fbInput `json:"forward_input"`
-	AdamParams           *struct {
-		LearningRate *float64 `json:"learning_rate"`
-		Beta1        *float64 `json:"beta1"`
-		Beta2        *float64 `json:"beta2"`
-		Eps          *float64 `json:"eps"`
-		WeightDecay  float64  `json:"weight_decay"`
-		GradClipNorm float64  `json:"grad_clip_norm"`
-	} `json:"adam_params"`
-	Path        *string `json:"path"`
-	Optimizer   *bool   `json:"optimizer"`
-	TTLSeconds  *int    `json:"ttl_seconds"`
-	Overwrite   bool    `json:"overwrite"`
-	SamplingSID *string `json:"sampling_session_seq_id"`
+	ModelID              string
+	SeqID                int
+	ForwardBackwardInput *wire.ForwardBackwardInput
+	ForwardInput         *wire.ForwardBackwardInput
+	Adam                 wire.AdamParamsWire
+	Path                 string
+	Optimizer            bool
+	TTLSeconds           *int
+}
+
+// required names the fields each training call must carry (dotted for a
+// nested one): a zero value in the wire type cannot tell them missing.
+var required = map[string][]string{
+	"forward_backward":         {"model_id", "seq_id"},
+	"forward":                  {"model_id", "seq_id"},
+	"optim_step":               {"model_id", "seq_id", "adam_params.learning_rate", "adam_params.beta1", "adam_params.beta2", "adam_params.eps"},
+	"save_weights":             {"model_id", "seq_id", "path"},
+	"save_weights_for_sampler": {"model_id", "seq_id", "path"},
+	"load_weights":             {"model_id", "seq_id", "path", "optimizer"},
+}
+
+// decodeTraining reads a training call's body strictly into its wire type.
+func decodeTraining(path string, body []byte) (*trainingRequest, string, error) {
+	if err := requireFields(body, required[path]...); err != nil {
+		return nil, "", err
+	}
+	r := &trainingRequest{}
+	var typ string
+	switch path {
+	case "forward_backward", "forward":
+		var w wire.ForwardBackwardRequest
+		if err := decodeStrict(body, &w); err != nil {
+			return nil, "", err
+		}
+		typ, r.ModelID, r.SeqID, r.ForwardBackwardInput, r.ForwardInput = w.Type, w.ModelID, w.SeqID, w.ForwardBackwardInput, w.ForwardInput
+	case "optim_step":
+		var w wire.OptimStepRequest
+		if err := decodeStrict(body, &w); err != nil {
+			return nil, "", err
+		}
+		typ, r.ModelID, r.SeqID, r.Adam = w.Type, w.ModelID, w.SeqID, w.AdamParams
+	case "save_weights", "save_weights_for_sampler":
+		var w wire.SaveWeightsRequest
+		if err := decodeStrict(body, &w); err != nil {
+			return nil, "", err
+		}
+		typ, r.ModelID, r.SeqID, r.Path, r.TTLSeconds = w.Type, w.ModelID, w.SeqID, w.Path, w.TTLSeconds
+	case "load_weights":
+		var w wire.LoadWeightsRequest
+		if err := decodeStrict(body, &w); err != nil {
+			return nil, "", err
+		}
+		typ, r.ModelID, r.SeqID, r.Path, r.Optimizer = w.Type, w.ModelID, w.SeqID, w.Path, w.Optimizer
+	}
+	return r, typ, nil
+}
+
+// requireFields checks that body (a JSON object) holds every field, a
+// dotted name reaching into nested objects.
+func requireFields(body []byte, fields ...string) error {
+	for _, f := range fields {
+		cur := body
+		for _, part := range strings.Split(f, ".") {
+			var m map[string]json.RawMessage
+			if err := json.Unmarshal(cur, &m); err != nil {
+				return fmt.Errorf("%s is required", f)
+			}
+			v, ok := m[part]
+			if !ok || string(v) == "null" {
+				return fmt.Errorf("%s is required", f)
+			}
+			cur = v
+		}
+	}
+	return nil
 }
 
 // lossKeys are the loss_fn_inputs each loss reads; anything else is a
@@ -70,20 +111,20 @@ var nameRE = regexp.MustCompile(`^[a-zA-Z0-9_-]+$`)
 
 // training handles the seq_id-ordered calls.
 func (s *Server) training(path string, w http.ResponseWriter, _ *http.Request, body []byte) {
-	var req trainingRequest
-	if err := decodeStrict(body, &req); err != nil {
+	req, typ, err := decodeTraining(path, body)
+	if err != nil {
 		writeJSON(w, http.StatusUnprocessableEntity, map[string]string{"detail": err.Error()})
 		return
 	}
-	if req.Type != "" && req.Type != path {
-		writeJSON(w, http.StatusUnprocessableEntity, map[string]string{"detail": fmt.Sprintf("type %q sent to %s", req.Type, path)})
+	if typ != "" && typ != path {
+		writeJSON(w, http.StatusUnprocessableEntity, map[string]string{"detail": fmt.Sprintf("type %q sent to %s", typ, path)})
 		return
 	}
-	if req.SeqID == nil || *req.SeqID < 1 {
+	if req.SeqID < 1 {
 		writeJSON(w, http.StatusUnprocessableEntity, map[string]string{"detail": "seq_id is required and starts at 1"})
 		return
 	}
-	seq := *req.SeqID
+	seq := req.SeqID
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	m := s.models[req.ModelID]
@@ -102,10 +143,10 @@ func (s *Server) training(path string, w http.ResponseWriter, _ *http.Request, b
 		id := fmt.Sprintf("req-%d", s.nextID)
 		s.futures[id] = e.fut
 		markDup(w)
-		writeJSON(w, 200, map[string]string{"request_id": id, "model_id": m.id})
+		writeJSON(w, 200, wire.SubmitResponse{RequestID: id, ModelID: m.id})
 		return
 	}
-	run, err := s.prepare(m, path, &req)
+	run, err := s.prepare(m, path, req)
 	if err != nil {
 		writeJSON(w, http.StatusUnprocessableEntity, map[string]string{"detail": err.Error()})
 		return
@@ -114,7 +155,7 @@ func (s *Server) training(path string, w http.ResponseWriter, _ *http.Request, b
 	e := &entry{path: path, hash: h, fut: f, run: run}
 	m.bySeq[seq] = e
 	s.drain(m)
-	writeJSON(w, 200, map[string]string{"request_id": f.id, "model_id": m.id})
+	writeJSON(w, 200, wire.SubmitResponse{RequestID: f.id, ModelID: m.id})
 }
 
 // drain queues, in seq_id order, every request whose predecessors have
@@ -155,6 +196,13 @@ func (s *Server) work(m *model) {
 			resolve(e.fut, nil, nil)
 			continue
 		}
+		if d := s.opts.TrainingLatency + s.opts.Delays.trainDelay(e.path); d > 0 {
+			select {
+			case <-time.After(d):
+			case <-s.closing:
+				return
+			}
+		}
 		v, err := e.run()
 		resolve(e.fut, v, err)
 	}
@@ -174,6 +222,21 @@ func (s *Server) prepare(m *model, path string, req *trainingRequest) (func() (a
 		if in == nil || (req.ForwardBackwardInput != nil && req.ForwardInput != nil) {
 			return nil, fmt.Errorf("%s needs exactly its own input field", path)
 		}
+		if n := len(in.Data); n > MaxChunkDatums {
+			return nil, fmt.Errorf("%s takes at most %d datums per request, got %d; split the batch as the SDK does", path, MaxChunkDatums, n)
+		}
+		numbers := 0
+		for _, d := range in.Data {
+			for _, c := range d.ModelInput.Chunks {
+				numbers += len(c.Tokens)
+			}
+			for _, t := range d.LossFnInputs {
+				numbers += len(t.Data)
+			}
+		}
+		if numbers > MaxChunkNumbers && len(in.Data) > 1 {
+			return nil, fmt.Errorf("%s takes at most %d numbers per request, got %d; split the batch as the SDK does", path, MaxChunkNumbers, numbers)
+		}
 		loss, data, err := s.datums(in)
 		if err != nil {
 			return nil, err
@@ -189,22 +252,18 @@ func (s *Server) prepare(m *model, path string, req *trainingRequest) (func() (a
 			if err != nil {
 				return nil, err
 			}
-			outs := make([]map[string]tensor, len(out.LossFnOutputs))
+			outs := make([]wire.LossFnOutputWire, len(out.LossFnOutputs))
 			for i, o := range out.LossFnOutputs {
-				outs[i] = map[string]tensor{
+				outs[i] = wire.LossFnOutputWire{
 					"logprobs":         {Data: f32(o.Logprobs), Dtype: "float32", Shape: []int{len(o.Logprobs)}},
 					"elementwise_loss": {Data: f32(o.ElementwiseLoss), Dtype: "float32", Shape: []int{len(o.ElementwiseLoss)}},
 				}
 			}
-			return map[string]any{"loss_fn_output_type": "ArrayRecord", "loss_fn_outputs": outs,
-				"metrics": map[string]float64{"loss:sum": out.Metrics["loss:sum"]}}, nil
+			return wire.ForwardBackwardResult{LossFnOutputType: "ArrayRecord", LossFnOutputs: outs,
+				Metrics: map[string]float64{"loss:sum": out.Metrics["loss:sum"]}}, nil
 		}, nil
 	case "optim_step":
-		a := req.AdamParams
-		if a == nil || a.LearningRate == nil || a.Beta1 == nil || a.Beta2 == nil || a.Eps == nil {
-			return nil, errors.New("optim_step needs adam_params with learning_rate, beta1, beta2 and eps")
-		}
-		p := backend.AdamParams{LearningRate: *a.LearningRate, Beta1: *a.Beta1, Beta2: *a.Beta2, Eps: *a.Eps, WeightDecay: a.WeightDecay, GradClipNorm: a.GradClipNorm}
+		p := backend.AdamParams(req.Adam)
 		if p.Eps <= 0 {
 			return nil, errors.New("adam_params.eps must be > 0")
 		}
@@ -216,22 +275,31 @@ func (s *Server) prepare(m *model, path string, req *trainingRequest) (func() (a
 			if err != nil {
 				return nil, err
 			}
-			return map[string]any{"metrics": out.Metrics}, nil
+			return wire.OptimStepResult{Metrics: out.Metrics}, nil
 		}, nil
 	case "save_weights", "save_weights_for_sampler":
-		if req.Path == nil || !nameRE.MatchString(*req.Path) {
+		if !nameRE.MatchString(req.Path) {
 			return nil, errors.New("path must match ^[a-zA-Z0-9_-]+$")
 		}
-		name := *req.Path
+		name := req.Path
 		kind := "weights"
 		if path == "save_weights_for_sampler" {
 			kind = "sampler_weights"
 		}
 		dir := s.checkpointDir(m.id, kind, name)
 		tinker := "tinker://" + m.id + "/" + kind + "/" + name
-		overwrite := req.Overwrite
+		if req.TTLSeconds != nil && *req.TTLSeconds < 1 {
+			return nil, errors.New("ttl_seconds must be a positive number of seconds")
+		}
+		if kind == "sampler_weights" {
+			ttl := 0
+			if req.TTLSeconds != nil {
+				ttl = *req.TTLSeconds
+			}
+			s.ttls = append(s.ttls, ttl)
+		}
 		return func() (any, error) {
-			if _, err := os.Stat(dir); err == nil && !overwrite {
+			if _, err := os.Stat(dir); err == nil {
 				return nil, fmt.Errorf("checkpoint %s already exists", tinker)
 			}
 			if _, err := lb.SaveState(ctx, dir).Result(ctx); err != nil {
@@ -246,21 +314,18 @@ func (s *Server) prepare(m *model, path string, req *trainingRequest) (func() (a
 				s.samplers[tinker] = snap
 				s.mu.Unlock()
 			}
-			return map[string]string{"path": tinker}, nil
+			return wire.PathResult{Path: tinker}, nil
 		}, nil
 	case "load_weights":
-		if req.Path == nil || req.Optimizer == nil {
-			return nil, errors.New("load_weights needs path and optimizer")
-		}
-		run, kind, name, ok := parseTinkerPath(*req.Path)
+		run, kind, name, ok := parseTinkerPath(req.Path)
 		if !ok || kind != "weights" {
-			return nil, fmt.Errorf("%q is not a tinker://…/weights/… path", *req.Path)
+			return nil, fmt.Errorf("%q is not a tinker://…/weights/… path", req.Path)
 		}
 		dir := s.checkpointDir(run, kind, name)
-		withOpt := *req.Optimizer
+		withOpt := req.Optimizer
 		return func() (any, error) {
 			if _, err := os.Stat(dir); err != nil {
-				return nil, fmt.Errorf("checkpoint %s not found", *req.Path)
+				return nil, fmt.Errorf("checkpoint %s not found", req.Path)
 			}
 			if _, err := lb.LoadState(ctx, dir, withOpt).Result(ctx); err != nil {
 				return nil, err
@@ -280,7 +345,7 @@ func f32(xs []float64) []float64 {
 }
 
 // datums checks and converts the wire datums.
-func (s *Server) datums(in *fbInput) (backend.Loss, []backend.Datum, error) {
+func (s *Server) datums(in *wire.ForwardBackwardInput) (backend.Loss, []backend.Datum, error) {
 	keys, ok := lossKeys[in.LossFn]
 	if !ok || !s.lossSupported(in.LossFn) {
 		return backend.Loss{}, nil, fmt.Errorf("loss_fn %q is not supported", in.LossFn)
@@ -375,50 +440,28 @@ func (s *Server) lossSupported(name string) bool {
 
 // sample handles asample: not ordered with training.
 func (s *Server) sample(w http.ResponseWriter, _ *http.Request, body []byte) {
-	var req struct {
-		Type   string `json:"type"`
-		Prompt struct {
-			Chunks []struct {
-				Type   string `json:"type"`
-				Tokens []int  `json:"tokens"`
-			} `json:"chunks"`
-		} `json:"prompt"`
-		NumSamples     int `json:"num_samples"`
-		SamplingParams *struct {
-			MaxTokens   *int            `json:"max_tokens"`
-			Temperature float64         `json:"temperature"`
-			TopK        int             `json:"top_k"`
-			TopP        float64         `json:"top_p"`
-			Stop        json.RawMessage `json:"stop"`
-			Seed        *int64          `json:"seed"`
-		} `json:"sampling_params"`
-		ModelPath          string `json:"model_path"`
-		BaseModel          string `json:"base_model"`
-		SamplingSessionID  string `json:"sampling_session_id"`
-		SeqID              *int   `json:"seq_id"`
-		PromptLogprobs     bool   `json:"prompt_logprobs"`
-		TopKPromptLogprobs int    `json:"topk_prompt_logprobs"`
+	var req wire.SampleRequestWire
+	if err := requireFields(body, "sampling_params.max_tokens", "sampling_params.stop"); err != nil {
+		writeJSON(w, http.StatusUnprocessableEntity, map[string]string{"detail": err.Error()})
+		return
 	}
 	if err := decodeStrict(body, &req); err != nil {
 		writeJSON(w, http.StatusUnprocessableEntity, map[string]string{"detail": err.Error()})
 		return
 	}
 	sp := req.SamplingParams
-	if sp == nil || sp.MaxTokens == nil {
-		writeJSON(w, http.StatusUnprocessableEntity, map[string]string{"detail": "sampling_params.max_tokens is required"})
-		return
-	}
 	if (req.ModelPath == "") == (req.BaseModel == "") {
 		badRequest(w, "give exactly one of model_path and base_model")
 		return
 	}
-	params := backend.SamplingParams{MaxTokens: *sp.MaxTokens, Temperature: sp.Temperature, TopP: sp.TopP, TopK: max(sp.TopK, 0), Seed: sp.Seed}
-	if len(sp.Stop) > 0 && string(sp.Stop) != "null" {
+	params := backend.SamplingParams{MaxTokens: sp.MaxTokens, Temperature: sp.Temperature, TopP: sp.TopP, TopK: max(sp.TopK, 0), Seed: sp.Seed}
+	// stop is a list of token ids or of strings, never a bare string.
+	if stop, _ := json.Marshal(sp.Stop); len(stop) > 0 && string(stop) != "null" {
 		var ids []int
 		var strs []string
-		if err := json.Unmarshal(sp.Stop, &ids); err == nil {
+		if err := json.Unmarshal(stop, &ids); err == nil {
 			params.StopTokenIDs = ids
-		} else if err := json.Unmarshal(sp.Stop, &strs); err == nil {
+		} else if err := json.Unmarshal(stop, &strs); err == nil {
 			params.Stop = strs
 		} else {
 			writeJSON(w, http.StatusUnprocessableEntity, map[string]string{"detail": "stop must be a list of token ids or of strings"})
@@ -444,6 +487,7 @@ func (s *Server) sample(w http.ResponseWriter, _ *http.Request, body []byte) {
 	}
 	n := req.NumSamples
 	go func() {
+		time.Sleep(s.opts.Delays.Sample)
 		res, err := snap.Sample(context.Background(), backend.SampleRequest{Prompt: prompt, NumSamples: n, Params: params})
 		if err != nil {
 			resolve(f, nil, err)

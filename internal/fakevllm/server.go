@@ -16,6 +16,7 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -154,6 +155,14 @@ type Config struct {
 	Reply func(in ReplyInput) *Reply
 	// Record keeps every generation request body for Requests.
 	Record bool
+	// RuntimeLoRA serves vLLM's /v1/load_lora_adapter and
+	// /v1/unload_lora_adapter (vllm serve --enable-lora with
+	// VLLM_ALLOW_RUNTIME_LORA_UPDATING=True); without it they are 404, as
+	// on a server started without them. A loaded adapter's name is then
+	// a model requests may name.
+	RuntimeLoRA bool
+	// LoadLatency delays each adapter load (a large adapter, a busy GPU).
+	LoadLatency time.Duration
 }
 
 // Recorded is one request the fake received.
@@ -186,6 +195,8 @@ type Server struct {
 	faultRNG    uint64
 	faultCounts map[Fault]int64
 	recorded    []Recorded
+	adapters    map[string]string // loaded LoRA name → path
+	adapterLog  []string          // "load NAME" / "unload NAME", in order
 	closeOnce   sync.Once
 }
 
@@ -213,6 +224,10 @@ func New(cfg Config) *Server {
 	mux.HandleFunc("GET /v1/models", s.models)
 	mux.HandleFunc("GET /health", s.health)
 	mux.HandleFunc("GET /metrics", s.metrics)
+	if cfg.RuntimeLoRA {
+		mux.HandleFunc("POST /v1/load_lora_adapter", s.loadAdapter)
+		mux.HandleFunc("POST /v1/unload_lora_adapter", s.unloadAdapter)
+	}
 	s.Server = httptest.NewUnstartedServer(mux)
 	s.Server.Config.ErrorLog = nil
 	s.Server.Start()
@@ -413,7 +428,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, 400, "BadRequestError", "invalid JSON: "+err.Error())
 		return
 	}
-	if req.Model != s.cfg.Model {
+	if req.Model != s.cfg.Model && !s.hasAdapter(req.Model) {
 		s.writeError(w, 404, "NotFoundError", fmt.Sprintf("The model `%s` does not exist.", req.Model))
 		return
 	}
@@ -975,10 +990,112 @@ func (s *Server) detokenize(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) models(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, map[string]any{"object": "list", "data": []map[string]any{{
+	data := []map[string]any{{
 		"id": s.cfg.Model, "object": "model", "created": 1700000000, "owned_by": "vllm",
 		"root": s.cfg.Model, "parent": nil, "max_model_len": s.cfg.MaxModelLen, "permission": []any{},
-	}}})
+	}}
+	// vLLM lists each loaded adapter with the base model as its parent.
+	for _, name := range s.Adapters() {
+		s.mu.Lock()
+		path := s.adapters[name]
+		s.mu.Unlock()
+		data = append(data, map[string]any{"id": name, "object": "model", "created": 1700000000, "owned_by": "vllm",
+			"root": path, "parent": s.cfg.Model, "max_model_len": s.cfg.MaxModelLen, "permission": []any{}})
+	}
+	writeJSON(w, map[string]any{"object": "list", "data": data})
+}
+
+// loraRequest is the body of vLLM's load and unload adapter routes.
+type loraRequest struct {
+	LoRAName string `json:"lora_name"`
+	LoRAPath string `json:"lora_path"`
+}
+
+// loadAdapter is vLLM's POST /v1/load_lora_adapter: both fields needed, a
+// name already loaded refused with 400, success a plain-text 200.
+func (s *Server) loadAdapter(w http.ResponseWriter, r *http.Request) {
+	var req loraRequest
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+		s.writeError(w, 400, "BadRequestError", "invalid JSON: "+err.Error())
+		return
+	}
+	if req.LoRAName == "" || req.LoRAPath == "" {
+		s.writeError(w, 400, "InvalidUserInput", "Both 'lora_name' and 'lora_path' must be provided.")
+		return
+	}
+	if !s.sleep(r.Context(), s.cfg.LoadLatency) {
+		return
+	}
+	s.mu.Lock()
+	_, dup := s.adapters[req.LoRAName]
+	if !dup {
+		if s.adapters == nil {
+			s.adapters = map[string]string{}
+		}
+		s.adapters[req.LoRAName] = req.LoRAPath
+		s.adapterLog = append(s.adapterLog, "load "+req.LoRAName)
+	}
+	s.mu.Unlock()
+	if dup {
+		s.writeError(w, 400, "InvalidUserInput", fmt.Sprintf("The lora adapter '%s' has already been loaded.", req.LoRAName))
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	fmt.Fprintf(w, "Success: LoRA adapter '%s' added successfully.", req.LoRAName)
+}
+
+// unloadAdapter is vLLM's POST /v1/unload_lora_adapter: an unknown name
+// is 404.
+func (s *Server) unloadAdapter(w http.ResponseWriter, r *http.Request) {
+	var req loraRequest
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+		s.writeError(w, 400, "BadRequestError", "invalid JSON: "+err.Error())
+		return
+	}
+	if req.LoRAName == "" {
+		s.writeError(w, 400, "InvalidUserInput", "'lora_name' needs to be provided to unload a LoRA adapter.")
+		return
+	}
+	s.mu.Lock()
+	_, ok := s.adapters[req.LoRAName]
+	if ok {
+		delete(s.adapters, req.LoRAName)
+		s.adapterLog = append(s.adapterLog, "unload "+req.LoRAName)
+	}
+	s.mu.Unlock()
+	if !ok {
+		s.writeError(w, 404, "NotFoundError", fmt.Sprintf("The lora adapter '%s' cannot be found.", req.LoRAName))
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	fmt.Fprintf(w, "Success: LoRA adapter '%s' removed successfully.", req.LoRAName)
+}
+
+func (s *Server) hasAdapter(name string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.adapters[name]
+	return ok
+}
+
+// Adapters lists the LoRA adapters loaded, by name, sorted.
+func (s *Server) Adapters() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]string, 0, len(s.adapters))
+	for n := range s.adapters {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// AdapterLog lists the adapter loads and unloads, in order ("load NAME",
+// "unload NAME").
+func (s *Server) AdapterLog() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.adapterLog...)
 }
 
 func (s *Server) health(w http.ResponseWriter, _ *http.Request) {

@@ -51,16 +51,14 @@ func Lookup(name string) (Definition, error) { return agents.Lookup(name) }
 // List describes every registered agent, sorted by name.
 func List() []registry.Info { return agents.List() }
 
-// New builds the agent name with args (the agent.args config map),
-// rejecting unknown names and arguments with configuration errors.
-func New(name string, args map[string]any) (Agent, error) {
+// Resolve checks the agent.args map of agent name once, before any
+// episode runs, rejecting unknown names and arguments with configuration
+// errors (as env.Resolve does for env.args); d.New(v) builds an agent.
+func Resolve(name string, args map[string]any) (Definition, registry.Values, error) {
 	d, err := Lookup(name)
 	if err != nil {
-		return nil, err
+		return d, nil, err
 	}
 	v, err := d.Resolve("agent.args", args)
-	if err != nil {
-		return nil, err
-	}
-	return d.New(v)
+	return d, v, err
 }

@@ -63,7 +63,11 @@ func TestObservationMessage(t *testing.T) {
 }
 
 func TestChatAgent(t *testing.T) {
-	a, err := New("chat", map[string]any{"system_prompt": "be brief"})
+	d, v, err := Resolve("chat", map[string]any{"system_prompt": "be brief"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := d.New(v)
 	if err != nil {
 		t.Fatal(err)
 	}

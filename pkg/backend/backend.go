@@ -10,10 +10,11 @@ package backend
 import (
 	"context"
 	"fmt"
-	"github.com/rllm-org/rllm-go/pkg/usererr"
 	"math"
+	"sync"
 
 	"github.com/rllm-org/rllm-go/pkg/sampler"
+	"github.com/rllm-org/rllm-go/pkg/usererr"
 )
 
 // TrainingBackend is one trainable model. Calls on it run in the order
@@ -226,6 +227,29 @@ func (p AdamParams) Validate() error {
 // clipping), "learning_rate" and "step" (the number of steps taken).
 type OptimStepOutput struct {
 	Metrics map[string]float64 `json:"metrics"`
+}
+
+// Snapshot is the sampler snapshot a chat sampler's new calls use: Swap
+// replaces it (a newly published one), Current reads it, and a call in
+// flight keeps the one it started with. Safe for concurrent use; the zero
+// value holds none.
+type Snapshot struct {
+	mu   sync.RWMutex
+	snap TokenSampler
+}
+
+// Swap makes later calls use s.
+func (h *Snapshot) Swap(s TokenSampler) {
+	h.mu.Lock()
+	h.snap = s
+	h.mu.Unlock()
+}
+
+// Current is the snapshot new calls use.
+func (h *Snapshot) Current() TokenSampler {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	return h.snap
 }
 
 // TokenSampler samples from one published snapshot of the weights.

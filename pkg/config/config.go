@@ -292,6 +292,10 @@ type Tinker struct {
 	// connections, expired futures); RetryAfterCapS caps a 429's wait.
 	MaxRetries     int     `koanf:"max_retries" json:"max_retries" yaml:"max_retries"`
 	RetryAfterCapS float64 `koanf:"retry_after_cap_s" json:"retry_after_cap_s" yaml:"retry_after_cap_s"`
+	// RequestTimeoutS bounds one HTTP request to the service;
+	// SamplerTTLS is the life of each step's sampler snapshot on it.
+	RequestTimeoutS float64  `koanf:"request_timeout_s" json:"request_timeout_s" yaml:"request_timeout_s"`
+	SamplerTTLS     *float64 `koanf:"sampler_ttl_s" json:"sampler_ttl_s" yaml:"sampler_ttl_s"`
 	// Weights are the starting weights (a tinker:// path or a directory
 	// holding tinker.json) instead of a fresh LoRA adapter.
 	Weights string `koanf:"weights" json:"weights" yaml:"weights"`

@@ -192,7 +192,7 @@ func TestErrors(t *testing.T) {
 }
 
 func TestEffectiveValues(t *testing.T) {
-	c := Default()
+	c := defaultConfig()
 	if c.EffectiveLR() != 0.0005 || c.EffectiveMiniBatch() != 32 || c.EffectiveMaxTokens() != 512 {
 		t.Errorf("local effective values: lr %g mini %d max_tokens %d", c.EffectiveLR(), c.EffectiveMiniBatch(), c.EffectiveMaxTokens())
 	}

@@ -61,7 +61,8 @@ func newError(key string, o Origin, msg string) *usererr.Error {
 func KeyError(key string, o Origin, msg string) *usererr.Error { return newError(key, o, msg) }
 
 // Errors is every problem found in one load, reported together (one per
-// line) so a user fixes them in one go. Its exit code is 2.
+// line) so a user fixes them in one go. Each is a *usererr.Error, which
+// carries the exit code (2); Unwrap lets usererr.ExitCode find it.
 type Errors []*usererr.Error
 
 func (es Errors) Error() string {
@@ -71,9 +72,6 @@ func (es Errors) Error() string {
 	}
 	return strings.Join(lines, "\n")
 }
-
-// ExitCode is usererr.ExitUsage: configuration errors are the user's.
-func (es Errors) ExitCode() int { return usererr.ExitUsage }
 
 // Unwrap exposes each problem to errors.As and errors.Is.
 func (es Errors) Unwrap() []error {
@@ -86,11 +84,4 @@ func (es Errors) Unwrap() []error {
 
 func (es *Errors) add(key string, o Origin, format string, args ...any) {
 	*es = append(*es, newError(key, o, fmt.Sprintf(format, args...)))
-}
-
-func (es Errors) err() error {
-	if len(es) == 0 {
-		return nil
-	}
-	return es
 }

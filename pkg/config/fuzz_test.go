@@ -1,7 +1,10 @@
 package config
 
 import (
+	"context"
 	"testing"
+
+	"github.com/rllm-org/rllm-go/pkg/usererr"
 )
 
 // FuzzOverride feeds arbitrary command-line overrides through the whole
@@ -14,7 +17,7 @@ func FuzzOverride(f *testing.F) {
 	f.Fuzz(func(t *testing.T, s string) {
 		_, err := Load(Sources{Sets: []string{s}})
 		if err != nil {
-			if ec, ok := err.(interface{ ExitCode() int }); !ok || ec.ExitCode() != 2 {
+			if usererr.ExitCode(context.Background(), err) != usererr.ExitUsage {
 				t.Fatalf("override %q: error %v is not a usage error", s, err)
 			}
 		}
@@ -30,7 +33,7 @@ func FuzzYAMLLayer(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		_, err := Load(Sources{Files: []string{"f.yaml"}, ReadFile: func(string) ([]byte, error) { return data, nil }})
 		if err != nil {
-			if ec, ok := err.(interface{ ExitCode() int }); !ok || ec.ExitCode() != 2 {
+			if usererr.ExitCode(context.Background(), err) != usererr.ExitUsage {
 				t.Fatalf("error %v is not a usage error", err)
 			}
 		}

@@ -3,6 +3,7 @@ package config
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -10,6 +11,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/go-viper/mapstructure/v2"
+	"github.com/knadh/koanf/v2"
 
 	"github.com/rllm-org/rllm-go/pkg/usererr"
 )
@@ -61,7 +65,7 @@ func TestHostileValues(t *testing.T) {
 }
 
 func TestShowHidesPastedKey(t *testing.T) {
-	ld := &Loaded{Config: Default(), Origins: map[string]Origin{"rollout.api_key_env": {Layer: "set", Source: "rollout.api_key_env=<redacted>"}}}
+	ld := &Loaded{Config: defaultConfig(), Origins: map[string]Origin{"rollout.api_key_env": {Layer: "set", Source: "rollout.api_key_env=<redacted>"}}}
 	ld.Config.Rollout.APIKeyEnv = "sk-DEADBEEF"
 	ld.Config.Backend.Tinker.APIKeyEnv = "tk DEADBEEF"
 	for _, f := range []func(bool) ([]byte, error){ld.YAML, ld.JSON} {
@@ -141,4 +145,32 @@ func TestDecodeLeavesMatchesUnmarshal(t *testing.T) {
 			t.Errorf("%v:\n fast %+v\nslow %+v", sets, *ld.Config, *want)
 		}
 	}
+}
+
+// decode is the slow, obvious decoding (mapstructure over the whole
+// tree) the fast decodeLeaves must agree with.
+func decode(store *koanf.Koanf) (*Config, error) {
+	var cfg Config
+	err := store.UnmarshalWithConf("", &cfg, koanf.UnmarshalConf{
+		Tag: "koanf",
+		DecoderConfig: &mapstructure.DecoderConfig{
+			Result:      &cfg,
+			TagName:     "koanf",
+			ErrorUnused: true,
+		},
+	})
+	if err != nil {
+		// Every value was type-checked already; reaching here is a bug.
+		return nil, fmt.Errorf("internal error decoding the configuration: %w", err)
+	}
+	return &cfg, nil
+}
+
+// defaultConfig is the embedded defaults.
+func defaultConfig() *Config {
+	ld, err := Load(Sources{})
+	if err != nil {
+		panic(err)
+	}
+	return ld.Config
 }

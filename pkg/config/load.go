@@ -7,12 +7,10 @@ import (
 	"io/fs"
 	"maps"
 	"reflect"
-	"sort"
 	"strings"
 	"sync"
 	"syscall"
 
-	"github.com/go-viper/mapstructure/v2"
 	"github.com/knadh/koanf/providers/confmap"
 	"github.com/knadh/koanf/v2"
 
@@ -173,15 +171,6 @@ func FromOverrides(overrides []string) (*Config, error) {
 		return nil, err
 	}
 	return ld.Config, nil
-}
-
-// Default returns the embedded defaults.
-func Default() *Config {
-	ld, err := Load(Sources{})
-	if err != nil {
-		panic(err) // the embedded file is tested; this cannot happen in a release
-	}
-	return ld.Config
 }
 
 // origin returns where key (or the nearest map it lies in) was set.
@@ -409,33 +398,9 @@ func (ld *loader) resolve(key, v string, visiting map[string]bool) (string, stri
 	}
 }
 
-func decode(store *koanf.Koanf) (*Config, error) {
-	var cfg Config
-	err := store.UnmarshalWithConf("", &cfg, koanf.UnmarshalConf{
-		Tag: "koanf",
-		DecoderConfig: &mapstructure.DecoderConfig{
-			Result:      &cfg,
-			TagName:     "koanf",
-			ErrorUnused: true,
-		},
-	})
-	if err != nil {
-		// Every value was type-checked already; reaching here is a bug.
-		return nil, fmt.Errorf("internal error decoding the configuration: %w", err)
-	}
-	return &cfg, nil
-}
-
 // Keys lists every leaf key in schema order (for completion and docs).
 func Keys() []string {
 	return append([]string(nil), schema().order...)
-}
-
-// SortedKeys is Keys in alphabetical order.
-func SortedKeys() []string {
-	k := Keys()
-	sort.Strings(k)
-	return k
 }
 
 // deepCopy copies the maps and slices of a configuration tree; scalars

@@ -319,6 +319,10 @@ func validate(c *Config, origin func(string) Origin) Errors {
 	}
 	v.atLeast("backend.tinker.lora_rank", tk.LoRARank, 1)
 	v.positive("backend.tinker.heartbeat_s", tk.HeartbeatS)
+	v.positive("backend.tinker.request_timeout_s", tk.RequestTimeoutS)
+	if tk.SamplerTTLS != nil && *tk.SamplerTTLS < 1 {
+		v.fail("backend.tinker.sampler_ttl_s", "must be at least 1 second or null (no expiry), got %g", *tk.SamplerTTLS)
+	}
 
 	sb := c.Sandbox
 	v.oneOf("sandbox.backend", sb.Backend, SandboxBackends)

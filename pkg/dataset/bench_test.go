@@ -44,7 +44,7 @@ func benchRead(b *testing.B, name string) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {
-		r, err := Open(path, Options{})
+		r, err := Open(context.Background(), path, Options{})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -41,24 +41,16 @@ func (s *csvSource) next() (episode.Task, error) {
 		s.budget.Reset()
 	}
 	if s.header == nil {
-		rec, err := s.r.Read()
-		if errors.Is(err, io.EOF) {
-			return nil, io.EOF
-		}
+		rec, err := s.read()
 		if err != nil {
-			return nil, s.parseError(err)
+			return nil, err
 		}
-		s.read(rec)
 		s.header = csvHeader(rec)
 	}
-	rec, err := s.r.Read()
-	if errors.Is(err, io.EOF) {
-		return nil, io.EOF
-	}
+	rec, err := s.read()
 	if err != nil {
-		return nil, s.parseError(err)
+		return nil, err
 	}
-	s.read(rec)
 	size := 0
 	for _, cell := range rec {
 		size += len(cell) + 1
@@ -91,10 +83,19 @@ func (s *csvSource) parseError(err error) error {
 	return readError(s.path, s.nextLine, err, s.max)
 }
 
-// read notes where the record just read ended.
-func (s *csvSource) read(rec []string) {
+// read reads the next record (io.EOF after the last) and notes where it
+// ended.
+func (s *csvSource) read() ([]string, error) {
+	rec, err := s.r.Read()
+	if errors.Is(err, io.EOF) {
+		return nil, io.EOF
+	}
+	if err != nil {
+		return nil, s.parseError(err)
+	}
 	line, _ := s.r.FieldPos(len(rec) - 1)
 	s.nextLine = line + 1
+	return rec, nil
 }
 
 // csvHeader names the columns as pandas does, so users find the names

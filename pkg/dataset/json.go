@@ -116,15 +116,21 @@ func (s *jsonSource) decodeRow() (episode.Task, error) {
 	return t, nil
 }
 
+// nextField reads the next field's key of the top-level object and skips
+// its value, or enters it when it is an array (isArray).
+func (s *jsonSource) nextField() (key json.Token, isArray bool, err error) {
+	if key, err = s.dec.Token(); err != nil {
+		return nil, false, s.syntax(err)
+	}
+	isArray, err = s.enterOrSkipValue()
+	return key, isArray, err
+}
+
 // findArrayField walks the fields of the top-level object up to the first
 // array-valued one, skipping the others, and leaves the decoder inside it.
 func (s *jsonSource) findArrayField() error {
 	for s.dec.More() {
-		key, err := s.dec.Token()
-		if err != nil {
-			return s.syntax(err)
-		}
-		isArray, err := s.enterOrSkipValue()
+		key, isArray, err := s.nextField()
 		if err != nil {
 			return err
 		}
@@ -140,11 +146,7 @@ func (s *jsonSource) findArrayField() error {
 // second array field: which one holds the rows would be a guess.
 func (s *jsonSource) skipRestOfObject() error {
 	for s.dec.More() {
-		key, err := s.dec.Token()
-		if err != nil {
-			return s.syntax(err)
-		}
-		isArray, err := s.enterOrSkipValue()
+		key, isArray, err := s.nextField()
 		if err != nil {
 			return err
 		}

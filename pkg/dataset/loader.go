@@ -76,9 +76,6 @@ func NewLoader(tasks []episode.Task, opts LoaderOptions) (*Loader, error) {
 	return l, nil
 }
 
-// Len is the number of tasks.
-func (l *Loader) Len() int { return len(l.tasks) }
-
 // BatchesPerEpoch is how many batches one epoch yields.
 func (l *Loader) BatchesPerEpoch() int {
 	n, b := len(l.tasks), l.opts.BatchSize

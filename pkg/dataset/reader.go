@@ -51,15 +51,10 @@ type Reader struct {
 	err    error // sticky: after an error or io.EOF, Next keeps returning it
 }
 
-// Open opens a dataset file for streaming. A missing file, a directory or
-// an unknown extension is an *Error.
-func Open(path string, opts Options) (*Reader, error) {
-	return OpenContext(context.Background(), path, opts)
-}
-
-// OpenContext is Open whose opening and reads stop when ctx is cancelled
-// (a FIFO with no writer, a pipe that stalls).
-func OpenContext(ctx context.Context, path string, opts Options) (*Reader, error) {
+// Open opens a dataset file for streaming; opening and reads stop when
+// ctx is cancelled (a FIFO with no writer, a pipe that stalls). A missing
+// file, a directory or an unknown extension is an *Error.
+func Open(ctx context.Context, path string, opts Options) (*Reader, error) {
 	format, err := resolveFormat(path, opts.Format)
 	if err != nil {
 		return nil, err
@@ -109,15 +104,6 @@ func OpenContext(ctx context.Context, path string, opts Options) (*Reader, error
 	return r, nil
 }
 
-// Path is the file being read.
-func (r *Reader) Path() string { return r.path }
-
-// Format is the format the file is read as.
-func (r *Reader) Format() Format { return r.format }
-
-// Rows is how many rows Next has returned so far.
-func (r *Reader) Rows() int { return r.rows }
-
 // Next returns the next row, or io.EOF after the last one. A malformed
 // row is an *Error naming the file and the line or row; reading stops
 // there.
@@ -157,7 +143,7 @@ func (r *Reader) Close() error {
 // ReadAll reads every row of a dataset file. It checks ctx between rows,
 // so a huge file can be abandoned.
 func ReadAll(ctx context.Context, path string, opts Options) ([]episode.Task, error) {
-	r, err := OpenContext(ctx, path, opts)
+	r, err := Open(ctx, path, opts)
 	if err != nil {
 		return nil, err
 	}

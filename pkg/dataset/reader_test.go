@@ -70,13 +70,13 @@ func assertTasks(t *testing.T, got, want []episode.Task) {
 }
 
 func TestReaderStreams(t *testing.T) {
-	r, err := Open(filepath.Join("testdata", "math.jsonl"), Options{})
+	r, err := Open(context.Background(), filepath.Join("testdata", "math.jsonl"), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	if r.Format() != FormatJSONL {
-		t.Errorf("format %q, want jsonl", r.Format())
+	if r.format != FormatJSONL {
+		t.Errorf("format %q, want jsonl", r.format)
 	}
 	for i := range mathTasks {
 		row, err := r.Next()
@@ -92,8 +92,8 @@ func TestReaderStreams(t *testing.T) {
 			t.Fatalf("after the last row: %v, want io.EOF", err)
 		}
 	}
-	if r.Rows() != len(mathTasks) {
-		t.Errorf("Rows() = %d", r.Rows())
+	if r.rows != len(mathTasks) {
+		t.Errorf("Rows() = %d", r.rows)
 	}
 	if err := r.Close(); err != nil {
 		t.Fatal(err)
@@ -231,7 +231,7 @@ func TestOpenErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := Open(filepath.Join(dir, tt.path), tt.opts)
+			_, err := Open(context.Background(), filepath.Join(dir, tt.path), tt.opts)
 			want := tt.want
 			if !strings.HasPrefix(want, "unknown dataset format") {
 				want = filepath.Join(dir, want)
@@ -258,7 +258,7 @@ func TestReadAllCancelled(t *testing.T) {
 }
 
 func readCount(path string, opts Options) (int, error) {
-	r, err := Open(path, opts)
+	r, err := Open(context.Background(), path, opts)
 	if err != nil {
 		return 0, err
 	}
@@ -266,9 +266,9 @@ func readCount(path string, opts Options) (int, error) {
 	for {
 		if _, err := r.Next(); err != nil {
 			if errors.Is(err, io.EOF) {
-				return r.Rows(), nil
+				return r.rows, nil
 			}
-			return r.Rows(), err
+			return r.rows, err
 		}
 	}
 }

@@ -558,7 +558,9 @@ func TestConcurrentCallsOnOneSession(t *testing.T) {
 
 func TestSamplerFailure(t *testing.T) {
 	f := newFixture(t, gateway.Options{})
-	f.smp.Reply = func(sampler.Request) gatewaytest.Reply { return gatewaytest.Reply{Err: errors.New("upstream exploded")} }
+	f.smp.Reply = func(sampler.Request) gatewaytest.Reply {
+		return gatewaytest.Reply{Err: errors.New("upstream exploded")}
+	}
 	s := f.open(t, gateway.SessionConfig{})
 	for _, stream := range []bool{false, true} {
 		code, body := f.post(t, "/sessions/"+s.ID+"/v1/chat/completions", s.Token, chatBody(stream, nil))
@@ -689,7 +691,6 @@ func TestRefusedRequests(t *testing.T) {
 		t.Error("a refused request was sampled")
 	}
 }
-
 
 var faultsMidResponse = []fakevllm.Fault{fakevllm.FaultDrop, fakevllm.FaultMalformed, fakevllm.FaultServerError}
 

@@ -13,7 +13,7 @@
 // values of a batch are one flat []float64 holding every sequence back to
 // back; offsets (len n+1, offsets[0] = 0, non-decreasing, last = number of
 // tokens) say that sequence i owns tokens offsets[i]:offsets[i+1]. Group
-// ids are dense ints 0..G-1 (GroupIndex turns task ids into them).
+// ids are dense ints 0..G-1 (the trainer numbers task groups in order).
 //
 // # Conventions
 //

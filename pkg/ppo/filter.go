@@ -62,36 +62,6 @@ func RejectionSample(groups []int, numGroups int, correct []bool, ws *Workspace,
 	return st, nil
 }
 
-// DropUniformRewardGroups clears keep for every group whose rewards are
-// all equal (within tol): with no reward variance, group-relative
-// estimators give it zero advantage. Returns the number of groups dropped.
-func DropUniformRewardGroups(groups []int, numGroups int, rewards []float64, tol float64, ws *Workspace, keep []bool) (int, error) {
-	if err := sameLen("rewards", len(rewards), "groups", len(groups)); err != nil {
-		return 0, err
-	}
-	if err := sameLen("keep", len(keep), "groups", len(groups)); err != nil {
-		return 0, err
-	}
-	if err := checkFinite("rewards", rewards); err != nil {
-		return 0, err
-	}
-	ws.reset(numGroups)
-	lo, hi := ws.mean, ws.sq // per-group min and max
-	for i, g := range groups {
-		if uint(g) >= uint(numGroups) {
-			return 0, badGroup(i, numGroups)
-		}
-		r := rewards[i]
-		if ws.count[g] == 0 {
-			lo[g], hi[g] = r, r
-		} else {
-			lo[g], hi[g] = min(lo[g], r), max(hi[g], r)
-		}
-		ws.count[g]++
-	}
-	return dropGroups(groups, ws, keep, func(g int) bool { return hi[g]-lo[g] <= tol }), nil
-}
-
 // DropZeroAdvantageGroups clears keep for every group whose advantages are
 // all zero (|A| ≤ 1e-8), rLLM's rejection_sample.filter_uniform_groups as
 // its buffer applies it after computing advantages. Returns the number of
@@ -183,29 +153,6 @@ func (c CompactFilter) Apply(reasons []string, keep []bool) (int, error) {
 	n := 0
 	for i, r := range reasons {
 		if c.ShouldMask(r) {
-			if keep[i] {
-				n++
-			}
-			keep[i] = false
-		}
-	}
-	return n, nil
-}
-
-// MaskTruncated clears keep for samples whose response filled the whole
-// response budget, rLLM's rllm.mask_truncated_samples (it drops rows whose
-// last attention-mask position is 1, i.e. response length ≥
-// max_response_length). Returns how many it cleared.
-func MaskTruncated(responseLengths []int, maxResponseLength int, keep []bool) (int, error) {
-	if err := sameLen("keep", len(keep), "response lengths", len(responseLengths)); err != nil {
-		return 0, err
-	}
-	if maxResponseLength <= 0 {
-		return 0, configError("data.max_response_length", "must be positive")
-	}
-	n := 0
-	for i, l := range responseLengths {
-		if l >= maxResponseLength {
 			if keep[i] {
 				n++
 			}

@@ -73,7 +73,7 @@ func TestOutcomeFixtures(t *testing.T) {
 				cfg.Reference = ReferenceRLLM
 			}
 			groups := make([]int, len(c.Groups))
-			ng, err := GroupIndex(c.Groups, groups)
+			ng, err := groupIndex(c.Groups, groups)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -228,4 +228,23 @@ func TestLossFixtures(t *testing.T) {
 			}
 		})
 	}
+}
+
+// groupIndex maps ids (task ids: rLLM groups the rollouts of one task) to
+// dense group numbers 0..G-1 in order of first appearance, writes them into
+// dst (len(ids)) and returns G.
+func groupIndex(ids []string, dst []int) (int, error) {
+	if err := sameLen("groups", len(dst), "ids", len(ids)); err != nil {
+		return 0, err
+	}
+	seen := make(map[string]int, len(ids)/4+1)
+	for i, id := range ids {
+		g, ok := seen[id]
+		if !ok {
+			g = len(seen)
+			seen[id] = g
+		}
+		dst[i] = g
+	}
+	return len(seen), nil
 }

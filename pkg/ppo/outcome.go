@@ -55,7 +55,7 @@ func checkShape(rewards []float64, groups []int, numGroups int, dst []float64) e
 }
 
 func badGroup(i, numGroups int) error {
-	return &InputError{Name: "groups", Index: i, Msg: "is outside 0.." + strconv.Itoa(numGroups-1) + "; number groups densely with GroupIndex"}
+	return &InputError{Name: "groups", Index: i, Msg: "is outside 0.." + strconv.Itoa(numGroups-1) + "; number groups densely from 0"}
 }
 
 // groupStats fills, for every group, ws.count, ws.mean and ws.sq (the sum of

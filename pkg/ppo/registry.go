@@ -22,8 +22,8 @@ const (
 // Input is everything any registered estimator may read; each reads only
 // its part (see its doc).
 type Input struct {
-	// Outcome level: one reward per sequence, dense group ids (task ids
-	// through GroupIndex), and response lengths (opo, and
+	// Outcome level: one reward per sequence, dense group ids (the trainer numbers
+	// task groups 0..G-1), and response lengths (opo, and
 	// reinforce_plus_plus_baseline under ReferenceVerl).
 	Rewards   []float64
 	Groups    []int

@@ -67,45 +67,20 @@ func (in *TokenInput) reward(cfg *Config, kind KLType, t int) float64 {
 	return r
 }
 
-// MaskedWhiten normalises xs in place over the mask as verl's
-// verl_F.masked_whiten (shift_mean=True) does:
-//
-//	N = Σ m, μ = Σ m·x / (N + 1e-8),
-//	σ² = Σ m·(x − μ)² / (N + 1e-8) · N/(N − 1)   (unbiased),
-//	x ← (x − μ) / sqrt(σ² + 1e-8)
-//
-// then multiplies by the mask, so masked positions become 0 (verl leaves
-// them whitened but never reads them). With N < 2 verl raises; this sets
-// every value to 0.
-func MaskedWhiten(xs, mask []float64) error {
-	if err := sameLen("values", len(xs), "mask", len(mask)); err != nil {
-		return err
-	}
-	if err := checkFinite("values", xs); err != nil {
-		zero(xs)
-		return err
-	}
-	if err := checkFinite("mask", mask); err != nil {
-		zero(xs)
-		return err
-	}
-	var n, s float64
-	for t, x := range xs {
-		n += mask[t]
-		s += x * mask[t]
-	}
-	if !maskedWhiten(xs, mask, n, s) {
-		zero(xs)
-		return errOverflow("values")
-	}
-	return nil
-}
-
 func errOverflow(name string) error {
 	return &InputError{Name: name, Index: 0, Msg: "overflowed to ±Inf; the inputs are out of any sensible range"}
 }
 
-// maskedWhiten is MaskedWhiten given N = Σ m and S = Σ m·x. It reports
+// maskedWhiten normalises xs in place over the mask as verl's
+// verl_F.masked_whiten (shift_mean=True) does, given N = Σ m and
+// S = Σ m·x:
+//
+//	μ = S / (N + 1e-8),
+//	σ² = Σ m·(x − μ)² / (N + 1e-8) · N/(N − 1)   (unbiased),
+//	x ← (x − μ) / sqrt(σ² + 1e-8)
+//
+// then multiplies by the mask, so masked positions become 0 (verl leaves
+// them whitened but never reads them). It reports
 // false if a result is not finite (inputs near the float64 limit).
 func maskedWhiten(xs, mask []float64, n, s float64) bool {
 	if n < 2 {
@@ -138,7 +113,7 @@ func maskedWhiten(xs, mask []float64, n, s float64) bool {
 // so an outcome reward reaches every earlier turn of a multi-turn response
 // through the observation tokens between them (verl PR #7300, fixing
 // #7278; before it the return was reset at every masked token);
-// ret receives G (verl's returns), adv receives MaskedWhiten(G, mask) over
+// ret receives G (verl's returns), adv receives maskedWhiten(G, mask) over
 // the whole batch. With Config.KLInRewardCoef = β ≠ 0 the token rewards are
 // r_t − β·kl(old_t, ref_t)·m_t first (verl apply_kl_penalty). Allocates
 // nothing.
@@ -203,7 +178,7 @@ func sumZero(xs []float64) float64 {
 //
 // so masked tokens (observations inside a multi-turn response) are skipped
 // and carry the values across. ret receives A + V (before whitening); adv
-// receives MaskedWhiten(A, mask) when Config.Whiten (verl always whitens),
+// receives maskedWhiten(A, mask) when Config.Whiten (verl always whitens),
 // else A·m. Positions with m = 0 get 0 in both (verl leaves carried
 // values there, which nothing reads). With Config.KLInRewardCoef = β ≠ 0
 // the rewards are r_t − β·kl(old_t, ref_t)·m_t first.

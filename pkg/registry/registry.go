@@ -73,9 +73,6 @@ func New[T any](kind string) *Registry[T] {
 	return &Registry[T]{kind: kind, entries: map[string]Entry[T]{}}
 }
 
-// Kind is the name of what this registry holds.
-func (r *Registry[T]) Kind() string { return r.kind }
-
 // Register adds e. Registering an empty name, a duplicate name or a
 // malformed argument list is a programming error caught at init time, so
 // it panics like sql.Register does.

@@ -229,7 +229,7 @@ func NewClient(opts Options) (*Client, error) {
 	c := &Client{opts: opts, sleep: sleepCtx, stop: make(chan struct{})}
 	seen := map[string]bool{}
 	for _, raw := range opts.Endpoints {
-		base, err := normalizeEndpoint(raw)
+		base, err := NormalizeEndpoint(raw)
 		if err != nil {
 			return nil, err
 		}
@@ -280,7 +280,11 @@ func NewClient(opts Options) (*Client, error) {
 	return c, nil
 }
 
-func normalizeEndpoint(raw string) (string, error) {
+// NormalizeEndpoint is the one spelling of an inference endpoint: scheme,
+// host and path, without a trailing slash or /v1 (http://h:8000/v1/ and
+// http://h:8000 are the same server). The rollout client, the weight
+// publisher and the trainer's plan all use it.
+func NormalizeEndpoint(raw string) (string, error) {
 	u, err := url.Parse(strings.TrimSpace(raw))
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return "", optionErrorf("rollout.endpoints: %q is not an http(s) URL; write it like http://localhost:8000", raw)

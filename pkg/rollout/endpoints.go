@@ -94,9 +94,11 @@ func (c *Client) pick(avoid *endpoint) *endpoint {
 // trainer could not publish new weights to it). It reports whether url is
 // one of the client's endpoints.
 func (c *Client) Retire(url string) bool {
-	url = strings.TrimRight(url, "/")
+	if n, err := NormalizeEndpoint(url); err == nil {
+		url = n
+	}
 	for _, ep := range c.endpoints {
-		if strings.TrimRight(ep.url, "/") == url {
+		if ep.url == url {
 			ep.retired.Store(true)
 			return true
 		}

@@ -187,8 +187,9 @@ func (s EvalSummary) Sources() []string {
 	return names
 }
 
-// EpisodeWriter writes episodes as JSON lines one at a time, as
-// WriteEpisodes does; Flush when done.
+// EpisodeWriter writes episodes as JSON lines, one object a line; Flush
+// when done. JSON has no infinities, so -inf logprobs are written as
+// -9999.0, vLLM's own convention, which the decoders read back as -inf.
 type EpisodeWriter struct {
 	bw  *bufio.Writer
 	enc *json.Encoder
@@ -210,23 +211,6 @@ func (w *EpisodeWriter) Write(ep *episode.Episode) error {
 
 // Flush writes out what is buffered.
 func (w *EpisodeWriter) Flush() error { return w.bw.Flush() }
-
-// WriteEpisodes writes one JSON object per line. JSON has no infinities,
-// so -inf logprobs are written as -9999.0, vLLM's own convention, which
-// the decoders read back as -inf.
-func WriteEpisodes(w io.Writer, episodes []*episode.Episode) error {
-	bw := bufio.NewWriter(w)
-	enc := json.NewEncoder(bw)
-	for _, ep := range episodes {
-		if ep == nil {
-			continue
-		}
-		if err := enc.Encode(finiteLogprobs(ep)); err != nil {
-			return err
-		}
-	}
-	return bw.Flush()
-}
 
 // finiteLogprobs returns ep, or a copy whose non-finite logprobs are
 // replaced, leaving the caller's episode untouched.

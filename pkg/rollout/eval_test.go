@@ -63,7 +63,13 @@ func TestWriteEpisodesInf(t *testing.T) {
 	ep := &episode.Episode{ID: "a:0", TerminationReason: episode.TerminationEnvDone,
 		Trajectories: []episode.Trajectory{{Steps: []episode.Step{{PromptIDs: []int{1}, ResponseIDs: []int{2, 3}, Logprobs: []float64{math.Inf(-1), -0.5}}}}}}
 	var buf bytes.Buffer
-	if err := WriteEpisodes(&buf, []*episode.Episode{ep, nil}); err != nil {
+	w := NewEpisodeWriter(&buf)
+	for _, e := range []*episode.Episode{ep, nil} {
+		if err := w.Write(e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Flush(); err != nil {
 		t.Fatal(err)
 	}
 	var back episode.Episode

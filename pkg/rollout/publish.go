@@ -7,10 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/rllm-org/rllm-go/pkg/usererr"
@@ -35,13 +37,23 @@ const (
 
 // PublisherOptions configure a WeightPublisher.
 type PublisherOptions struct {
+	// Endpoints are the servers' base URLs; each is normalised with
+	// NormalizeEndpoint (the spelling the rollout client uses too).
 	Endpoints []string
 	Mode      PublishMode
 	// APIKey, when set, is sent as a bearer token (never logged).
 	APIKey string
 	// Timeout bounds one update call on one endpoint (loading weights
-	// takes a while); 0 means 10 minutes.
+	// takes a while); 0 means 10 minutes. A call that times out is tried
+	// again (a slow server is not a dead one), Attempts times in all.
 	Timeout time.Duration
+	// Attempts is how many times an update that timed out or whose
+	// connection dropped is sent to one endpoint; 0 means 3.
+	Attempts int
+	// Prefix starts every LoRA name: "<Prefix>-v<version>". The trainer
+	// puts the run's name in it, so that runs sharing a server never
+	// take each other's adapters; "" means "policy".
+	Prefix string
 	// Warn receives one line when an endpoint is dropped.
 	Warn func(msg string)
 	// OnDrop is called with the URL of each endpoint dropped, so the
@@ -52,10 +64,11 @@ type PublisherOptions struct {
 }
 
 // WeightPublisher makes every inference endpoint serve each new policy
-// version before the next rollouts, as the trainer requires: an endpoint
-// that refuses an update stops the run with an error naming it (sampling
-// from stale weights is never silent), one that cannot be reached any
-// more is dropped with a warning while others remain.
+// version before the next rollouts, as the trainer requires. It updates
+// all endpoints at once. An endpoint that refuses an update stops the run
+// with an error naming it (sampling from stale weights is never silent);
+// one that is slow is asked again; only one that cannot be connected to
+// any more is dropped, with a warning, while others remain.
 type WeightPublisher struct {
 	opts PublisherOptions
 	mu   sync.Mutex
@@ -78,12 +91,22 @@ func NewWeightPublisher(o PublisherOptions) (*WeightPublisher, error) {
 	if o.Timeout <= 0 {
 		o.Timeout = 10 * time.Minute
 	}
+	if o.Attempts <= 0 {
+		o.Attempts = 3
+	}
+	if o.Prefix == "" {
+		o.Prefix = "policy"
+	}
 	if o.HTTP == nil {
 		o.HTTP = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	}
 	p := &WeightPublisher{opts: o}
 	for _, ep := range o.Endpoints {
-		p.live = append(p.live, strings.TrimRight(ep, "/"))
+		n, err := NormalizeEndpoint(ep)
+		if err != nil {
+			return nil, err
+		}
+		p.live = append(p.live, n)
 	}
 	return p, nil
 }
@@ -95,45 +118,98 @@ func (p *WeightPublisher) Live() []string {
 	return append([]string(nil), p.live...)
 }
 
-// LoRAName is the model name requests use for a LoRA-published version.
-func LoRAName(version int) string { return "policy-v" + strconv.Itoa(version) }
+// LoRAName is the model name requests use for a LoRA-published version
+// with the default prefix.
+func LoRAName(version int) string { return LoRANameWith("policy", version) }
+
+// LoRANameWith is "<prefix>-v<version>".
+func LoRANameWith(prefix string, version int) string {
+	return prefix + "-v" + strconv.Itoa(version)
+}
+
+// LoRAPrefix makes a run's name fit for a LoRA name: letters, digits,
+// '.', '_' and '-' kept, anything else '-'; "" gives "policy".
+func LoRAPrefix(run string) string {
+	b := []byte(run)
+	for i, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			b[i] = '-'
+		}
+	}
+	if s := strings.Trim(string(b), "-."); s != "" {
+		return s
+	}
+	return "policy"
+}
+
+// routes of the publish mode: load and unload.
+func (p *WeightPublisher) routes() (load, unload string) {
+	switch p.opts.Mode {
+	case PublishFullWeights:
+		return "/update_weights_from_disk", ""
+	case PublishSGLangLoRA:
+		return "/load_lora_adapter", "/unload_lora_adapter"
+	}
+	return "/v1/load_lora_adapter", "/v1/unload_lora_adapter"
+}
 
 // Publish makes every live endpoint serve the weights at path (a
 // checkpoint directory for full weights, a PEFT adapter directory for
-// LoRA) as version. It returns the model name requests must use from now
-// on ("" when it does not change).
+// LoRA) as version, all endpoints at once. It returns the model name
+// requests must use from now on ("" when it does not change).
+//
+// A LoRA name the server already holds (a resumed run, an earlier
+// attempt that timed out, a run before this one on the same server) is
+// unloaded and loaded again from path, since what it holds may be other
+// weights. When some endpoints refuse the update, the adapter is unloaded
+// from those that took it, so that a fixed server can be resumed from.
 func (p *WeightPublisher) Publish(ctx context.Context, version int, path string) (string, error) {
-	var route string
+	load, _ := p.routes()
 	var body any
 	model := ""
-	switch p.opts.Mode {
-	case PublishFullWeights:
-		route, body = "/update_weights_from_disk", map[string]string{"model_path": path, "weight_version": strconv.Itoa(version)}
-	case PublishVLLMLoRA:
-		model = LoRAName(version)
-		route, body = "/v1/load_lora_adapter", map[string]string{"lora_name": model, "lora_path": path}
-	case PublishSGLangLoRA:
-		model = LoRAName(version)
-		route, body = "/load_lora_adapter", map[string]string{"lora_name": model, "lora_path": path}
+	if p.opts.Mode == PublishFullWeights {
+		body = map[string]string{"model_path": path, "weight_version": strconv.Itoa(version)}
+	} else {
+		model = LoRANameWith(p.opts.Prefix, version)
+		body = map[string]string{"lora_name": model, "lora_path": path}
 	}
 	payload, err := json.Marshal(body)
 	if err != nil {
 		return "", err
 	}
-	var lastGone error
-	for _, ep := range p.Live() {
-		err := p.call(ctx, ep+route, payload, p.opts.Mode == PublishFullWeights)
+	live := p.Live()
+	errs := make([]error, len(live))
+	var wg sync.WaitGroup
+	for i, ep := range live {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = p.update(ctx, ep, load, payload, model)
+		}()
+	}
+	wg.Wait()
+	if ctx.Err() != nil {
+		return "", ctx.Err()
+	}
+	var refused, lastGone error
+	var took []string
+	for i, ep := range live {
 		var gone *endpointGoneError
-		switch {
+		switch err := errs[i]; {
 		case err == nil:
-		case ctx.Err() != nil:
-			return "", ctx.Err()
+			took = append(took, ep)
 		case errors.As(err, &gone):
 			lastGone = err
 			p.drop(ep, err)
-		default:
-			return "", err
+		case refused == nil:
+			refused = err
 		}
+	}
+	if refused != nil {
+		if model != "" {
+			p.unload(context.WithoutCancel(ctx), model, took)
+		}
+		return "", refused
 	}
 	if len(p.Live()) == 0 {
 		return "", fmt.Errorf("no inference endpoint is left to sample from: %w", lastGone)
@@ -144,26 +220,75 @@ func (p *WeightPublisher) Publish(ctx context.Context, version int, path string)
 	return model, nil
 }
 
+// update sends one endpoint its update, again after a timeout or a
+// dropped connection (up to Attempts in all), and after unloading a LoRA
+// name the server says it already has.
+func (p *WeightPublisher) update(ctx context.Context, ep, route string, payload []byte, model string) error {
+	var err error
+	reloaded := false
+	for attempt := 1; attempt <= p.opts.Attempts; attempt++ {
+		err = p.call(ctx, ep+route, payload, p.opts.Mode == PublishFullWeights)
+		var slow *endpointSlowError
+		var ref *refusedError
+		switch {
+		case err == nil || ctx.Err() != nil:
+			return err
+		case errors.As(err, &slow):
+			if p.opts.Warn != nil && attempt < p.opts.Attempts {
+				p.opts.Warn(fmt.Sprintf("%v; sending it again (%d of %d)", err, attempt+1, p.opts.Attempts))
+			}
+			continue
+		case model != "" && !reloaded && errors.As(err, &ref) && alreadyLoaded(ref.msg):
+			// vLLM: 400 "The lora adapter '…' has already been loaded."
+			reloaded = true
+			_, unload := p.routes()
+			un, _ := json.Marshal(map[string]string{"lora_name": model})
+			if uerr := p.call(ctx, ep+unload, un, false); uerr != nil {
+				return fmt.Errorf("%w; unloading it to load it again failed: %v", err, uerr)
+			}
+			attempt--
+			continue
+		}
+		return err
+	}
+	return err
+}
+
+// alreadyLoaded recognises a server's refusal of a LoRA name it holds
+// (vLLM: "The lora adapter 'x' has already been loaded."; SGLang words it
+// alike).
+func alreadyLoaded(msg string) bool {
+	m := strings.ToLower(msg)
+	return strings.Contains(m, "already") && (strings.Contains(m, "loaded") || strings.Contains(m, "exist"))
+}
+
 // unloadOld unloads LoRA versions older than the two newest (the newest
-// serves new requests, the one before finishes requests in flight); a
-// failure to unload costs server memory, not correctness, so it is only
-// reported through Warn.
+// serves new requests, the one before finishes requests in flight).
 func (p *WeightPublisher) unloadOld(ctx context.Context, model string) {
 	p.loaded = append(p.loaded, model)
 	for len(p.loaded) > 2 {
 		old := p.loaded[0]
 		p.loaded = p.loaded[1:]
-		route := "/v1/unload_lora_adapter"
-		if p.opts.Mode == PublishSGLangLoRA {
-			route = "/unload_lora_adapter"
-		}
-		payload, _ := json.Marshal(map[string]string{"lora_name": old})
-		for _, ep := range p.Live() {
-			if err := p.call(ctx, ep+route, payload, false); err != nil && p.opts.Warn != nil {
-				p.opts.Warn(fmt.Sprintf("unloading LoRA adapter %s from %s: %v", old, ep, err))
-			}
-		}
+		p.unload(ctx, old, p.Live())
 	}
+}
+
+// unload unloads a LoRA name from endpoints, all at once; a failure costs
+// server memory, not correctness, so it is only reported through Warn.
+func (p *WeightPublisher) unload(ctx context.Context, model string, endpoints []string) {
+	_, route := p.routes()
+	payload, _ := json.Marshal(map[string]string{"lora_name": model})
+	var wg sync.WaitGroup
+	for _, ep := range endpoints {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := p.call(ctx, ep+route, payload, false); err != nil && p.opts.Warn != nil {
+				p.opts.Warn(fmt.Sprintf("unloading LoRA adapter %s from %s: %v", model, ep, err))
+			}
+		}()
+	}
+	wg.Wait()
 }
 
 func (p *WeightPublisher) drop(ep string, err error) {
@@ -184,7 +309,7 @@ func (p *WeightPublisher) drop(ep string, err error) {
 	}
 }
 
-// endpointGoneError is an endpoint that could not be reached at all.
+// endpointGoneError is an endpoint that could not be connected to.
 type endpointGoneError struct {
 	url string
 	err error
@@ -193,13 +318,46 @@ type endpointGoneError struct {
 func (e *endpointGoneError) Error() string { return fmt.Sprintf("%s is unreachable: %v", e.url, e.err) }
 func (e *endpointGoneError) Unwrap() error { return e.err }
 
-// call posts one update. A transport failure (refused, reset, timed out)
-// means the endpoint is gone; an answer that is not success is an update
-// the endpoint refused.
+// endpointSlowError is an update that did not finish in time, or whose
+// connection dropped after it was sent: the server may still be loading.
+type endpointSlowError struct {
+	url     string
+	timeout time.Duration
+	err     error
+}
+
+func (e *endpointSlowError) Error() string {
+	return fmt.Sprintf("the weight update to %s did not finish (%v; each try may take %s)", e.url, e.err, e.timeout)
+}
+func (e *endpointSlowError) Unwrap() error { return e.err }
+
+// refusedError is an answer that is not success.
+type refusedError struct {
+	url, status, msg string
+}
+
+func (e *refusedError) Error() string {
+	return fmt.Sprintf("the inference server %s refused the weight update (%s): %s", e.url, e.status, e.msg)
+}
+
+// connectFailed reports an error that happened before a connection was
+// made (refused, no route, unknown host): the server is not there.
+func connectFailed(err error) bool {
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" {
+		return true
+	}
+	var dns *net.DNSError
+	return errors.As(err, &dns) || errors.Is(err, syscall.ECONNREFUSED)
+}
+
+// call posts one update. A failure to connect means the endpoint is gone;
+// a timeout or a connection dropped mid-call means it is slow; an answer
+// that is not success is an update the endpoint refused.
 func (p *WeightPublisher) call(ctx context.Context, url string, payload []byte, sglangBody bool) error {
-	ctx, cancel := context.WithTimeout(ctx, p.opts.Timeout)
+	cctx, cancel := context.WithTimeout(ctx, p.opts.Timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(payload))
+	req, err := http.NewRequestWithContext(cctx, http.MethodPost, url, bytes.NewReader(payload))
 	if err != nil {
 		return err
 	}
@@ -209,12 +367,17 @@ func (p *WeightPublisher) call(ctx context.Context, url string, payload []byte, 
 	}
 	resp, err := p.opts.HTTP.Do(req)
 	if err != nil {
-		// Refused, reset or timed out: the server is not there any more.
-		return &endpointGoneError{url: url, err: stripURL(err)}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if connectFailed(err) {
+			return &endpointGoneError{url: url, err: stripURL(err)}
+		}
+		return &endpointSlowError{url: url, timeout: p.opts.Timeout, err: stripURL(err)}
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-	msg := strings.TrimSpace(string(body))
+	msg, _ := errorMessage(body)
 	if sglangBody {
 		var r struct {
 			Success *bool  `json:"success"`
@@ -225,7 +388,7 @@ func (p *WeightPublisher) call(ctx context.Context, url string, payload []byte, 
 				msg = r.Message
 			}
 			if r.Success != nil && !*r.Success {
-				return fmt.Errorf("the inference server %s refused the weight update: %s", url, msg)
+				return &refusedError{url: url, status: resp.Status, msg: msg}
 			}
 		}
 	}
@@ -233,7 +396,7 @@ func (p *WeightPublisher) call(ctx context.Context, url string, payload []byte, 
 		if resp.StatusCode/100 == 3 {
 			return fmt.Errorf("the inference server %s answered the weight update with a redirect (%s) to %s; point rollout.endpoints at the server itself", url, resp.Status, resp.Header.Get("Location"))
 		}
-		return fmt.Errorf("the inference server %s refused the weight update (%s): %s", url, resp.Status, msg)
+		return &refusedError{url: url, status: resp.Status, msg: msg}
 	}
 	return nil
 }

@@ -3,11 +3,15 @@ package rollout
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/rllm-org/rllm-go/internal/fakevllm"
 	"github.com/rllm-org/rllm-go/pkg/episode"
@@ -134,5 +138,131 @@ func TestDroppedEndpointIsRetired(t *testing.T) {
 		if ep.URL == a.URL && ep.Requests != 0 {
 			t.Errorf("the retired endpoint got %d requests", ep.Requests)
 		}
+	}
+}
+
+// A resumed run publishes a name the server already holds (vLLM refuses
+// it with 400 "has already been loaded"): it is unloaded and loaded again
+// from the new path, and the run goes on.
+func TestPublishReloadsAnAdapterTheServerHas(t *testing.T) {
+	s := fakevllm.New(fakevllm.Config{RuntimeLoRA: true})
+	defer s.Close()
+	first, _ := NewWeightPublisher(PublisherOptions{Endpoints: []string{s.URL}, Mode: PublishVLLMLoRA, Prefix: "exp"})
+	for v := 1; v <= 2; v++ {
+		if _, err := first.Publish(context.Background(), v, fmt.Sprintf("/run/published/step_%d", v)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Ctrl-C, then resume from step 2: a new publisher, the same server.
+	resumed, _ := NewWeightPublisher(PublisherOptions{Endpoints: []string{s.URL}, Mode: PublishVLLMLoRA, Prefix: "exp"})
+	model, err := resumed.Publish(context.Background(), 2, "/run/published/step_2")
+	if err != nil || model != "exp-v2" {
+		t.Fatalf("resumed publish: %q %v", model, err)
+	}
+	log := strings.Join(s.AdapterLog(), ", ")
+	if !strings.HasSuffix(log, "load exp-v2, unload exp-v2, load exp-v2") {
+		t.Fatalf("adapter calls: %s", log)
+	}
+}
+
+// When one endpoint refuses a version, the others unload it again, so
+// that a fixed server can resume from the kept checkpoint.
+func TestPartialPublishIsUnloaded(t *testing.T) {
+	ok := fakevllm.New(fakevllm.Config{RuntimeLoRA: true})
+	defer ok.Close()
+	noLoRA := fakevllm.New(fakevllm.Config{}) // started without runtime LoRA: 404
+	defer noLoRA.Close()
+	p, _ := NewWeightPublisher(PublisherOptions{Endpoints: []string{ok.URL, noLoRA.URL}, Mode: PublishVLLMLoRA})
+	if _, err := p.Publish(context.Background(), 3, "/a"); err == nil || !strings.Contains(err.Error(), noLoRA.URL) {
+		t.Fatalf("err %v", err)
+	}
+	if a := ok.Adapters(); len(a) != 0 {
+		t.Fatalf("adapters left on the endpoint that took the update: %v", a)
+	}
+}
+
+// rollout.endpoints may name a server with /v1: the updates still go to
+// its /v1/load_lora_adapter, not /v1/v1/...
+func TestPublishEndpointSpelledWithV1(t *testing.T) {
+	s := fakevllm.New(fakevllm.Config{RuntimeLoRA: true})
+	defer s.Close()
+	p, err := NewWeightPublisher(PublisherOptions{Endpoints: []string{s.URL + "/v1/"}, Mode: PublishVLLMLoRA})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Publish(context.Background(), 1, "/a"); err != nil {
+		t.Fatal(err)
+	}
+	if a := s.Adapters(); len(a) != 1 || a[0] != "policy-v1" {
+		t.Fatalf("adapters %v", a)
+	}
+}
+
+// Endpoints are updated at once: two servers that each answer only once
+// both have the update (a barrier) finish within one timeout, and a load
+// slower than the timeout is sent again, not taken for a dead server.
+func TestPublishConcurrentAndSlowIsRetried(t *testing.T) {
+	var arrived sync.WaitGroup
+	arrived.Add(2)
+	var calls sync.Map
+	barrier := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n, _ := calls.LoadOrStore(r.Host, new(atomic.Int32))
+		if n.(*atomic.Int32).Add(1) == 1 {
+			arrived.Done()
+			arrived.Wait()
+		}
+		w.Write([]byte(`{"success": true}`))
+	})
+	a, b := httptest.NewServer(barrier), httptest.NewServer(barrier)
+	defer a.Close()
+	defer b.Close()
+	p, _ := NewWeightPublisher(PublisherOptions{Endpoints: []string{a.URL, b.URL}, Mode: PublishFullWeights, Timeout: 10 * time.Second, Attempts: 1})
+	if _, err := p.Publish(context.Background(), 1, "/w"); err != nil {
+		t.Fatalf("concurrent publish: %v", err)
+	}
+
+	var slowCalls atomic.Int32
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body) // so that a closed connection cancels r's context
+		if slowCalls.Add(1) == 1 {
+			<-r.Context().Done() // the first load outlasts the timeout
+			return
+		}
+		w.Write([]byte(`{"success": true}`))
+	}))
+	defer slow.Close()
+	var dropped []string
+	p, _ = NewWeightPublisher(PublisherOptions{Endpoints: []string{slow.URL}, Mode: PublishFullWeights, Timeout: 200 * time.Millisecond,
+		OnDrop: func(u string) { dropped = append(dropped, u) }, Warn: func(string) {}})
+	if _, err := p.Publish(context.Background(), 1, "/w"); err != nil || len(dropped) != 0 || len(p.Live()) != 1 {
+		t.Fatalf("slow endpoint: err %v, dropped %v", err, dropped)
+	}
+}
+
+// BenchmarkPublishLoRALatency is the time to publish one LoRA version to
+// 1, 2 and 4 vLLM-like endpoints whose load takes 100 ms each (a server
+// loading from its own disk, idle CPU): serial publishing adds the loads
+// up, concurrent publishing waits for the slowest.
+func BenchmarkPublishLoRALatency(b *testing.B) {
+	for _, n := range []int{1, 2, 4} {
+		b.Run(fmt.Sprintf("endpoints=%d", n), func(b *testing.B) {
+			var urls []string
+			for range n {
+				s := fakevllm.New(fakevllm.Config{RuntimeLoRA: true, LoadLatency: 100 * time.Millisecond})
+				b.Cleanup(s.Close)
+				urls = append(urls, s.URL)
+			}
+			p, err := NewWeightPublisher(PublisherOptions{Endpoints: urls, Mode: PublishVLLMLoRA})
+			if err != nil {
+				b.Fatal(err)
+			}
+			v := 0
+			for b.Loop() {
+				v++
+				if _, err := p.Publish(context.Background(), v, "/adapters/v"); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

@@ -159,7 +159,7 @@ func (b *bwrap) Run(ctx context.Context, req Request) (Result, error) {
 		// bwrap itself failed (its own message is on stderr).
 		return res, fmt.Errorf("bwrap could not start the sandbox: %s", lastLine(res.Stderr))
 	}
-	classify(&res, cpuTime(st), l)
+	Classify(&res, cpuTime(st), l)
 	return res, nil
 }
 

@@ -183,6 +183,6 @@ func (d *docker) Run(ctx context.Context, req Request) (Result, error) {
 			res.Limit = LimitMemory
 		}
 	}
-	classify(&res, 0, l)
+	Classify(&res, 0, l)
 	return res, nil
 }

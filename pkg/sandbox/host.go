@@ -60,6 +60,6 @@ func (h *host) Run(ctx context.Context, req Request) (Result, error) {
 	if err != nil {
 		return res, err
 	}
-	classify(&res, cpuTime(st), l)
+	Classify(&res, cpuTime(st), l)
 	return res, nil
 }

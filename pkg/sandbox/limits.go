@@ -57,12 +57,13 @@ func (w *capWriter) bytes() []byte {
 	return bytes.Clone(w.buf.Bytes())
 }
 
-// classify names the limit that ended a run the sandbox did not kill
-// itself: SIGXCPU or a CPU time at the limit, SIGXFSZ, or the program's
+// Classify names the limit that ended a run the sandbox did not kill
+// itself (backends call it; so does a harness that runs programs inside
+// the sandbox and reports their exit status and stderr): SIGXCPU or a CPU time at the limit, SIGXFSZ, or the program's
 // own report of an allocation, fork or write that its rlimit refused
 // (Python raises MemoryError, BlockingIOError and OSError EFBIG; C++
 // throws std::bad_alloc).
-func classify(res *Result, cpu time.Duration, l Limits) {
+func Classify(res *Result, cpu time.Duration, l Limits) {
 	if res.Limit != LimitNone || res.ExitCode == 0 {
 		return
 	}

@@ -221,6 +221,19 @@ func TestUnavailableNamesKeyAndPackage(t *testing.T) {
 	}
 }
 
+func TestAutoWithoutAnySandboxIsRefused(t *testing.T) {
+	old := lookPath
+	lookPath = func(string) (string, error) { return "", exec.ErrNotFound }
+	defer func() { lookPath = old }()
+	t.Setenv("DOCKER_HOST", "unix://"+filepath.Join(t.TempDir(), "no-docker.sock"))
+	_, err := Open(context.Background(), Config{Backend: BackendAuto, Limits: DefaultLimits})
+	var ue *usererr.Error
+	if !errors.As(err, &ue) || ue.Subject != "sandbox.backend" || !strings.Contains(err.Error(), "apt-get install bubblewrap") ||
+		!strings.Contains(err.Error(), "never runs on the host unsandboxed") {
+		t.Fatalf("err %v", err)
+	}
+}
+
 func TestLimitsWithin(t *testing.T) {
 	got := Limits{WallTime: time.Hour, CPUTime: time.Second}.Within(DefaultLimits)
 	want := DefaultLimits

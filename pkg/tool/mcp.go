@@ -41,9 +41,6 @@ var mcpEntry = func() registry.Entry[struct{}] {
 	return e
 }()
 
-// MCPServerArgs describes the settings of a tools.mcp entry.
-func MCPServerArgs() []registry.Arg { return mcpEntry.Args }
-
 // ParseMCPServer checks the settings of tools.mcp.NAME.
 func ParseMCPServer(name string, raw any) (MCPServer, error) {
 	key := "tools.mcp." + name

@@ -269,7 +269,7 @@ type sharedSet struct {
 
 // Shared returns the Set for c, opened once per process and shared by
 // every episode that uses the same tools (MCP servers are connected once,
-// not per episode). CloseShared stops them.
+// not per episode); they live until the process ends.
 func Shared(ctx context.Context, c Config) (*Set, error) {
 	key, err := json.Marshal(c)
 	if err != nil {
@@ -291,19 +291,6 @@ func Shared(ctx context.Context, c Config) (*Set, error) {
 		sharedMu.Unlock()
 	}
 	return ss.set, ss.err
-}
-
-// CloseShared closes every Set Shared opened.
-func CloseShared() {
-	sharedMu.Lock()
-	all := shared
-	shared = map[string]*sharedSet{}
-	sharedMu.Unlock()
-	for _, ss := range all {
-		if ss.set != nil {
-			_ = ss.set.Close()
-		}
-	}
 }
 
 // builtinArgs reads tools.args.NAME, which must be a mapping.

@@ -262,7 +262,7 @@ func TestShared(t *testing.T) {
 	if a != b {
 		t.Fatal("the same config opened twice")
 	}
-	CloseShared()
+	closeShared()
 	if _, err := Shared(context.Background(), Config{Builtin: []string{"nope"}}); err == nil {
 		t.Fatal("no error")
 	}
@@ -357,4 +357,17 @@ func alive(pid int) bool {
 		return s[i+2] != 'Z'
 	}
 	return true
+}
+
+// closeShared closes every Set Shared opened.
+func closeShared() {
+	sharedMu.Lock()
+	all := shared
+	shared = map[string]*sharedSet{}
+	sharedMu.Unlock()
+	for _, ss := range all {
+		if ss.set != nil {
+			_ = ss.set.Close()
+		}
+	}
 }

@@ -87,7 +87,7 @@ func (p *Plan) Schedule(train []episode.Task) (Schedule, error) {
 	s := Schedule{Tasks: len(train), StepsPerEpoch: l.BatchesPerEpoch()}
 	s.Steps = p.TotalEpochs * s.StepsPerEpoch
 	if a := p.Async; a.Enabled {
-		// An async step is one optimizer step of a.GroupsPerStep() groups.
+		// An async step is trigger_parameter_sync_step optimizer steps: a.GroupsPerStep() groups.
 		s.Steps = max(1, p.TotalEpochs*s.StepsPerEpoch*p.DrawSize/a.GroupsPerStep())
 	}
 	if p.TotalSteps != nil {
@@ -285,7 +285,18 @@ func NewPlan(c *config.Config) (*Plan, error) {
 		refuse("backend.name: the %s backend is not available in this build; use one of %s", c.Backend.Name, strings.Join(backend.Names(), ", "))
 	}
 	if c.Rollout.Engine != "auto" {
-		p.Remote = RemotePlan{Enabled: true, Endpoints: c.Rollout.Endpoints}
+		p.Remote = RemotePlan{Enabled: true}
+		// One spelling of each endpoint (http://h:8000/v1/ is
+		// http://h:8000), so the publisher posts to the right routes and
+		// a dropped endpoint is matched by the rollout client.
+		for _, e := range c.Rollout.Endpoints {
+			n, err := rollout.NormalizeEndpoint(e)
+			if err != nil {
+				refuse("%v", err)
+				continue
+			}
+			p.Remote.Endpoints = append(p.Remote.Endpoints, n)
+		}
 		switch {
 		case c.Backend.Name == "local" && c.Rollout.Engine == "vllm":
 			refuse("rollout.engine: vLLM cannot load the embedded policy; serve it with rllm serve (SGLang's weight API) and use rollout.engine=sglang or openai")
@@ -523,11 +534,15 @@ func (p *Plan) String() string {
 		line("data", "%d tasks per step (drawn %d), %s, shuffle %t", p.BatchSize, p.DrawSize, steps, p.Shuffle)
 	default:
 		line("data", "%d tasks per step (drawn %d) from %s, shuffle %t", p.BatchSize, p.DrawSize, plural(sc.Tasks, "training task"), p.Shuffle)
-		how := fmt.Sprintf("%s of %d", plural(p.TotalEpochs, "epoch"), sc.StepsPerEpoch)
+		how, perStep := fmt.Sprintf("%s of %d", plural(p.TotalEpochs, "epoch"), sc.StepsPerEpoch), p.DrawSize
+		if p.Async.Enabled {
+			perStep = p.Async.GroupsPerStep()
+			how = fmt.Sprintf("%s of %s, %d a step", plural(p.TotalEpochs, "epoch"), plural(sc.Tasks, "task"), perStep)
+		}
 		if p.TotalSteps != nil {
 			how = "trainer.total_training_steps"
 		}
-		line("steps", "%d (%s): %s drawn, %s", sc.Steps, how, plural(sc.Steps*p.DrawSize, "task"), plural(sc.Steps*p.DrawSize*p.Train.N, "episode"))
+		line("steps", "%d (%s): %s drawn, %s", sc.Steps, how, plural(sc.Steps*perStep, "task"), plural(sc.Steps*perStep*p.Train.N, "episode"))
 	}
 	line("rollouts", "%d per task, temperature %g, max %d tokens; validation %d per task at temperature %g",
 		p.Train.N, p.Train.Params.Temperature, p.Train.Params.MaxTokens, p.Val.N, p.Val.Params.Temperature)

@@ -3,10 +3,12 @@ package trainer
 import (
 	"context"
 	"fmt"
+	"github.com/rllm-org/rllm-go/internal/atomicfile"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/rllm-org/rllm-go/pkg/rollout"
 	"github.com/rllm-org/rllm-go/pkg/usererr"
@@ -45,6 +47,9 @@ func (t *Trainer) openRemote() error {
 	}
 	p, err := rollout.NewWeightPublisher(rollout.PublisherOptions{
 		Endpoints: t.plan.Remote.Endpoints, Mode: mode, APIKey: t.opts.APIKey,
+		// The run's name in every LoRA name: runs sharing a server never
+		// take each other's adapters.
+		Prefix: rollout.LoRAPrefix(filepath.Base(t.plan.Dir)),
 		Warn:   func(msg string) { t.logf("warning: %s", msg) },
 		OnDrop: func(url string) { t.opts.Rollouts.Retire(url) },
 	})
@@ -89,7 +94,9 @@ func (t *Trainer) publishRemote(ctx context.Context) error {
 	return prunePublished(root, t.step)
 }
 
-// prunePublished removes published directories older than the two newest.
+// prunePublished removes published directories older than the two
+// newest, and what a killed export left behind (atomicfile's temporary
+// directories: nothing else writes here while the trainer publishes).
 func prunePublished(root string, step int) error {
 	entries, err := os.ReadDir(root)
 	if err != nil {
@@ -97,11 +104,33 @@ func prunePublished(root string, step int) error {
 	}
 	for _, e := range entries {
 		n, err := strconv.Atoi(strings.TrimPrefix(e.Name(), "step_"))
-		if err == nil && n < step-1 {
+		if (err == nil && n < step-1) || strings.HasPrefix(e.Name(), atomicfile.TempPrefix) {
 			if err := os.RemoveAll(filepath.Join(root, e.Name())); err != nil {
 				return err
 			}
 		}
 	}
 	return nil
+}
+
+// RemoteCheckpoints is a backend whose checkpoints also live on a service
+// (the Tinker backend's tinker:// copies): pruning a local checkpoint
+// (trainer.max_ckpt_to_keep) deletes its remote copies too.
+type RemoteCheckpoints interface {
+	DeleteCheckpoint(ctx context.Context, dir string) error
+}
+
+// deleteRemote deletes the remote copies of the checkpoint in stepDir
+// before it is pruned; a failure costs storage, not the run, so it is a
+// warning.
+func (t *Trainer) deleteRemote(stepDir string) {
+	rc, ok := t.be.(RemoteCheckpoints)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := rc.DeleteCheckpoint(ctx, filepath.Join(stepDir, modelDir)); err != nil {
+		t.logf("warning: pruning %s: %v", stepDir, err)
+	}
 }

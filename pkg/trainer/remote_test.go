@@ -3,6 +3,7 @@ package trainer
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -104,31 +105,37 @@ func TestTrainStopsWhenAServerRefusesWeights(t *testing.T) {
 	}
 }
 
-// BenchmarkPublishToTwoServers is the time from an optimizer step to new
-// rollouts on its weights with two local rllm serve endpoints: saving the
-// default-size embedded policy and both servers loading it
+// BenchmarkPublishToServers is the time from an optimizer step to new
+// rollouts on its weights with 1, 2 and 4 local rllm serve endpoints:
+// saving the default-size embedded policy and every server loading it
 // (update_weights_from_disk).
-func BenchmarkPublishToTwoServers(b *testing.B) {
-
-	c, err := config.FromOverrides([]string{"trainer.default_local_dir=" + filepath.ToSlash(b.TempDir()), "backend.local.warmup_steps=0"})
-	if err != nil {
-		b.Fatal(err)
-	}
-	urls := []string{serveLike(b, c), serveLike(b, c)}
-	c, _ = config.FromOverrides([]string{"trainer.default_local_dir=" + filepath.ToSlash(b.TempDir()), "backend.local.warmup_steps=0",
-		"rollout.engine=openai", "rollout.endpoints=[" + strings.Join(urls, ",") + "]", "rollout.model=policy"})
-	client := mustClient(b, "policy", urls...)
-	tr, err := New(context.Background(), c, Options{Rollouts: client})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer tr.Close()
-	b.ResetTimer()
-	for b.Loop() {
-		tr.step++
-		if err := tr.publish(context.Background()); err != nil {
-			b.Fatal(err)
-		}
+func BenchmarkPublishToServers(b *testing.B) {
+	for _, n := range []int{1, 2, 4} {
+		b.Run(fmt.Sprintf("endpoints=%d", n), func(b *testing.B) {
+			c, err := config.FromOverrides([]string{"trainer.default_local_dir=" + filepath.ToSlash(b.TempDir()), "backend.local.warmup_steps=0"})
+			if err != nil {
+				b.Fatal(err)
+			}
+			var urls []string
+			for range n {
+				urls = append(urls, serveLike(b, c))
+			}
+			c, _ = config.FromOverrides([]string{"trainer.default_local_dir=" + filepath.ToSlash(b.TempDir()), "backend.local.warmup_steps=0",
+				"rollout.engine=openai", "rollout.endpoints=[" + strings.Join(urls, ",") + "]", "rollout.model=policy"})
+			client := mustClient(b, "policy", urls...)
+			tr, err := New(context.Background(), c, Options{Rollouts: client})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer tr.Close()
+			b.ResetTimer()
+			for b.Loop() {
+				tr.step++
+				if err := tr.publish(context.Background()); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
 

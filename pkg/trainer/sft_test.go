@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -43,7 +44,7 @@ func TestSFTDatums(t *testing.T) {
 	d := data[0]
 	prompt := local.Tokenizer{}.ChatTemplate([]episode.Message{{Role: "user", Content: "3+4="}}, true)
 	want := append(append(append([]int(nil), prompt...), local.Tokenizer{}.Encode("7", false)...), local.TokenImEnd)
-	if got := append(append([]int(nil), d.Input...), d.LossFnInputs.TargetTokens[len(d.LossFnInputs.TargetTokens)-1]); !equalInts(got, want) {
+	if got := append(append([]int(nil), d.Input...), d.LossFnInputs.TargetTokens[len(d.LossFnInputs.TargetTokens)-1]); !slices.Equal(got, want) {
 		t.Fatalf("tokens %v, want %v", got, want)
 	}
 	w := d.LossFnInputs.Weights
@@ -61,18 +62,6 @@ func TestSFTDatums(t *testing.T) {
 	if usererr.ExitCode(ctx, err) != usererr.ExitUsage {
 		t.Fatalf("too long: exit code %d", usererr.ExitCode(ctx, err))
 	}
-}
-
-func equalInts(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // The one SFT loop runs on a Tinker service as on the embedded policy:
@@ -117,7 +106,7 @@ func TestSFTOnTinker(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range data {
-		if !equalInts(data[i].Input, localData[i].Input) || !equalInts(data[i].LossFnInputs.TargetTokens, localData[i].LossFnInputs.TargetTokens) {
+		if !slices.Equal(data[i].Input, localData[i].Input) || !slices.Equal(data[i].LossFnInputs.TargetTokens, localData[i].LossFnInputs.TargetTokens) {
 			t.Fatalf("datum %d differs between tinker and local: the template is the model's own on both", i)
 		}
 	}

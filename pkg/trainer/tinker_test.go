@@ -7,12 +7,14 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/rllm-org/rllm-go/internal/faketinker"
+	"github.com/rllm-org/rllm-go/internal/fakevllm"
 	"github.com/rllm-org/rllm-go/pkg/backend/tinker"
 	"github.com/rllm-org/rllm-go/pkg/rollout"
 )
@@ -127,7 +129,87 @@ func TestTinkerPublishesLoRAToServers(t *testing.T) {
 	if err := tr.publish(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if len(loads) != 1 || loads[0] != "/v1/load_lora_adapter policy-v0" || tr.opts.Rollouts.Model() != "policy-v0" {
+	want := rollout.LoRANameWith(rollout.LoRAPrefix(filepath.Base(c.Trainer.DefaultLocalDir)), 0)
+	if len(loads) != 1 || loads[0] != "/v1/load_lora_adapter "+want || tr.opts.Rollouts.Model() != want {
 		t.Errorf("loads %v, requests name %q", loads, tr.opts.Rollouts.Model())
+	}
+}
+
+// A run interrupted and resumed against the same vLLM servers: the
+// adapter of the step it resumes from is still loaded there (vLLM refuses
+// the name with 400 "has already been loaded"), and the resumed run must
+// start anyway, sampling from its own weights.
+func TestTinkerResumeAgainstVLLMAdapters(t *testing.T) {
+	const key = "tml-trainer-test-key"
+	srv, err := faketinker.New(faketinker.Options{APIKey: key, PollWait: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	vllm := fakevllm.New(fakevllm.Config{Model: "base", RuntimeLoRA: true})
+	defer vllm.Close()
+	dir := t.TempDir()
+	sets := []string{"backend.name=tinker", "backend.tinker.base_url=" + srv.URL, "backend.tinker.base_model=" + tinker.EmbeddedModel,
+		"backend.tinker.lora_rank=2", "rollout.engine=openai", "rollout.endpoints=[" + vllm.URL + "/v1]", "rollout.model=base",
+		"trainer.save_freq=1", "trainer.default_local_dir=" + filepath.ToSlash(dir)}
+	train := func(steps string) (*Result, error) {
+		c := smallConfig(t, append(sets, "trainer.total_training_steps="+steps)...)
+		tr, err := New(context.Background(), c, Options{Getenv: func(string) string { return key }, Rollouts: mustClient(t, "base", vllm.URL)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tr.Close()
+		return tr.Train(context.Background())
+	}
+	if _, err := train("1"); err != nil {
+		t.Fatal(err)
+	}
+	res, err := train("2")
+	if err != nil {
+		t.Fatalf("resumed run: %v", err)
+	}
+	if res.Steps != 2 {
+		t.Fatalf("resumed run ended at step %d", res.Steps)
+	}
+	name := rollout.LoRAPrefix(filepath.Base(dir))
+	if a := vllm.Adapters(); !slices.Contains(a, name+"-v2") {
+		t.Fatalf("adapters on the server: %v", a)
+	}
+}
+
+// trainer.max_ckpt_to_keep prunes the tinker:// copies of a pruned
+// checkpoint too, not only its local directory.
+func TestTinkerPrunesRemoteCheckpoints(t *testing.T) {
+	const key = "tml-trainer-test-key"
+	srv, err := faketinker.New(faketinker.Options{APIKey: key, PollWait: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	c := smallConfig(t, "backend.name=tinker", "backend.tinker.base_url="+srv.URL, "backend.tinker.base_model="+tinker.EmbeddedModel,
+		"backend.tinker.lora_rank=2", "trainer.save_freq=1", "trainer.max_ckpt_to_keep=1", "trainer.total_training_steps=3")
+	tr, err := New(context.Background(), c, Options{Getenv: func(string) string { return key }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	if _, err := tr.Train(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	kept, err := tinker.ReadCheckpoint(filepath.Join(c.Trainer.DefaultLocalDir, "global_step_3", "model"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var weights []string
+	for _, p := range srv.Checkpoints() {
+		if strings.Contains(p, "/weights/") {
+			weights = append(weights, p)
+		}
+	}
+	if len(weights) != 1 || weights[0] != kept.WeightsPath {
+		t.Fatalf("training checkpoints left on the service: %v; want only %s", weights, kept.WeightsPath)
+	}
+	if !slices.Contains(srv.Checkpoints(), kept.SamplerPath) {
+		t.Fatalf("the kept checkpoint's sampler weights are gone: %v", srv.Checkpoints())
 	}
 }

@@ -81,6 +81,9 @@ type Trainer struct {
 	totalSteps int
 	step       int // the last completed training step
 	savedStep  int // the step of the newest checkpoint, -1 before any
+	// resumedFrom is the checkpoint directory the run resumed from ("" if
+	// none); pruning never removes it (checkpoint.go).
+	resumedFrom string
 
 	ws        ppo.Workspace
 	metrics   *metricsSink
@@ -104,7 +107,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Trainer, error
 		return nil, err
 	}
 	t := &Trainer{plan: plan, opts: opts, now: opts.Now, savedStep: -1, chat: &swapSampler{}, diag: newDiagnosis()}
-	t.chat.step, t.chat.remote = func() int { return t.step }, plan.Remote.Enabled // step is read by swap, on the trainer's goroutine
+	t.chat.step, t.chat.remote = func() int { return t.step }, plan.Remote.Mode // step is read by swap, on the trainer's goroutine
 	if t.now == nil {
 		t.now = time.Now
 	}
@@ -153,11 +156,11 @@ func (t *Trainer) open(ctx context.Context, cfg *config.Config) error {
 	if err := t.plan.CheckBackend(t.be.Info()); err != nil {
 		return err
 	}
+	if err := t.plan.checkAsyncBackend(t.be); err != nil {
+		return err
+	}
 	return t.openRemote()
 }
-
-// Plan is the plan the trainer runs.
-func (t *Trainer) Plan() *Plan { return t.plan }
 
 // Close releases the backend and the metrics file.
 func (t *Trainer) Close() error {
@@ -233,12 +236,19 @@ func (t *Trainer) Train(ctx context.Context) (*Result, error) {
 		}
 		t.step++
 		res.Steps, res.Last = t.step, m
+		if ctx.Err() != nil {
+			// Interrupted after the step's optimizer call was sent: the
+			// server applied it, so the step is kept and checkpointed as
+			// done (commitStep), never trained again on resume.
+			t.metrics.write(t.step, m)
+			return res, t.stopped(ctx, res, ctx.Err())
+		}
 		published := t.now()
 		if err := t.publish(ctx); err != nil {
 			err = fmt.Errorf("publishing the weights of step %d: %w", t.step, err)
+			t.metrics.write(t.step, m) // the step trained (its checkpoint follows): keep its record
 			if ctx.Err() == nil {
-				// The step trained: keep it, so a fixed server resumes from here.
-				t.metrics.write(t.step, m)
+				// Keep the step, so a fixed server resumes from here.
 				if dir, cerr := t.checkpoint(ctx); cerr == nil {
 					res.Checkpoint = dir
 					t.logf("checkpoint %s written before stopping", dir)

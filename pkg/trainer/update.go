@@ -140,6 +140,9 @@ func updateBuiltin(ctx context.Context, be backend.TrainingBackend, p *UpdatePla
 				}
 				datums[i].LossFnInputs.Logprobs, datums[i].LossFnInputs.Advantages = lp, adv
 			}
+			if ctx, err = commitStep(ctx); err != nil {
+				return st, err
+			}
 			fb := be.ForwardBackward(ctx, datums, loss)
 			opt := be.OptimStep(ctx, adam)
 			out, err := fb.Result(ctx)
@@ -219,6 +222,28 @@ func entropyWeights(mb []*Sample, datums []backend.Datum, in *ppo.LossInput, cfg
 	return nil
 }
 
+// commitStep is called before a step's optimizer call is queued. Once
+// optim_step is sent the server applies it even after Ctrl-C, so from the
+// first one on the step must finish (every mini-batch of it) and be
+// checkpointed as the next step, never rewound: a checkpoint labelled t
+// holding part of step t+1 would train t+1 twice on resume. It refuses a
+// step whose context is already cancelled, before anything changed the
+// weights, and otherwise returns a context that is not cancelled with
+// ctx (the backend's own request deadlines still bound every call).
+func commitStep(ctx context.Context) (context.Context, error) {
+	if isCommitted(ctx) {
+		return ctx, nil
+	}
+	if err := ctx.Err(); err != nil {
+		return ctx, err
+	}
+	return context.WithValue(context.WithoutCancel(ctx), committedKey{}, true), nil
+}
+
+type committedKey struct{}
+
+func isCommitted(ctx context.Context) bool { return ctx.Value(committedKey{}) != nil }
+
 // UpdateStats are the averages over a step's optimizer steps.
 type UpdateStats struct {
 	Updates                           int
@@ -256,6 +281,9 @@ func update(ctx context.Context, be backend.TrainingBackend, p *UpdatePlan, mini
 				// π_old is the policy as the update starts: its forward pass
 				// is also the first mini-batch's current one.
 				outs := prox[0]
+				if ctx, err = commitStep(ctx); err != nil {
+					return st, err
+				}
 				if err := step(ctx, be, p, mb, datums, outs, false, adam, &st, epoch, prox[k]); err != nil {
 					return st, err
 				}
@@ -280,6 +308,9 @@ func update(ctx context.Context, be backend.TrainingBackend, p *UpdatePlan, mini
 			var px []backend.LossFnOutput
 			if prox != nil {
 				px = prox[k]
+			}
+			if ctx, err = commitStep(ctx); err != nil {
+				return st, err
 			}
 			if err := step(ctx, be, p, mb, datums, outs, skipForward, adam, &st, epoch, px); err != nil {
 				return st, err

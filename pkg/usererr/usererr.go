@@ -74,21 +74,18 @@ func Wrap(err error) error {
 	return &Error{Msg: err.Error(), Err: err}
 }
 
-// exitCoder is what errors of other modules (and older code) implement
-// to choose an exit code.
-type exitCoder interface{ ExitCode() int }
-
-// ExitCode maps an error to the process exit code: 0 for nil, the code an
-// error in the chain carries, 130 when ctx was cancelled (Ctrl-C) and the
-// error is that cancellation, 1 otherwise.
+// ExitCode maps an error to the process exit code, the one mapping every
+// command uses: 0 for nil, the code of the *Error in the chain (the only
+// error type that carries one), 130 when ctx was cancelled (Ctrl-C) and
+// the error is that cancellation, 1 otherwise.
 func ExitCode(ctx context.Context, err error) int {
 	if err == nil {
 		return ExitOK
 	}
-	var ec exitCoder
+	var ue *Error
 	switch {
-	case errors.As(err, &ec):
-		return ec.ExitCode()
+	case errors.As(err, &ue):
+		return ue.ExitCode()
 	case ctx != nil && ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, ctx.Err())):
 		return ExitInterrupted
 	}
@@ -97,6 +94,6 @@ func ExitCode(ctx context.Context, err error) int {
 
 // Is reports whether err is, or wraps, a user-fixable error.
 func Is(err error) bool {
-	var ec exitCoder
-	return errors.As(err, &ec) && ec.ExitCode() == ExitUsage
+	var ue *Error
+	return errors.As(err, &ue) && ue.ExitCode() == ExitUsage
 }

@@ -89,11 +89,7 @@ func newAgentEnv(args SingleTurnParams, deps Deps, maxSteps int) (*AgentEnv, err
 		newAgent: deps.NewAgent, newEnv: deps.NewEnv, name: deps.Agent.Name,
 	}
 	if w.newAgent == nil {
-		d, err := agent.Lookup(deps.Agent.Name)
-		if err != nil {
-			return nil, err
-		}
-		v, err := d.Resolve("agent.args", deps.Agent.Args)
+		d, v, err := agent.Resolve(deps.Agent.Name, deps.Agent.Args)
 		if err != nil {
 			return nil, err
 		}

@@ -15,7 +15,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 
 	"github.com/rllm-org/rllm-go/pkg/backend"
 	"github.com/rllm-org/rllm-go/pkg/chattemplate"
@@ -46,9 +45,8 @@ type Sampler struct {
 	tpl   *chattemplate.Template
 	opts  Options
 	stops []int
-
-	mu   sync.RWMutex
-	snap backend.TokenSampler
+	// Snapshot is the weights new calls sample from (Swap, Current).
+	backend.Snapshot
 }
 
 var _ sampler.Sampler = (*Sampler)(nil)
@@ -91,21 +89,9 @@ func New(s backend.TokenSampler, tok *tokenizer.Tokenizer, opts Options) (*Sampl
 	if len(stops) == 0 {
 		return nil, usererr.Errorf("rollout.tokenizer: %s names no eos_token, so replies would never stop; use the model's own tokenizer_config.json", tok.Dir())
 	}
-	return &Sampler{tok: tok, tpl: tpl, opts: opts, stops: stops, snap: s}, nil
-}
-
-// Swap makes later calls sample from s (a newly published snapshot).
-func (c *Sampler) Swap(s backend.TokenSampler) {
-	c.mu.Lock()
-	c.snap = s
-	c.mu.Unlock()
-}
-
-// Current is the snapshot new calls use.
-func (c *Sampler) Current() backend.TokenSampler {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	return c.snap
+	c := &Sampler{tok: tok, tpl: tpl, opts: opts, stops: stops}
+	c.Swap(s)
+	return c, nil
 }
 
 // Prompt renders and encodes a chat as the model sees it, with the

@@ -4,7 +4,6 @@ import (
 	"context"
 	"strconv"
 	"strings"
-	"sync"
 
 	"github.com/rllm-org/rllm-go/pkg/backend"
 	"github.com/rllm-org/rllm-go/pkg/sampler"
@@ -16,27 +15,17 @@ import (
 // ids and logprobs. A trainer swaps in each newly published snapshot; a
 // call in flight keeps the snapshot it started with.
 type ChatSampler struct {
-	mu   sync.RWMutex
-	snap backend.TokenSampler
+	// Snapshot is the weights new calls sample from (Swap, Current).
+	backend.Snapshot
 }
 
 var _ sampler.Sampler = (*ChatSampler)(nil)
 
 // NewChatSampler samples from s until Swap replaces it.
-func NewChatSampler(s backend.TokenSampler) *ChatSampler { return &ChatSampler{snap: s} }
-
-// Swap makes later calls use s.
-func (c *ChatSampler) Swap(s backend.TokenSampler) {
-	c.mu.Lock()
-	c.snap = s
-	c.mu.Unlock()
-}
-
-// Current is the snapshot new calls use.
-func (c *ChatSampler) Current() backend.TokenSampler {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	return c.snap
+func NewChatSampler(s backend.TokenSampler) *ChatSampler {
+	c := &ChatSampler{}
+	c.Swap(s)
+	return c
 }
 
 // Sample produces one completion.

@@ -192,11 +192,6 @@ func geluGrad(x float32) float32 {
 	return float32(0.5*(1+t) + 0.5*xf*(1-t*t)*geluC*(1+3*0.044715*xf*xf))
 }
 
-// logSoftmaxAt returns log p(target) from one row of logits, in float64.
-func logSoftmaxAt(logits []float32, target int) float64 {
-	return float64(logits[target]) - logSumExp(logits)
-}
-
 func logSumExp(logits []float32) float64 {
 	m := float64(logits[0])
 	for _, v := range logits {

@@ -500,14 +500,6 @@ func (pc *prefixCache) unlink(n *prefixNode) {
 	}
 }
 
-// stats are the number of whole prompts cached (tails), of nodes, and
-// the accounted bytes.
-func (pc *prefixCache) stats() (prompts, nodes int, bytes int64) {
-	pc.mu.Lock()
-	defer pc.mu.Unlock()
-	return pc.tails, pc.lru.Len(), pc.bytes
-}
-
 // sampleScratch is what one sampling goroutine needs besides the prompt:
 // a one-row decoder (context-sized KV cache per layer, ~200 KB for the
 // default model) and the sampling distribution. They are pooled per model

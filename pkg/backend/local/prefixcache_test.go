@@ -325,3 +325,11 @@ func TestPrefixCachePrefillPanic(t *testing.T) {
 		t.Fatal("a failed prefill was cached")
 	}
 }
+
+// stats are the number of whole prompts cached (tails), of nodes, and
+// the accounted bytes.
+func (pc *prefixCache) stats() (prompts, nodes int, bytes int64) {
+	pc.mu.Lock()
+	defer pc.mu.Unlock()
+	return pc.tails, pc.lru.Len(), pc.bytes
+}

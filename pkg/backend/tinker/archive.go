@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"net/url"
 	"os"
@@ -31,7 +32,7 @@ func (c *Client) ArchiveURL(ctx context.Context, tinkerPath string) (string, err
 	if err != nil {
 		return "", usererr.Wrap(err)
 	}
-	route := "training_runs/" + url.PathEscape(run) + "/checkpoints/" + kind + "/" + url.PathEscape(name) + "/archive"
+	route := CheckpointPath(run, kind, name) + "/archive"
 	noRedirect := *c.http
 	noRedirect.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	for attempt := 0; ; attempt++ {
@@ -136,10 +137,25 @@ func (c *Client) ExportAdapter(ctx context.Context, tinkerPath, out string, maxB
 	if err := extractAdapter(&capReader{r: body, left: maxBytes}, dir.TempPath(), maxBytes); err != nil {
 		return fmt.Errorf("the archive of %s: %w", tinkerPath, err)
 	}
-	if err := flattenAdapter(dir.TempPath()); err != nil {
+	top, err := adapterDir(dir.TempPath())
+	if err != nil {
 		return fmt.Errorf("the archive of %s: %w", tinkerPath, err)
 	}
-	return dir.Commit()
+	if top == dir.TempPath() {
+		return dir.Commit()
+	}
+	// The archive put the adapter in a subdirectory: its files, copied
+	// into a directory of their own, are the export.
+	flat, err := atomicfile.CreateDir(out)
+	if err != nil {
+		return err
+	}
+	defer flat.Abort()
+	if err := copyTree(top, flat.TempPath()); err != nil {
+		return err
+	}
+	dir.Abort()
+	return flat.Commit()
 }
 
 // openDownload GETs the archive, retrying as other calls do. The API key
@@ -304,35 +320,56 @@ func safeName(name string) (string, error) {
 	return clean, nil
 }
 
-// flattenAdapter moves the adapter files to the top of dir when the
-// archive put them in one subdirectory, and checks they are there.
-func flattenAdapter(dir string) error {
-	for range 4 {
+// adapterDir finds the PEFT adapter in dir: dir itself when it holds
+// adapter_config.json, else the directory at the end of a chain of up to
+// four single subdirectories (an archive of "ckpt/adapter_config.json"...).
+func adapterDir(dir string) (string, error) {
+	for range 5 {
 		if _, err := os.Stat(filepath.Join(dir, "adapter_config.json")); err == nil {
-			return checkAdapter(dir)
+			return dir, checkAdapter(dir)
 		}
 		entries, err := os.ReadDir(dir)
 		if err != nil {
-			return err
+			return "", err
 		}
 		if len(entries) != 1 || !entries[0].IsDir() {
 			break
 		}
-		sub := filepath.Join(dir, entries[0].Name())
-		inner, err := os.ReadDir(sub)
+		dir = filepath.Join(dir, entries[0].Name())
+	}
+	return "", errors.New("it has no adapter_config.json, so it is not a PEFT adapter")
+}
+
+// copyTree copies the regular files and directories under src into dst
+// (extractAdapter wrote nothing else).
+func copyTree(src, dst string) error {
+	return filepath.WalkDir(src, func(p string, e fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
-		for _, e := range inner {
-			if err := os.Rename(filepath.Join(sub, e.Name()), filepath.Join(dir, e.Name())); err != nil {
-				return err
-			}
-		}
-		if err := os.Remove(sub); err != nil {
+		rel, err := filepath.Rel(src, p)
+		if err != nil {
 			return err
 		}
-	}
-	return errors.New("it has no adapter_config.json, so it is not a PEFT adapter")
+		target := filepath.Join(dst, rel)
+		if e.IsDir() {
+			return os.MkdirAll(target, atomicfile.DirMode)
+		}
+		in, err := os.Open(p)
+		if err != nil {
+			return err
+		}
+		defer in.Close()
+		out, err := os.OpenFile(target, os.O_CREATE|os.O_EXCL|os.O_WRONLY, atomicfile.FileMode)
+		if err != nil {
+			return err
+		}
+		if _, err := io.Copy(out, in); err != nil {
+			out.Close()
+			return err
+		}
+		return out.Close()
+	})
 }
 
 func checkAdapter(dir string) error {

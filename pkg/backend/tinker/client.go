@@ -29,8 +29,12 @@ type ClientOptions struct {
 	// backend.tinker.api_key_env").
 	KeySource string
 	// HTTPClient is the transport; nil means a client with no overall
-	// timeout (retrieve_future long-polls for minutes).
+	// timeout (RequestTimeout bounds each request instead).
 	HTTPClient *http.Client
+	// RequestTimeout bounds one HTTP request (backend.tinker.
+	// request_timeout_s): a submit that takes longer is sent again, a
+	// retrieve_future poll is polled again; 0 means 120 s.
+	RequestTimeout time.Duration
 	// MaxRetries bounds the retries of one call after 5xx answers, 429s,
 	// dropped connections and expired futures (410); 0 means 8.
 	MaxRetries int
@@ -76,6 +80,9 @@ func NewClient(opts ClientOptions) (*Client, error) {
 	}
 	if opts.MaxBackoff <= 0 {
 		opts.MaxBackoff = 5 * time.Second
+	}
+	if opts.RequestTimeout <= 0 {
+		opts.RequestTimeout = 120 * time.Second
 	}
 	if opts.KeySource == "" {
 		opts.KeySource = "backend.tinker.api_key_env"
@@ -129,8 +136,12 @@ func (e *HTTPError) retryable() bool {
 	return e.Status == http.StatusRequestTimeout || e.Status == http.StatusTooManyRequests || e.Status >= 500
 }
 
-// transportError is a connection that failed or dropped: retryable.
-type transportError struct{ err error }
+// transportError is a connection that failed or dropped, or a request
+// that got no answer within RequestTimeout: retryable.
+type transportError struct {
+	err     error
+	timeout bool
+}
 
 func (e *transportError) Error() string { return e.err.Error() }
 func (e *transportError) Unwrap() error { return e.err }
@@ -139,6 +150,18 @@ func (e *transportError) Unwrap() error { return e.err }
 // an *HTTPError (with the server's message); a failed connection a
 // *transportError.
 func (c *Client) once(ctx context.Context, method, path string, body ...[]byte) ([]byte, error) {
+	// Every request has a deadline: a server that accepts and never
+	// answers costs at most RequestTimeout per attempt.
+	rctx, cancel := context.WithTimeout(ctx, c.opts.RequestTimeout)
+	defer cancel()
+	data, err := c.send(rctx, method, path, body...)
+	if err != nil && ctx.Err() == nil && rctx.Err() != nil {
+		return nil, &transportError{err: fmt.Errorf("no answer within %s (backend.tinker.request_timeout_s)", c.opts.RequestTimeout), timeout: true}
+	}
+	return data, err
+}
+
+func (c *Client) send(ctx context.Context, method, path string, body ...[]byte) ([]byte, error) {
 	var rd io.Reader
 	size := 0
 	if len(body) > 0 {
@@ -261,27 +284,59 @@ func sleep(ctx context.Context, d time.Duration) error {
 
 // call sends a request, retrying 408, 429, 5xx and dropped connections
 // up to MaxRetries times, and maps the final failure to a readable error.
+//
+// When an attempt may have reached the server without its answer reaching
+// us (a dropped connection, a timeout, a 5xx), the final error, whatever
+// it is, is a *LostError: the server may hold the request.
 func (c *Client) call(ctx context.Context, method, path string, body ...[]byte) ([]byte, error) {
+	lost := false
+	fail := func(err error) ([]byte, error) {
+		if lost {
+			return nil, &LostError{Err: err}
+		}
+		return nil, err
+	}
 	for attempt := 0; ; attempt++ {
 		data, err := c.once(ctx, method, path, body...)
 		if err == nil {
 			return data, nil
 		}
 		if ctx.Err() != nil {
-			return nil, ctx.Err()
+			return fail(ctx.Err())
 		}
 		if !isRetryable(err) {
-			return nil, c.classify(err)
+			return fail(c.classify(err))
+		}
+		var he *HTTPError
+		if !errors.As(err, &he) || he.Status >= 500 {
+			lost = true
 		}
 		if attempt >= c.opts.MaxRetries {
-			return nil, fmt.Errorf("%s at %s failed %d times, giving up: %w", path, c.BaseURL(), attempt+1, c.classify(err))
+			return fail(fmt.Errorf("%s at %s failed %d times, giving up: %w", path, c.BaseURL(), attempt+1, c.classify(err)))
 		}
 		d := c.backoff(attempt+1, err)
 		c.logf("%s: %v; retrying in %s", path, err, d.Round(time.Millisecond))
 		if err := sleep(ctx, d); err != nil {
-			return nil, err
+			return fail(err)
 		}
 	}
+}
+
+// LostError is a call that failed after an attempt whose answer was lost
+// (a dropped connection, a timeout, a 5xx): whether the server took the
+// request is unknown.
+type LostError struct{ Err error }
+
+func (e *LostError) Error() string { return e.Err.Error() }
+func (e *LostError) Unwrap() error { return e.Err }
+
+// badRequestRetries is how many 400s from retrieve_future in a row are
+// polled through before the future counts as failed.
+const badRequestRetries = 3
+
+func isTimeout(err error) bool {
+	var te *transportError
+	return errors.As(err, &te) && te.timeout
 }
 
 func isRetryable(err error) bool {
@@ -318,8 +373,7 @@ func (c *Client) classify(err error) error {
 var ErrUnauthorized = errors.New("tinker: unauthorized")
 
 // RequestError is a queued request whose future failed: the server's
-// message and its category (user, server or unknown). A user error
-// exits with code 2 and is never retried.
+// message and its category (user, server or unknown). It is never retried.
 type RequestError struct {
 	Path     string
 	Msg      string
@@ -330,12 +384,15 @@ func (e *RequestError) Error() string {
 	return fmt.Sprintf("%s failed on the Tinker service (%s error): %s", e.Path, e.Category, e.Msg)
 }
 
-// ExitCode is 2 for user errors, 1 otherwise.
-func (e *RequestError) ExitCode() int {
-	if e.Category == "user" {
-		return usererr.ExitUsage
+// requestError is a failed request's error: a user error (exit code 2,
+// usererr's) when the service says the request itself is at fault, a
+// runtime failure otherwise; errors.As finds the *RequestError in both.
+func requestError(path, msg, category string) error {
+	re := &RequestError{Path: path, Msg: msg, Category: category}
+	if category == "user" {
+		return &usererr.Error{Msg: re.Error(), Err: re}
 	}
-	return usererr.ExitFailure
+	return re
 }
 
 // submit posts a queued call and returns its request id.
@@ -356,7 +413,7 @@ func (c *Client) submit(ctx context.Context, path string, body ...[]byte) (Submi
 // resubmit for a new request id; 429, 5xx and dropped connections are
 // retried up to MaxRetries times in a row.
 func (c *Client) await(ctx context.Context, path, requestID string, resubmit func() (string, error)) (json.RawMessage, error) {
-	fails, resubmits := 0, 0
+	fails, resubmits, bad := 0, 0, 0
 	pending := 0
 	lastState := ""
 	for {
@@ -394,11 +451,12 @@ func (c *Client) await(ctx context.Context, path, requestID string, resubmit fun
 				if cat == "" {
 					cat = "unknown"
 				}
-				return nil, &RequestError{Path: path, Msg: c.redact(*probe.Error), Category: cat}
+				return nil, requestError(path, c.redact(*probe.Error), cat)
 			}
 			return data, nil
-		case errors.As(err, &he) && he.Status == http.StatusRequestTimeout:
-			// The long poll ended without a result: poll again.
+		case errors.As(err, &he) && he.Status == http.StatusRequestTimeout, isTimeout(err):
+			// The long poll ended without a result (the server's 408, or
+			// our request_timeout_s): poll again.
 			pending++
 			if err := sleep(ctx, c.pollDelay(pending)); err != nil {
 				return nil, err
@@ -424,11 +482,21 @@ func (c *Client) await(ctx context.Context, path, requestID string, resubmit fun
 			if err := sleep(ctx, d); err != nil {
 				return nil, err
 			}
+		case errors.As(err, &he) && he.Status == http.StatusBadRequest && bad < badRequestRetries:
+			// The Tinker SDK polls again after a 400 from retrieve_future
+			// a few times before failing the future (a load balancer or a
+			// server restarting can answer one); a real failure repeats.
+			bad++
+			d := c.backoff(bad, err)
+			c.logf("waiting for %s: %v; asking again in %s", path, err, d.Round(time.Millisecond))
+			if err := sleep(ctx, d); err != nil {
+				return nil, err
+			}
 		default:
 			var he *HTTPError
 			if errors.As(err, &he) && he.Status == http.StatusBadRequest {
 				// SkyRL reports a failed request as 400 {detail}.
-				return nil, &RequestError{Path: path, Msg: he.Msg, Category: "user"}
+				return nil, requestError(path, he.Msg, "user")
 			}
 			return nil, c.classify(err)
 		}

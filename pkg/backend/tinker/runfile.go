@@ -1,10 +1,12 @@
 package tinker
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -110,6 +112,32 @@ func ParsePath(p string) (run, kind, name string, err error) {
 		}
 	}
 	return parts[0], parts[1], parts[2], nil
+}
+
+// DeleteCheckpoint removes from the service the tinker:// copies a local
+// checkpoint directory records (its training weights and sampler
+// weights), as the SDK's RestClient.delete_checkpoint does: the trainer
+// calls it when trainer.max_ckpt_to_keep prunes the directory. A copy the
+// service no longer has (deleted by hand, expired) is not an error; a
+// directory that records none is left alone.
+func (b *Backend) DeleteCheckpoint(ctx context.Context, dir string) error {
+	ck, err := ReadCheckpoint(dir)
+	if err != nil {
+		return nil
+	}
+	var errs []error
+	for _, p := range []string{ck.WeightsPath, ck.SamplerPath} {
+		run, kind, name, err := ParsePath(p)
+		if p == "" || err != nil {
+			continue
+		}
+		_, err = b.c.call(ctx, http.MethodDelete, CheckpointPath(run, kind, name))
+		var he *HTTPError
+		if err != nil && !(errors.As(err, &he) && he.Status == http.StatusNotFound) {
+			errs = append(errs, fmt.Errorf("deleting %s: %w", p, err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // ResolveWeights turns what a user gave for starting weights (named by

@@ -24,12 +24,6 @@ type Sampler struct {
 
 var _ backend.TokenSampler = (*Sampler)(nil)
 
-// NewSampler samples from sampler weights at path (e.g. to evaluate a
-// checkpoint). maxContext, when positive, bounds prompt plus reply.
-func NewSampler(c *Client, path, name string, version, maxContext int) *Sampler {
-	return &Sampler{c: c, path: path, name: name, version: version, maxContext: maxContext}
-}
-
 // Name is the snapshot's name.
 func (s *Sampler) Name() string { return s.name }
 

@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -56,6 +57,10 @@ type Options struct {
 	Weights string
 	// MaxInFlight bounds the calls sent but not finished; 0 means 32.
 	MaxInFlight int
+	// SamplerTTL, when set, is the ttl_seconds of the sampler snapshots
+	// PublishSampler saves (backend.tinker.sampler_ttl_s): the service
+	// deletes each after that long. Checkpoints never expire.
+	SamplerTTL time.Duration
 	// Tokenizer is the base model's own tokenizer and chat template
 	// (rollout.tokenizer): ChatSampler renders chats with it and Codec is
 	// it. It may be nil only for EmbeddedModel, whose byte tokenizer is
@@ -101,8 +106,16 @@ type Backend struct {
 	workerWG  sync.WaitGroup
 	waitWG    sync.WaitGroup
 
+	// chunkMu keeps the chunks of one forward_backward together in the
+	// queue.
+	chunkMu sync.Mutex
+
 	stopHeartbeat context.CancelFunc
 	heartbeatDone chan struct{}
+	// life ends when Close gives up waiting for the calls in flight:
+	// sends that must not stop with their caller's context stop then.
+	life    context.Context
+	endLife context.CancelFunc
 }
 
 var _ backend.TrainingBackend = (*Backend)(nil)
@@ -134,12 +147,16 @@ func Open(ctx context.Context, cfg *config.Config, o backend.OpenOptions) (backe
 		ClientOptions: ClientOptions{
 			BaseURL: tk.BaseURL, APIKey: key, KeySource: source, Log: o.Log,
 			MaxRetries: tk.MaxRetries, RetryAfterCap: time.Duration(tk.RetryAfterCapS * float64(time.Second)),
+			RequestTimeout: time.Duration(tk.RequestTimeoutS * float64(time.Second)),
 		},
 		BaseModel: tk.BaseModel,
 		LoRA:      LoRAConfig{Rank: tk.LoRARank, Seed: &seed, TrainUnembed: tk.TrainUnembed, TrainMLP: tk.TrainMLP, TrainAttn: tk.TrainAttn},
 		Heartbeat: time.Duration(tk.HeartbeatS * float64(time.Second)),
 		Weights:   weights,
 		Chat:      chatsampler.Options{ParseToolCalls: true},
+	}
+	if tk.SamplerTTLS != nil {
+		opts.SamplerTTL = time.Duration(*tk.SamplerTTLS * float64(time.Second))
 	}
 	opts.TokenizerRef, opts.Getenv = cfg.Rollout.Tokenizer, o.Getenv
 	b, err := New(ctx, opts)
@@ -207,13 +224,17 @@ func New(ctx context.Context, opts Options) (*Backend, error) {
 		opts.MaxInFlight = 32
 	}
 	b := &Backend{c: c, opts: opts, jobs: make(chan *job, 64), slots: make(chan struct{}, opts.MaxInFlight)}
+	b.life, b.endLife = context.WithCancel(context.Background())
 	if err := b.checkCapabilities(ctx); err != nil {
+		b.endLife()
 		return nil, err
 	}
 	if err := b.loadTokenizer(); err != nil {
+		b.endLife()
 		return nil, err
 	}
 	if err := b.createSession(ctx); err != nil {
+		b.endLife()
 		return nil, err
 	}
 	hbCtx, stop := context.WithCancel(context.Background())
@@ -222,6 +243,7 @@ func New(ctx context.Context, opts Options) (*Backend, error) {
 	if err := b.createModel(ctx); err != nil {
 		b.stopHeartbeat()
 		<-b.heartbeatDone
+		b.endLife()
 		return nil, err
 	}
 	b.workerWG.Add(1)
@@ -434,8 +456,12 @@ func enqueue[T any](b *Backend, ctx context.Context, path string, body func(seq 
 		return f
 	}
 	// A full queue blocks the caller: back-pressure for a trainer racing
-	// ahead of the service.
-	b.jobs <- j
+	// ahead of the service (until the caller gives up).
+	select {
+	case b.jobs <- j:
+	case <-ctx.Done():
+		resolve(zero, ctx.Err())
+	}
 	return f
 }
 
@@ -466,9 +492,12 @@ func (b *Backend) worker() {
 		body := j.body(seq)
 		// Sending is not cancelled with the caller's context: once a
 		// seq_id is out, the server must receive it or the model's
-		// queue would have a gap.
-		sendCtx := context.WithoutCancel(j.ctx)
+		// queue would have a gap. It is bounded all the same: each
+		// attempt by request_timeout_s, the attempts by max_retries, and
+		// the whole by Close.
+		sendCtx, stop := b.lifeOf(j.ctx)
 		s, err := b.c.submit(sendCtx, j.path, body...)
+		stop()
 		if err != nil {
 			<-b.slots
 			if rejected(err) {
@@ -491,10 +520,15 @@ func (b *Backend) worker() {
 		go func() {
 			defer b.waitWG.Done()
 			defer func() { <-b.slots }()
-			raw, err := b.c.await(j.ctx, j.path, s.RequestID, func() (string, error) {
+			waitCtx, cancel := context.WithCancel(j.ctx)
+			defer cancel()
+			defer context.AfterFunc(b.life, cancel)()
+			raw, err := b.c.await(waitCtx, j.path, s.RequestID, func() (string, error) {
 				// 410: the same body, hence the same seq_id; the server
 				// de-duplicates it.
-				r, err := b.c.submit(context.WithoutCancel(j.ctx), j.path, j.body(usedSeq)...)
+				sendCtx, stop := b.lifeOf(j.ctx)
+				defer stop()
+				r, err := b.c.submit(sendCtx, j.path, j.body(usedSeq)...)
 				return r.RequestID, err
 			})
 			j.finish(raw, err)
@@ -502,9 +536,26 @@ func (b *Backend) worker() {
 	}
 }
 
+// lifeOf is ctx's values without its cancellation, ended instead with
+// the backend's life (Close).
+func (b *Backend) lifeOf(ctx context.Context) (context.Context, context.CancelFunc) {
+	c, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	stop := context.AfterFunc(b.life, cancel)
+	return c, func() { stop(); cancel() }
+}
+
 // rejected reports a submit the server refused as a whole (a 4xx other
-// than 408, 409 and 429): the request was not queued.
+// than 408, 409 and 429): the request was not queued, and its seq_id
+// goes to the next call. After an attempt whose answer was lost (a
+// *LostError), even a refusal does not say the first attempt was not
+// taken, so the seq_id is never handed to another request: the backend
+// stops ordering calls instead (as the Tinker SDK, which never reuses a
+// seq_id).
 func rejected(err error) bool {
+	var lost *LostError
+	if errors.As(err, &lost) {
+		return false
+	}
 	var he *HTTPError
 	if errors.As(err, &he) {
 		return he.Status/100 == 4 && he.Status != http.StatusConflict && !he.retryable()
@@ -544,17 +595,118 @@ func (b *Backend) forward(ctx context.Context, path string, data []backend.Datum
 	if err := validateDatums(data, loss, b.info.MaxContext, b.info.VocabSize); err != nil {
 		return backend.Resolved(backend.ForwardBackwardOutput{}, err)
 	}
-	// Encoded now, in the caller's goroutine, so the worker only sends.
-	// As with every backend, the datums must not change until the future
-	// resolves (the elementwise loss may be computed from them).
-	head, tail := encodeTrainingBody(path, b.modelID, data, loss)
-	return enqueue(b, ctx, path, spliceSeq(head, tail), func(raw json.RawMessage) (backend.ForwardBackwardOutput, error) {
-		var res ForwardBackwardResult
-		if err := json.Unmarshal(raw, &res); err != nil {
-			return backend.ForwardBackwardOutput{}, fmt.Errorf("%s: the result is not {loss_fn_outputs, metrics}: %v", path, err)
+	// As the Tinker SDK does, a large batch goes as several requests of
+	// at most maxChunkDatums datums and maxChunkNumbers numbers, queued
+	// back to back: the server adds their gradients up before the next
+	// optim_step, so the update is the same as one request's.
+	chunks := chunkDatums(data, loss)
+	futures := make([]*backend.Future[backend.ForwardBackwardOutput], len(chunks))
+	b.chunkMu.Lock() // the chunks of one call take consecutive seq_ids
+	for i, c := range chunks {
+		part := data[c[0]:c[1]]
+		// Encoded now, in the caller's goroutine, so the worker only
+		// sends. As with every backend, the datums must not change until
+		// the future resolves (the elementwise loss may be computed from
+		// them).
+		head, tail := encodeTrainingBody(path, b.modelID, part, loss)
+		futures[i] = enqueue(b, ctx, path, spliceSeq(head, tail), func(raw json.RawMessage) (backend.ForwardBackwardOutput, error) {
+			var res ForwardBackwardResult
+			if err := json.Unmarshal(raw, &res); err != nil {
+				return backend.ForwardBackwardOutput{}, fmt.Errorf("%s: the result is not {loss_fn_outputs, metrics}: %v", path, err)
+			}
+			return decodeOutputs(path, res, part, loss)
+		})
+	}
+	b.chunkMu.Unlock()
+	if len(futures) == 1 {
+		return futures[0]
+	}
+	f, resolve := backend.NewFuture[backend.ForwardBackwardOutput]()
+	go func() {
+		outs := make([]backend.ForwardBackwardOutput, len(futures))
+		for i, fu := range futures {
+			o, err := fu.Result(context.WithoutCancel(ctx))
+			if err != nil {
+				resolve(backend.ForwardBackwardOutput{}, err)
+				return
+			}
+			outs[i] = o
 		}
-		return decodeOutputs(path, res, data, loss)
-	})
+		resolve(combineOutputs(outs), nil)
+	}()
+	return f
+}
+
+// The Tinker SDK's limits on one forward_backward request
+// (training_client's chunking): at most this many datums, and at most
+// this many numbers (input tokens plus every loss_fn_inputs value).
+const (
+	maxChunkDatums  = 128
+	maxChunkNumbers = 500_000
+)
+
+// chunkDatums splits data into [start, end) ranges within the limits; a
+// datum larger than maxChunkNumbers on its own goes alone.
+func chunkDatums(data []backend.Datum, loss backend.Loss) [][2]int {
+	var out [][2]int
+	start, numbers := 0, 0
+	for i := range data {
+		n := datumNumbers(&data[i], loss)
+		if i > start && (i-start == maxChunkDatums || numbers+n > maxChunkNumbers) {
+			out = append(out, [2]int{start, i})
+			start, numbers = i, 0
+		}
+		numbers += n
+	}
+	return append(out, [2]int{start, len(data)})
+}
+
+// datumNumbers counts what a datum puts on the wire: its input tokens and
+// one value per target for each loss input the loss sends.
+func datumNumbers(d *backend.Datum, loss backend.Loss) int {
+	n := len(d.Input)
+	keys := 1 // target_tokens
+	switch loss.Name {
+	case backend.LossCrossEntropy:
+		keys++ // weights
+	default:
+		keys += 2 // logprobs, advantages
+	}
+	return n + keys*len(d.LossFnInputs.TargetTokens)
+}
+
+// combineOutputs joins the results of one call's chunks: the outputs in
+// order; metrics named "…:sum" added, "…:max" and "…:min" the largest
+// and smallest, any other the mean weighted by the chunks' datums (the
+// Tinker SDK's reduction by suffix).
+func combineOutputs(outs []backend.ForwardBackwardOutput) backend.ForwardBackwardOutput {
+	res := backend.ForwardBackwardOutput{Metrics: map[string]float64{}}
+	total := 0
+	for _, o := range outs {
+		total += len(o.LossFnOutputs)
+	}
+	for _, o := range outs {
+		w := float64(len(o.LossFnOutputs)) / float64(max(total, 1))
+		res.LossFnOutputs = append(res.LossFnOutputs, o.LossFnOutputs...)
+		for k, v := range o.Metrics {
+			cur, ok := res.Metrics[k]
+			switch {
+			case strings.HasSuffix(k, ":sum"):
+				res.Metrics[k] = cur + v
+			case strings.HasSuffix(k, ":max"):
+				if !ok || v > cur {
+					res.Metrics[k] = v
+				}
+			case strings.HasSuffix(k, ":min"):
+				if !ok || v < cur {
+					res.Metrics[k] = v
+				}
+			default:
+				res.Metrics[k] = cur + w*v
+			}
+		}
+	}
+	return res
 }
 
 func spliceSeq(head, tail []byte) func(int) [][]byte {
@@ -647,6 +799,8 @@ func (b *Backend) saveToDir(ctx context.Context, dir string) *backend.Future[str
 	sampler := enqueue(b, ctx, PathSaveForSampler, jsonBody(func(seq int) any {
 		return SaveWeightsRequest{Type: PathSaveForSampler, ModelID: b.modelID, SeqID: seq, Path: name}
 	}), decodePath(PathSaveForSampler))
+	_, statErr := os.Stat(filepath.Dir(dir))
+	parentExisted := statErr == nil
 	f, resolve := backend.NewFuture[string]()
 	go func() {
 		wp, err := weights.Result(context.WithoutCancel(ctx))
@@ -659,8 +813,15 @@ func (b *Backend) saveToDir(ctx context.Context, dir string) *backend.Future[str
 			resolve("", err)
 			return
 		}
-		if err := os.MkdirAll(dir, atomicfile.DirMode); err != nil {
-			resolve("", err)
+		// When dir's parent existed at the call, only dir itself is made:
+		// if the caller gave up and removed the checkpoint's temporary
+		// directory meanwhile, nothing is written into an abandoned place.
+		mkdir := os.MkdirAll
+		if parentExisted {
+			mkdir = os.Mkdir
+		}
+		if err := mkdir(dir, atomicfile.DirMode); err != nil && !errors.Is(err, os.ErrExist) {
+			resolve("", fmt.Errorf("the checkpoint directory is gone (the save was abandoned): %w", err))
 			return
 		}
 		err = WriteCheckpoint(dir, Checkpoint{WeightsPath: wp, SamplerPath: sp, BaseModel: b.opts.BaseModel, BaseURL: b.c.BaseURL()})
@@ -707,8 +868,15 @@ func (b *Backend) PublishSampler(ctx context.Context, name string) *backend.Futu
 	b.published[name] = true
 	b.mu.Unlock()
 	decode := decodePath(PathSaveForSampler)
+	var ttl *int
+	if b.opts.SamplerTTL > 0 {
+		// A snapshot serves the episodes of one step: the service deletes
+		// it after sampler_ttl_s rather than keeping every step's forever.
+		n := int(max(b.opts.SamplerTTL.Round(time.Second), time.Second) / time.Second)
+		ttl = &n
+	}
 	return enqueue(b, ctx, PathSaveForSampler, jsonBody(func(seq int) any {
-		return SaveWeightsRequest{Type: PathSaveForSampler, ModelID: b.modelID, SeqID: seq, Path: name}
+		return SaveWeightsRequest{Type: PathSaveForSampler, ModelID: b.modelID, SeqID: seq, Path: name, TTLSeconds: ttl}
 	}), func(raw json.RawMessage) (backend.TokenSampler, error) {
 		path, err := decode(raw)
 		if err != nil {
@@ -731,8 +899,18 @@ func (b *Backend) Close() error {
 	if already {
 		return nil
 	}
-	b.workerWG.Wait()
-	b.waitWG.Wait()
+	// The calls queued and in flight get one request_timeout_s to finish;
+	// then every send and wait stops.
+	done := make(chan struct{})
+	go func() { b.workerWG.Wait(); b.waitWG.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(b.c.opts.RequestTimeout):
+		b.c.logf("%d calls still unfinished after %s; stopping them", len(b.slots), b.c.opts.RequestTimeout)
+		b.endLife()
+		<-done
+	}
+	defer b.endLife()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	body, _ := json.Marshal(ModelRequest{Type: PathUnloadModel, ModelID: b.modelID})

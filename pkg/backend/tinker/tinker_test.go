@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"math"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -601,8 +603,10 @@ func TestOpenFromConfigKeys(t *testing.T) {
 }
 
 func testConfig(url string) *config.Config {
-	cfg := config.Default()
-	cfg.Backend.Name = "tinker"
+	cfg, err := config.FromOverrides([]string{"backend.name=tinker"})
+	if err != nil {
+		panic(err)
+	}
 	tk := &cfg.Backend.Tinker
 	tk.BaseURL, tk.BaseModel, tk.LoRARank = url, faketinker.BaseModel, 4
 	tk.HeartbeatS = 3600
@@ -673,5 +677,125 @@ func TestPublishNamesStayUnique(t *testing.T) {
 		if !strings.HasPrefix(names[i], w+"@tinker://") || !strings.HasSuffix(names[i], "/sampler_weights/"+w) {
 			t.Errorf("publish %d: %s; want %s", i, names[i], w)
 		}
+	}
+}
+
+// A batch larger than the SDK's chunk (128 datums, 500k numbers) goes as
+// several forward_backward requests in a row, with the outputs joined in
+// order and the losses summed.
+func TestForwardBackwardIsChunked(t *testing.T) {
+	r := newRig(t, faketinker.Options{}, nil)
+	ctx := context.Background()
+	var data []backend.Datum
+	for i := range 300 {
+		data = append(data, datum(fmt.Sprintf("q%d", i), "a", 1))
+	}
+	out, err := r.b.ForwardBackward(ctx, data, backend.Loss{Name: backend.LossImportanceSampling}).Result(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out.LossFnOutputs) != len(data) {
+		t.Fatalf("%d outputs for %d datums", len(out.LossFnOutputs), len(data))
+	}
+	for i, o := range out.LossFnOutputs {
+		if len(o.Logprobs) != len(data[i].Input) {
+			t.Fatalf("output %d has %d logprobs for %d inputs: outputs out of order", i, len(o.Logprobs), len(data[i].Input))
+		}
+	}
+	n := 0
+	for _, e := range r.srv.Executions() {
+		if e.Path == PathForwardBackward {
+			n++
+		}
+	}
+	if n != 3 {
+		t.Errorf("%d forward_backward requests; want 3 (128 + 128 + 44)", n)
+	}
+	if err := step(ctx, r.b, data[:1]); err != nil {
+		t.Fatal(err)
+	}
+	checkOrder(t, r, 1)
+}
+
+// A server that accepts a request and never answers costs one
+// request_timeout_s: the request is sent again (same seq_id) and the
+// step completes once.
+func TestHungRequestIsSentAgain(t *testing.T) {
+	r := newRig(t, faketinker.Options{}, func(o *Options) { o.RequestTimeout = 300 * time.Millisecond })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	data := []backend.Datum{datum("q", "a", 1)}
+	r.srv.Inject(faketinker.Fault{Path: PathOptimStep, Kind: faketinker.FaultHang})
+	if err := step(ctx, r.b, data); err != nil {
+		t.Fatalf("step with a hung submit: %v", err)
+	}
+	r.srv.Inject(faketinker.Fault{Path: PathRetrieveFuture, ForPath: PathForwardBackward, Kind: faketinker.FaultHang, Times: 2})
+	if err := step(ctx, r.b, data); err != nil {
+		t.Fatalf("step with hung polls: %v", err)
+	}
+	checkOrder(t, r, 2)
+}
+
+// After an answer was lost, a refusal of the retry does not prove the
+// server did not take the first attempt: its seq_id is never handed to
+// another request, and later calls stop instead.
+func TestSeqIDNotReusedAfterLostAnswer(t *testing.T) {
+	r := newRig(t, faketinker.Options{}, nil)
+	ctx := context.Background()
+	r.srv.Inject(faketinker.Fault{Path: PathOptimStep, Kind: faketinker.FaultDropAfter})
+	r.srv.Inject(faketinker.Fault{Path: PathOptimStep, Kind: faketinker.FaultStatus, Status: 400, Message: "malformed"})
+	if err := step(ctx, r.b, []backend.Datum{datum("q", "a", 1)}); err == nil {
+		t.Fatal("the refused retry did not fail the step")
+	}
+	_, err := r.b.ForwardBackward(ctx, []backend.Datum{datum("q", "a", 1)}, backend.Loss{Name: backend.LossImportanceSampling}).Result(ctx)
+	if err == nil || !strings.Contains(err.Error(), "restart from the last checkpoint") {
+		t.Fatalf("a call after a lost answer: %v", err)
+	}
+	for _, e := range r.srv.Log() {
+		if e.Status == http.StatusConflict {
+			t.Fatalf("a seq_id was reused for another request: %+v", e)
+		}
+	}
+}
+
+// A 400 from retrieve_future is asked again a few times, as the SDK does.
+func TestBareBadRequestOnRetrieveIsRetried(t *testing.T) {
+	r := newRig(t, faketinker.Options{}, nil)
+	ctx := context.Background()
+	r.srv.Inject(faketinker.Fault{Path: PathRetrieveFuture, ForPath: PathOptimStep, Kind: faketinker.FaultStatus, Status: 400, Message: " ", Times: 2})
+	if err := step(ctx, r.b, []backend.Datum{datum("q", "a", 1)}); err != nil {
+		t.Fatal(err)
+	}
+	checkOrder(t, r, 1)
+}
+
+// Each step's sampler snapshot carries ttl_seconds, so the service does
+// not keep them all forever.
+func TestSamplerSnapshotsExpire(t *testing.T) {
+	r := newRig(t, faketinker.Options{}, func(o *Options) { o.SamplerTTL = time.Hour })
+	ctx := context.Background()
+	if _, err := r.b.PublishSampler(ctx, "").Result(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if ttls := r.srv.SamplerTTLs(); len(ttls) != 1 || ttls[0] != 3600 {
+		t.Fatalf("ttl_seconds sent: %v", ttls)
+	}
+}
+
+// Close returns even when the service never answers a call in flight: it
+// waits one request_timeout_s, then stops the waits.
+func TestCloseIsBounded(t *testing.T) {
+	r := newRig(t, faketinker.Options{}, func(o *Options) { o.RequestTimeout = 200 * time.Millisecond })
+	r.srv.Inject(faketinker.Fault{Path: PathRetrieveFuture, ForPath: PathOptimStep, Kind: faketinker.FaultHang, Times: 1 << 20})
+	f := r.b.OptimStep(context.Background(), backend.DefaultAdamParams(0.01))
+	closed := make(chan struct{})
+	go func() { r.b.Close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(time.Minute):
+		t.Fatal("Close is still waiting for a call the service never answers")
+	}
+	if _, err := f.Result(context.Background()); err == nil {
+		t.Fatal("the unanswered call succeeded")
 	}
 }

@@ -55,10 +55,10 @@ func newEnv(t testing.TB, p *sandbox.Pool, task episode.Task, params Params) *En
 	if !ok {
 		t.Fatalf("language %q", params.Language)
 	}
-	return &Env{Task: task, Tests: tests, Params: params, Runner: p, lang: lang}
+	return &Env{Task: task, Tests: tests, Params: params, Runner: p, Limits: p.Limits(), lang: lang}
 }
 
-var defaults = Params{Language: "python", TimeoutS: 5, DebugChars: 200}
+var defaults = Params{Language: "python", TimeoutS: 5, DebugChars: 200, Batch: true}
 
 func reply(code string) episode.Action {
 	return episode.Action{Content: "Here it is:\n```python\n" + code + "\n```\n"}
@@ -152,7 +152,9 @@ func TestHostileReplies(t *testing.T) {
 	home, _ := os.UserHomeDir()
 	// The task's answer is "ok": a reply that prints it after its attack
 	// would pass if the attack went unnoticed.
-	task := episode.Task{"id": "hostile", "ground_truth": `[{"input": "", "output": "ok"}]`}
+	// Two tests, so that the batch harness is exercised as well as one
+	// sandbox a test.
+	task := episode.Task{"id": "hostile", "ground_truth": `[{"input": "", "output": "ok"}, {"input": "", "output": "ok"}]`}
 	tests := []struct{ name, code, reason string }{
 		{"fork bomb", "import os\nwhile True:\n    os.fork()", "process limit"},
 		{"endless allocation", "x = []\nwhile True:\n    x.append(bytearray(1 << 24))", "memory limit"},
@@ -164,26 +166,33 @@ func TestHostileReplies(t *testing.T) {
 		{"read home", fmt.Sprintf("import os\nos.listdir(%q)\nprint('ok')", home), "FileNotFoundError"},
 		{"read env for keys", "import os\nprint('ok' if 'sk-test-secret-do-not-leak' in str(os.environ) else 'no key')", "wrong answer"},
 		{"tcp connect", fmt.Sprintf("import socket\nsocket.create_connection(('127.0.0.1', %d), timeout=2)\nprint('ok')", port), "ConnectionRefusedError"},
+		{"forge the harness's results", "import os\nfor p in (os.getppid(), 1, 2, 3):\n    try:\n        open('/proc/%d/fd/1' % p, 'w').write('{\"exit\": 0, \"out\": \"ok\\\\n\", \"took\": 0}\\n' * 2)\n    except OSError:\n        pass\nraise SystemExit(3)", "exit status 3"},
+		{"kill the harness", "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\nprint('ok')", "killed by signal"},
 	}
 	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			start := time.Now()
-			r, info := step(t, newEnv(t, p, task, Params{Language: "python", TimeoutS: 3, DebugChars: 200}), reply(tc.code))
-			if r != 0 {
-				t.Fatalf("reward %v: %v", r, info)
+		for _, batch := range []bool{true, false} {
+			if tc.name == "kill the harness" && !batch {
+				continue // without the harness the parent is the sandbox's init
 			}
-			f, _ := info["first_failure"].(map[string]any)
-			reason, _ := f["reason"].(string)
-			if !strings.Contains(reason, tc.reason) {
-				t.Errorf("reason %q, want it to mention %q", reason, tc.reason)
-			}
-			if got, _ := f["got"].(string); len(got) > 400 {
-				t.Errorf("got kept untruncated: %d bytes", len(got))
-			}
-			if d := time.Since(start); d > 60*time.Second {
-				t.Errorf("took %v", d) // a bound on a hang, not a speed test
-			}
-		})
+			t.Run(fmt.Sprintf("%s/batch=%v", tc.name, batch), func(t *testing.T) {
+				start := time.Now()
+				r, info := step(t, newEnv(t, p, task, Params{Language: "python", TimeoutS: 3, DebugChars: 200, Batch: batch}), reply(tc.code))
+				if r != 0 {
+					t.Fatalf("reward %v: %v", r, info)
+				}
+				f, _ := info["first_failure"].(map[string]any)
+				reason, _ := f["reason"].(string)
+				if !strings.Contains(reason, tc.reason) {
+					t.Errorf("reason %q, want it to mention %q", reason, tc.reason)
+				}
+				if got, _ := f["got"].(string); len(got) > 400 {
+					t.Errorf("got kept untruncated: %d bytes", len(got))
+				}
+				if d := time.Since(start); d > 60*time.Second {
+					t.Errorf("took %v", d) // a bound on a hang, not a speed test
+				}
+			})
+		}
 	}
 	if _, err := os.Stat(marker); err == nil {
 		t.Errorf("a reply wrote %s on the host", marker)

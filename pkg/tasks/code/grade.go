@@ -1,7 +1,6 @@
 package code
 
 import (
-	"bytes"
 	"context"
 	_ "embed"
 	"fmt"
@@ -29,13 +28,16 @@ type Language struct {
 	// Prelude goes before assert/check test code appended to a program
 	// (rLLM's BASE_IMPORTS, in short).
 	Prelude string
+	// Harness says whether harness.py can run the language's stdin and
+	// function tests in one sandbox run.
+	Harness bool
 }
 
 // Languages are the env.args.language values. The sandbox runs what the
 // host's /usr (or the docker image) has: python3 for python.
 var Languages = map[string]Language{
 	"python": {
-		File: "solution.py", Run: []string{"python3", "solution.py"}, Functions: true,
+		File: "solution.py", Run: []string{"python3", "solution.py"}, Functions: true, Harness: true,
 		Prelude: "from typing import *\nimport math, re, sys, collections, itertools, functools, heapq, bisect, string\nfrom collections import *\n",
 	},
 }
@@ -55,6 +57,10 @@ type GradeOptions struct {
 	All bool
 	// DebugChars bounds the input, expected and got kept of a failure.
 	DebugChars int
+	// Batch runs stdin and function tests in one sandbox run through the
+	// harness (see gradeBatch); Limits are then the pool's limits.
+	Batch  bool
+	Limits sandbox.Limits
 }
 
 // Failure is the first failed test, for debugging from the episode.
@@ -81,6 +87,9 @@ type Outcome struct {
 // timeout counts the time tests ran, not the time they waited for a
 // sandbox slot, so a busy pool does not fail a reply.
 func Grade(ctx context.Context, r sandbox.Runner, code string, tests []Test, o GradeOptions) (Outcome, error) {
+	if o.Batch && batchable(tests, o.Language) {
+		return gradeBatch(ctx, r, code, tests, o, o.Limits.Within(sandbox.DefaultLimits))
+	}
 	out := Outcome{Total: len(tests)}
 	var spent time.Duration
 	for i, t := range tests {
@@ -137,14 +146,9 @@ func runTest(ctx context.Context, r sandbox.Runner, code string, t Test, lang La
 		if !lang.Functions {
 			return "", "", 0, fmt.Errorf("function tests need a language that can call into the program")
 		}
-		var in bytes.Buffer
-		for _, a := range t.Args {
-			in.Write(a)
-			in.WriteByte('\n')
-		}
 		req.Command = []string{"python3", "driver.py", t.FnName, marker}
 		req.Files = map[string][]byte{lang.File: []byte(code), "driver.py": driverPy}
-		req.Stdin = in.Bytes()
+		req.Stdin = []byte(argsText(t))
 	case Program:
 		req.Command = lang.Run
 		req.Files = map[string][]byte{lang.File: []byte(lang.Prelude + code + "\n\n" + t.Script + "\n")}
@@ -155,25 +159,31 @@ func runTest(ctx context.Context, r sandbox.Runner, code string, t Test, lang La
 	if err != nil {
 		return "", "", 0, err
 	}
-	took = res.Time
+	got, reason = checkResult(t, res)
+	return got, reason, res.Time, nil
+}
+
+// checkResult judges one test's run: its limit or exit status, then its
+// output against the expected one.
+func checkResult(t Test, res sandbox.Result) (got, reason string) {
 	out := string(res.Stdout)
 	if res.Limit != sandbox.LimitNone || res.ExitCode != 0 {
-		return out, res.Reason(), took, nil
+		return out, res.Reason()
 	}
 	switch t.Kind {
 	case Stdin:
 		if !OutputsMatch(out, t.Expected) {
-			return out, "wrong answer", took, nil
+			return out, "wrong answer"
 		}
 	case Function:
 		i := strings.LastIndex(out, "\n"+marker+"\n")
 		if i < 0 {
-			return out, "the function returned no result", took, nil
+			return out, "the function returned no result"
 		}
 		got = strings.TrimSpace(out[i+len(marker)+2:])
 		if !JSONEqual(got, t.Expected) {
-			return got, "wrong answer", took, nil
+			return got, "wrong answer"
 		}
 	}
-	return "", "", took, nil
+	return "", ""
 }

@@ -1,0 +1,69 @@
+package code
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rllm-org/rllm-go/pkg/sandbox"
+)
+
+// BenchmarkGrade100 grades a correct reply against a 100-test stdin
+// task, bwrap against unsafe-host, one sandbox run per test against one
+// batch run through the harness, one grading at a time and 2×cores at
+// once (pool of that size). Reported: tests/s and gradings/s.
+//
+//	go test ./pkg/tasks/code -run '^$' -bench Grade100 -benchtime 3x
+func BenchmarkGrade100(b *testing.B) {
+	tests := make([]Test, 100)
+	for i := range tests {
+		tests[i] = Test{Kind: Stdin, Input: strconv.Itoa(i) + " " + strconv.Itoa(2*i) + "\n", Expected: strconv.Itoa(3 * i)}
+	}
+	code := "a, b = map(int, input().split())\nprint(a + b)"
+	for _, backend := range []string{sandbox.BackendBwrap, sandbox.BackendUnsafeHost} {
+		for _, batch := range []bool{false, true} {
+			for _, conc := range []int{1, 2 * runtime.NumCPU()} {
+				mode := "per-test"
+				if batch {
+					mode = "batch"
+				}
+				b.Run(fmt.Sprintf("%s/%s/conc=%d", backend, mode, conc), func(b *testing.B) {
+					p, err := sandbox.Open(context.Background(), sandbox.Config{Backend: backend, Limits: sandbox.DefaultLimits, MaxConcurrent: conc})
+					if err != nil {
+						b.Skipf("%s: %v", backend, err)
+					}
+					defer p.Close()
+					o := GradeOptions{Language: Languages["python"], TestTimeout: 10 * time.Second, DebugChars: 200, Batch: batch, Limits: p.Limits()}
+					var wg sync.WaitGroup
+					next := make(chan struct{})
+					b.ResetTimer()
+					start := time.Now()
+					for range conc {
+						wg.Add(1)
+						go func() {
+							defer wg.Done()
+							for range next {
+								out, err := Grade(context.Background(), p, code, tests, o)
+								if err != nil || out.Passed != 100 {
+									b.Errorf("%v %+v", err, out)
+								}
+							}
+						}()
+					}
+					for i := 0; i < b.N; i++ {
+						next <- struct{}{}
+					}
+					close(next)
+					wg.Wait()
+					s := time.Since(start).Seconds()
+					b.ReportMetric(float64(b.N)/s, "gradings/s")
+					b.ReportMetric(float64(100*b.N)/s, "tests/s")
+				})
+			}
+		}
+	}
+}

@@ -1,0 +1,120 @@
+package trainer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/rllm-org/rllm-go/internal/faketinker"
+	"github.com/rllm-org/rllm-go/pkg/backend/tinker"
+)
+
+// Ctrl-C at every point of a run against a Tinker service that takes its
+// time to train, then resume to the end: the weights of the final
+// checkpoint hold exactly one optimizer step per training step, whatever
+// was in flight when the run stopped (an optim_step already sent is
+// applied by the server: its step must be kept, never trained again).
+func TestInterruptNeverAppliesAStepTwice(t *testing.T) {
+	const key = "tml-interrupt-test-key"
+	const steps = 3
+	var cancelAt atomic.Int64 // the n-th training request cancels the run; 0: never
+	var seen atomic.Int64
+	var mu sync.Mutex
+	var names []string // the training requests of the last run, in order
+	var cancel atomic.Pointer[context.CancelFunc]
+	training := map[string]bool{"forward": true, "forward_backward": true, "optim_step": true, "save_weights": true,
+		"save_weights_for_sampler": true, "load_weights": true, "asample": true}
+	srv, err := faketinker.New(faketinker.Options{APIKey: key, PollWait: 20 * time.Millisecond, TrainingLatency: 2 * time.Millisecond,
+		OnRequest: func(name string) {
+			if !training[name] {
+				return
+			}
+			mu.Lock()
+			names = append(names, name)
+			mu.Unlock()
+			if n := seen.Add(1); n == cancelAt.Load() {
+				if c := cancel.Load(); c != nil {
+					(*c)()
+				}
+			}
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	getenv := func(string) string { return key }
+	// run trains (or resumes) the run in dir to `steps`, cancelled at the
+	// n-th training request; it returns the optimizer steps the model
+	// holds at the end and whether the run finished.
+	run := func(dir string, n int64) (int, bool) {
+		c := smallConfig(t, "backend.name=tinker", "backend.tinker.base_url="+srv.URL, "backend.tinker.base_model="+tinker.EmbeddedModel,
+			"backend.tinker.lora_rank=2", "trainer.default_local_dir="+filepath.ToSlash(dir), "actor.optim.lr=0.001",
+			fmt.Sprintf("trainer.total_training_steps=%d", steps))
+		ctx, stop := context.WithCancel(context.Background())
+		defer stop()
+		seen.Store(0)
+		mu.Lock()
+		names = nil
+		mu.Unlock()
+		cancelAt.Store(n)
+		cancel.Store(&stop)
+		defer cancel.Store(nil)
+		tr, err := New(ctx, c, Options{Getenv: getenv})
+		if err != nil {
+			if errors.Is(err, context.Canceled) {
+				return -1, false
+			}
+			t.Fatal(err)
+		}
+		defer tr.Close()
+		_, err = tr.Train(ctx)
+		if err != nil && !errors.Is(err, context.Canceled) {
+			t.Fatalf("cancelled at request %d: %v", n, err)
+		}
+		got, serr := srv.Model(tr.be.(*tinker.Backend).ModelID()).Step(context.Background())
+		if serr != nil {
+			t.Fatal(serr)
+		}
+		return got, err == nil
+	}
+	// An uninterrupted run: how many optimizer steps a training step
+	// takes, and how many training requests the run sends.
+	perRun, done := run(t.TempDir(), 0)
+	if !done || perRun%steps != 0 || perRun == 0 {
+		t.Fatalf("an uninterrupted run holds %d optimizer steps", perRun)
+	}
+	requests := seen.Load()
+	mu.Lock()
+	order := slices.Clone(names)
+	mu.Unlock()
+	samples := 0
+	for i, name := range order {
+		n := int64(i + 1)
+		if name == "asample" {
+			// Sampling changes no weights: a few of its points suffice.
+			if samples++; samples%16 != 1 {
+				continue
+			}
+		}
+		if testing.Short() && name != "optim_step" {
+			continue
+		}
+		dir := t.TempDir()
+		if _, done := run(dir, n); done {
+			continue // the cancel came too late to matter
+		}
+		got, done := run(dir, 0)
+		if !done {
+			t.Fatalf("cancelled at request %d: the resumed run did not finish", n)
+		}
+		if got != perRun {
+			t.Errorf("cancelled at training request %d of %d (%s): the final weights hold %d optimizer steps, want %d", n, requests, name, got, perRun)
+		}
+	}
+}
