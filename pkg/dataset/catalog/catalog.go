@@ -14,10 +14,11 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -43,12 +44,7 @@ type Info struct {
 
 // SplitNames lists the splits in a stable order.
 func (in Info) SplitNames() []string {
-	out := make([]string, 0, len(in.Splits))
-	for s := range in.Splits {
-		out = append(out, s)
-	}
-	sort.Strings(out)
-	return out
+	return slices.Sorted(maps.Keys(in.Splits))
 }
 
 // Catalog is a registry directory.
@@ -181,11 +177,7 @@ func (c *Catalog) Register(ctx context.Context, name, split, file string, force 
 			cols[k] = true
 		}
 	}
-	colList := make([]string, 0, len(cols))
-	for k := range cols {
-		colList = append(colList, k)
-	}
-	sort.Strings(colList)
+	colList := slices.Sorted(maps.Keys(cols))
 	if err := os.MkdirAll(filepath.Join(c.Dir, name), 0o755); err != nil {
 		return Split{}, usererr.Errorf("cannot create the dataset directory: %v; check data.datasets_dir", err)
 	}
