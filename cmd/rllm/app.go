@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"regexp"
 	"strings"
+	"sync"
 
 	"github.com/spf13/cobra"
 
@@ -33,6 +34,12 @@ type App struct {
 	log *slog.Logger
 	// ctx is Run's context, so reading user files stops on Ctrl-C.
 	ctx context.Context
+
+	// What the signal handler reads while the command runs (signals.go).
+	sigMu      sync.Mutex
+	cmdPath    string        // the running command
+	jsonStderr bool          // stderr is JSON lines
+	undone     func() string // what the clean stop is doing, if the command says
 }
 
 // context is Run's context (Background outside Run).
@@ -188,6 +195,9 @@ func newRootCmd(a *App) *cobra.Command {
 				return err
 			}
 			a.log = newLogger(a.Stderr, a.jsonEvents(cmd))
+			a.sigMu.Lock()
+			a.cmdPath, a.jsonStderr = cmd.CommandPath(), a.jsonEvents(cmd)
+			a.sigMu.Unlock()
 			return nil
 		},
 	}
@@ -201,6 +211,7 @@ func newRootCmd(a *App) *cobra.Command {
 	defer groupsRejectUnknown(root)
 	root.AddCommand(
 		newServeCmd(a),
+		newGatewayCmd(a),
 		newSFTCmd(a),
 		newTrainCmd(a),
 		newValidateConfigCmd(a),

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -68,7 +69,13 @@ func runConfigShow(a *App, opts *configShowOptions) error {
 	}
 	var out []byte
 	if opts.output == "json" {
-		out, err = ld.JSON(opts.origin)
+		// One line: --output json promises one JSON object per line.
+		if out, err = ld.JSON(opts.origin); err == nil {
+			var b bytes.Buffer
+			if err = json.Compact(&b, out); err == nil {
+				out = append(b.Bytes(), '\n')
+			}
+		}
 	} else {
 		out, err = ld.YAML(opts.origin)
 	}
@@ -87,9 +94,7 @@ func runConfigDoc(a *App, key string) error {
 		return usererr.Wrap(err)
 	}
 	if a.jsonResults() {
-		enc := json.NewEncoder(a.Stdout)
-		enc.SetEscapeHTML(false)
-		return enc.Encode(docs)
+		return writeJSON(a, docs)
 	}
 	var b strings.Builder
 	for i, d := range docs {

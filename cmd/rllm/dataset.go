@@ -3,6 +3,9 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"os"
+	"reflect"
+	"regexp"
 	"strings"
 	"text/tabwriter"
 
@@ -60,6 +63,9 @@ func newDatasetRegisterCmd(a *App) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if a.jsonResults() {
+				return writeJSON(a, map[string]any{"registered": pos[0] + ":" + opts.split, "rows": sp.Rows, "columns": sp.Columns, "sha256": sp.SHA256})
+			}
 			_, err = fmt.Fprintf(a.Stdout, "registered %s:%s: %d rows, columns %s\n", pos[0], opts.split, sp.Rows, strings.Join(sp.Columns, ", "))
 			return err
 		},
@@ -70,10 +76,15 @@ func newDatasetRegisterCmd(a *App) *cobra.Command {
 	return cmd
 }
 
-// splitOverrides separates positional arguments from key=value overrides.
+// splitOverrides separates positional arguments from key=value overrides:
+// an argument is an override when it is KEY=VALUE with KEY shaped like a
+// config key and no file of that name exists (a file a=b.jsonl stays a
+// file).
 func splitOverrides(args []string) (pos, overrides []string) {
 	for _, a := range args {
-		if strings.Contains(a, "=") && !strings.ContainsAny(strings.SplitN(a, "=", 2)[0], "/\\") {
+		key, _, isKV := strings.Cut(a, "=")
+		_, statErr := os.Stat(a)
+		if isKV && overrideKey.MatchString(key) && statErr != nil {
 			overrides = append(overrides, a)
 		} else {
 			pos = append(pos, a)
@@ -81,6 +92,9 @@ func splitOverrides(args []string) (pos, overrides []string) {
 	}
 	return pos, overrides
 }
+
+// overrideKey is a config key as typed in key=value (dots, indices, +).
+var overrideKey = regexp.MustCompile(`^\+{0,2}[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z0-9_]+|\[[0-9]+\])*$`)
 
 type datasetListOptions struct {
 	config configFlags
@@ -113,6 +127,10 @@ func newDatasetListCmd(a *App) *cobra.Command {
 			w := tabwriter.NewWriter(a.Stdout, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(w, "NAME\tSPLITS")
 			for _, in := range list {
+				if in.Damaged != "" {
+					fmt.Fprintf(w, "%s\tdamaged dataset.json (%s); rllm dataset rm %s removes it\n", in.Name, in.Damaged, in.Name)
+					continue
+				}
 				var parts []string
 				for _, s := range in.SplitNames() {
 					parts = append(parts, fmt.Sprintf("%s (%d rows)", s, in.Splits[s].Rows))
@@ -126,10 +144,19 @@ func newDatasetListCmd(a *App) *cobra.Command {
 	return cmd
 }
 
+// writeJSON writes a result as --output json promises: one JSON object
+// per line; a list is one line per element (JSON Lines).
 func writeJSON(a *App, v any) error {
 	enc := json.NewEncoder(a.Stdout)
-	enc.SetIndent("", "  ")
 	enc.SetEscapeHTML(false)
+	if rv := reflect.ValueOf(v); rv.Kind() == reflect.Slice {
+		for i := range rv.Len() {
+			if err := enc.Encode(rv.Index(i).Interface()); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 	return enc.Encode(v)
 }
 
@@ -158,7 +185,11 @@ func newDatasetShowCmd(a *App) *cobra.Command {
 			fmt.Fprintln(w, "SPLIT\tROWS\tCOLUMNS\tSOURCE\tREGISTERED")
 			for _, s := range in.SplitNames() {
 				sp := in.Splits[s]
-				fmt.Fprintf(w, "%s\t%d\t%s\t%s\t%s\n", s, sp.Rows, strings.Join(sp.Columns, ","), sp.Source, sp.RegisteredAt.Format("2006-01-02 15:04:05Z"))
+				when := sp.RegisteredAt.Format("2006-01-02 15:04:05Z")
+				if sp.Changed {
+					when += " (file changed since; register again with --force)"
+				}
+				fmt.Fprintf(w, "%s\t%d\t%s\t%s\t%s\n", s, sp.Rows, strings.Join(sp.Columns, ","), sp.Source, when)
 			}
 			return w.Flush()
 		},
@@ -186,12 +217,15 @@ func newDatasetRmCmd(a *App) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if err := c.Remove(pos[0], opts.split); err != nil {
+			if err := c.Remove(cmd.Context(), pos[0], opts.split); err != nil {
 				return err
 			}
 			what := pos[0]
 			if opts.split != "" {
 				what += ":" + opts.split
+			}
+			if a.jsonResults() {
+				return writeJSON(a, map[string]string{"removed": what})
 			}
 			_, err = fmt.Fprintf(a.Stdout, "removed %s\n", what)
 			return err

@@ -117,7 +117,10 @@ type evalReport struct {
 // clientStats are the server client's counters: a run that completes
 // may still have needed retries, and this is where they show.
 type clientStats struct {
-	Requests int64 `json:"requests"`
+	Requests int64 `json:"requests"` // model calls
+	// Sent counts the HTTP requests the server saw: every attempt of
+	// every call.
+	Sent     int64 `json:"sent"`
 	Retries  int64 `json:"retries"`
 	Failures int64 `json:"failures"`
 	// Refused counts the failures the server answered with an error it
@@ -276,7 +279,7 @@ func runEval(ctx context.Context, a *App, opts *evalOptions) error {
 		Failed: failed, SkippedLong: skipped, Interrupted: runErr != nil}
 	if pol.client != nil {
 		st := pol.client.Stats()
-		rep.Client = &clientStats{Requests: st.Requests, Retries: st.Retries, Failures: st.Failures, Refused: st.Refused}
+		rep.Client = &clientStats{Requests: st.Requests, Sent: st.Attempts, Retries: st.Retries, Failures: st.Failures, Refused: st.Refused}
 	}
 	if opts.output == "json" {
 		enc := json.NewEncoder(a.Stdout)
@@ -476,7 +479,12 @@ func writeEvalTable(w io.Writer, r *evalReport) error {
 		if cs.Refused > 0 {
 			refused = fmt.Sprintf(" (%d refused by the server)", cs.Refused)
 		}
-		fmt.Fprintf(w, "server    %d requests, %d retries, %d failed%s\n", cs.Requests, cs.Retries, cs.Failures, refused)
+		sent := ""
+		if cs.Sent != cs.Requests {
+			// Retries and re-sent requests: what the server saw.
+			sent = fmt.Sprintf(" (%d sent)", cs.Sent)
+		}
+		fmt.Fprintf(w, "server    %d requests%s, %d retries, %d failed%s\n", cs.Requests, sent, cs.Retries, cs.Failures, refused)
 	}
 	rate := 0.0
 	if r.Seconds > 0 {

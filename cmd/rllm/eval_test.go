@@ -496,3 +496,24 @@ func TestEvalContextTooSmall(t *testing.T) {
 		t.Errorf("report %+v client %+v (%v): want 4 failed episodes and 4 failed, refused requests", rep, rep.Client, err)
 	}
 }
+
+// A server failing every request: the server line counts every request
+// it saw, and the error says how the two retry layers multiplied.
+func TestEvalRetryLayersCounted(t *testing.T) {
+	srv := fakevllm.New(fakevllm.Config{FaultFor: func(string, int64) fakevllm.Fault { return fakevllm.FaultServerError }})
+	defer srv.Close()
+	var stdout, stderr bytes.Buffer
+	opts := &evalOptions{data: []string{writeEvalTasks(t)}, n: 1, output: "json", args: append(serverArgs(srv.URL),
+		"rollout.retry.max_attempts=2", "workflow.retry_limit=3", "rollout.retry.backoff_base_s=0.001", "rollout.retry.backoff_max_s=0.002")}
+	err := runEval(context.Background(), testApp(&stdout, &stderr), opts)
+	if err == nil || !strings.Contains(err.Error(), "6 requests to the server in all: the episode was run 3 times, workflow.retry_limit=3") {
+		t.Fatalf("error %v, want the requests of both retry layers counted", err)
+	}
+	var rep evalReport
+	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil || rep.Client == nil || rep.Client.Sent != 24 || rep.Client.Requests != 12 || rep.Client.Failures != 12 {
+		t.Errorf("report client %+v (%v): want 24 requests sent for 12 calls, all failed", rep.Client, err)
+	}
+	if got := srv.Stats().Faults[fakevllm.FaultServerError]; got != 24 {
+		t.Errorf("the server answered %d requests with 500, want 24 (4 episodes x 3 runs x 2 attempts)", got)
+	}
+}

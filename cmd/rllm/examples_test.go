@@ -191,7 +191,7 @@ func TestHelpExamplesRun(t *testing.T) {
 				ctx, cancel := context.WithCancel(context.Background())
 				defer cancel()
 				stderr := &syncBuffer{}
-				if len(args) > 0 && args[0] == "serve" {
+				if len(args) > 0 && (args[0] == "serve" || args[0] == "gateway") {
 					stderr.onLine = func(s string) {
 						if strings.Contains(s, "serving") {
 							cancel()

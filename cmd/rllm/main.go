@@ -2,15 +2,10 @@
 package main
 
 import (
-	"context"
 	"os"
-	"os/signal"
-	"syscall"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	app := &App{
 		Stdin:   os.Stdin,
 		Stdout:  os.Stdout,
@@ -20,7 +15,7 @@ func main() {
 		// A character device is a terminal; pipes and files are not.
 		StderrIsTerminal: isCharDevice(os.Stderr),
 	}
-	os.Exit(app.Run(ctx, os.Args[1:]))
+	os.Exit(runWithSignals(app, os.Args[1:], os.Exit))
 }
 
 func isCharDevice(f *os.File) bool {

@@ -1,11 +1,10 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"os"
-	"os/signal"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/rogpeppe/go-internal/testscript"
@@ -27,11 +26,9 @@ func TestMain(m *testing.M) {
 }
 
 func mainRLLM() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
 	app := &App{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr,
 		Getenv: os.Getenv, Environ: os.Environ}
-	os.Exit(app.Run(ctx, os.Args[1:]))
+	os.Exit(runWithSignals(app, os.Args[1:], os.Exit))
 }
 
 // TestScripts runs testdata/script/*.txtar. Scripts get $TOKENIZERS, the
@@ -61,6 +58,9 @@ func TestScripts(t *testing.T) {
 			}
 			env.Setenv("TINY", tiny)
 			return nil
+		},
+		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
+			"jsonlines": cmdJSONLines,
 		},
 		Condition: func(cond string) (bool, error) {
 			if cond == "tokenizers" {
@@ -114,4 +114,25 @@ func writeTinyTokenizer(dir string) error {
 		}
 	}
 	return nil
+}
+
+// cmdJSONLines checks --output json's promise on the last command's
+// stdout and stderr: every line is one JSON object.
+//
+//	jsonlines
+func cmdJSONLines(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 0 {
+		ts.Fatalf("usage: jsonlines")
+	}
+	for _, stream := range []string{"stdout", "stderr"} {
+		for i, line := range strings.Split(strings.TrimSuffix(ts.ReadFile(stream), "\n"), "\n") {
+			if line == "" && i == 0 {
+				continue // an empty stream
+			}
+			var obj map[string]any
+			if err := json.Unmarshal([]byte(line), &obj); err != nil {
+				ts.Fatalf("%s line %d is not one JSON object: %q", stream, i+1, line)
+			}
+		}
+	}
 }

@@ -7,10 +7,12 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/rllm-org/rllm-go/internal/boundedio"
 	"github.com/rllm-org/rllm-go/pkg/backend/local"
 	"github.com/rllm-org/rllm-go/pkg/backend/local/openai"
 )
@@ -28,9 +30,18 @@ type serveOptions struct {
 	maxWait   int
 	maxN      int
 	timeout   time.Duration
+	apiKey    string
+	keyFile   string
 	// ready, when set, is told the address once the server listens (tests).
 	ready func(addr string)
+	// grace is how long shutdown waits for requests in flight before it
+	// aborts them (shutdownGrace when 0).
+	grace time.Duration
 }
+
+// shutdownGrace is how long serve's shutdown lets requests in flight
+// finish; then they end with finish_reason "abort" and are answered.
+const shutdownGrace = 5 * time.Second
 
 func newServeCmd(a *App) *cobra.Command {
 	opts := &serveOptions{}
@@ -80,6 +91,8 @@ freshly initialised model sized by backend.local.*. See docs/serve.md.`,
 	f.IntVar(&opts.maxWait, "max-waiting", 1024, "sequences that may wait for a slot; more are refused with 429")
 	f.IntVar(&opts.maxN, "max-n", openai.DefaultMaxN, "largest n (choices per prompt) a request may ask for")
 	f.DurationVar(&opts.timeout, "request-timeout", 10*time.Minute, "end a request that runs longer (0: no limit)")
+	f.StringVar(&opts.apiKey, "api-key", "", "require Authorization: Bearer `KEY` on every endpoint but /health and /metrics (vLLM's --api-key; prefer --api-key-file, a flag shows in ps)")
+	f.StringVar(&opts.keyFile, "api-key-file", "", "read the API key from `FILE` (its first line)")
 	return cmd
 }
 
@@ -106,12 +119,19 @@ func runServe(ctx context.Context, a *App, opts *serveOptions) error {
 	if name == "" {
 		name = be.Info().Name
 	}
+	key, err := serveAPIKey(a, opts)
+	if err != nil {
+		return err
+	}
 	eng := local.NewEngine(snap, opts.version, local.EngineOptions{MaxNumSeqs: opts.maxSeqs, MaxWaiting: opts.maxWait, Workers: ld.Config.Backend.Local.Threads})
 	defer eng.Close()
 	handler := openai.New(eng, openai.Options{
 		ModelName: name, TruncateLongPrompts: opts.truncate, MaxN: min(opts.maxN, opts.maxSeqs),
-		RequestTimeout: opts.timeout, Workers: ld.Config.Backend.Local.Threads,
-		Logf: func(format string, args ...any) { fmt.Fprintf(a.Stderr, "rllm: "+format+"\n", args...) },
+		RequestTimeout: opts.timeout, Workers: ld.Config.Backend.Local.Threads, APIKey: key,
+		Logf: func(format string, args ...any) { a.infof(format, args...) },
+	})
+	a.setUndone(func() string {
+		return fmt.Sprintf("answering the %d requests in flight (their connections are closed)", handler.InFlight())
 	})
 	addr := net.JoinHostPort(opts.host, strconv.Itoa(opts.port))
 	ln, err := net.Listen("tcp", addr)
@@ -119,8 +139,12 @@ func runServe(ctx context.Context, a *App, opts *serveOptions) error {
 		return usagef("cannot listen on %s: %v; choose another --port or --host", addr, err)
 	}
 	c := snap.Config()
-	fmt.Fprintf(a.Stderr, "rllm: serving %s (%d parameters, %d layers, d_model %d, context %d) on http://%s\n",
-		name, be.NumParams(), c.Layers, c.DModel, c.Context, ln.Addr())
+	guarded := ""
+	if key != "" {
+		guarded = " (API key required)"
+	}
+	a.infof("serving %s (%d parameters, %d layers, d_model %d, context %d) on http://%s%s",
+		name, be.NumParams(), c.Layers, c.DModel, c.Context, ln.Addr(), guarded)
 	if opts.ready != nil {
 		opts.ready(ln.Addr().String())
 	}
@@ -134,11 +158,53 @@ func runServe(ctx context.Context, a *App, opts *serveOptions) error {
 	case err := <-errc:
 		return err
 	case <-ctx.Done():
-		shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := srv.Shutdown(shutdown); err != nil && !errors.Is(err, context.DeadlineExceeded) {
-			return err
-		}
-		return nil
+		return shutdownServe(a, srv, eng, handler, opts.grace)
 	}
+}
+
+// shutdownServe stops accepting requests and lets those in flight finish
+// for the grace period; those still running then end with finish_reason
+// "abort" and are answered; a connection still open after that is closed.
+// No client is left with a half-written answer it cannot tell apart from
+// a complete one.
+func shutdownServe(a *App, srv *http.Server, eng *local.Engine, handler *openai.Server, grace time.Duration) error {
+	if grace <= 0 {
+		grace = shutdownGrace
+	}
+	if n := handler.InFlight(); n > 0 {
+		a.infof("shutting down: letting %d requests in flight finish (at most %s; a second Ctrl-C exits at once)", n, grace)
+	}
+	wait, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	err := srv.Shutdown(wait)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	a.infof("shutting down: aborting the %d requests still running", handler.InFlight())
+	eng.Close() // every request ends with finish_reason "abort"; handlers answer
+	wait2, cancel2 := context.WithTimeout(context.Background(), grace)
+	defer cancel2()
+	if err := srv.Shutdown(wait2); err != nil {
+		return srv.Close() // whatever is left: its connection closes
+	}
+	return nil
+}
+
+// serveAPIKey is --api-key or the first line of --api-key-file.
+func serveAPIKey(a *App, opts *serveOptions) (string, error) {
+	if opts.apiKey != "" && opts.keyFile != "" {
+		return "", usagef("give --api-key or --api-key-file, not both")
+	}
+	if opts.keyFile == "" {
+		return opts.apiKey, nil
+	}
+	b, err := boundedio.ReadFile(a.context(), opts.keyFile, 64<<10)
+	if err != nil {
+		return "", usagef("--api-key-file: %v", err)
+	}
+	key, _, _ := strings.Cut(string(b), "\n")
+	if key = strings.TrimSpace(key); key == "" {
+		return "", usagef("--api-key-file %s is empty; put the key on its first line", opts.keyFile)
+	}
+	return key, nil
 }

@@ -47,7 +47,12 @@ func runValidateConfig(a *App, opts *validateConfigOptions) error {
 	if _, err := trainer.NewPlan(c); err != nil {
 		return err
 	}
+	agent := workflow.AgentFor(c.Agent.Name, c.Env.Name)
+	if a.jsonResults() {
+		return writeJSON(a, map[string]any{"valid": true, "backend": c.Backend.Name, "agent": agent, "env": c.Env.Name,
+			"tasks_per_step": c.Data.TrainBatchSize, "episodes_per_task": c.Rollout.N})
+	}
 	_, err = fmt.Fprintf(a.Stdout, "configuration is valid: backend %s, agent %s, env %s, %d tasks x %d episodes per step\n",
-		c.Backend.Name, workflow.AgentFor(c.Agent.Name, c.Env.Name), c.Env.Name, c.Data.TrainBatchSize, c.Rollout.N)
+		c.Backend.Name, agent, c.Env.Name, c.Data.TrainBatchSize, c.Rollout.N)
 	return err
 }

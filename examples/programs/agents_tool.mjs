@@ -10,7 +10,7 @@
 // that emits them: a vLLM or SGLang server with a tool parser, e.g.
 // `vllm serve Qwen/Qwen3-0.6B --enable-auto-tool-choice --tool-call-parser hermes`):
 //
-//   npm install @openai/agents zod   (or: bash scripts/fetch-openai-agents.sh; NODE_PATH=testdata/node-agents/node_modules)
+//   npm install @openai/agents zod   (in this directory or a parent)
 //   rllm train workflow.name=program workflow.args.command="node examples/programs/agents_tool.mjs" \
 //       rollout.engine=openai rollout.endpoints=[http://127.0.0.1:8000] rollout.model=Qwen/Qwen3-0.6B
 import { Agent, run, tool, setDefaultOpenAIClient, setOpenAIAPI, setTracingDisabled } from "@openai/agents";

@@ -7,7 +7,7 @@
 // do; the gateway records the same tokens either way. Train it on the
 // built-in arith task:
 //
-//   npm install openai   (or: bash scripts/fetch-openai-node.sh; NODE_PATH=testdata/node/node_modules)
+//   npm install openai   (in this directory or a parent: ES modules do not read NODE_PATH)
 //   rllm train workflow.name=program workflow.args.command="node examples/programs/openai_agent.mjs"
 import OpenAI from "openai";
 

@@ -1,8 +1,8 @@
 // Package programs holds agent programs in Python and JavaScript that rllm
 // trains through the recording gateway (workflow.name=program); this test
 // runs each against a deterministic model with the real SDK packages
-// (installed by scripts/fetch-openai-node.sh and
-// scripts/fetch-openai-agents.sh).
+// (installed by scripts/fetch-openai-node.sh, scripts/fetch-openai-agents.sh
+// and scripts/fetch-anthropic-node.sh).
 package programs
 
 import (
@@ -47,7 +47,7 @@ func stage(t *testing.T, script, modules string) []any {
 	}
 	mods := filepath.Join(repotest.Root(t), "testdata", modules, "node_modules")
 	if _, err := os.Stat(mods); err != nil {
-		missing(t, "testdata/"+modules+"/node_modules is missing; run scripts/fetch-openai-node.sh and scripts/fetch-openai-agents.sh")
+		missing(t, "testdata/"+modules+"/node_modules is missing; run scripts/fetch-openai-node.sh, scripts/fetch-openai-agents.sh and scripts/fetch-anthropic-node.sh")
 	}
 	dir := t.TempDir()
 	src, err := os.ReadFile(script)
@@ -135,6 +135,11 @@ func TestOpenAINodeProgram(t *testing.T) {
 func TestAgentsSDKProgram(t *testing.T) {
 	// Turn 1 calls the calculator, turn 2 answers with its result.
 	play(t, stage(t, "agents_tool.mjs", "node-agents"), 2)
+}
+
+func TestAnthropicNodeProgram(t *testing.T) {
+	// /v1/messages, streamed: a tool_use turn, then the answer.
+	play(t, stage(t, "anthropic_agent.mjs", "node-anthropic"), 2)
 }
 
 func TestPythonProgram(t *testing.T) {

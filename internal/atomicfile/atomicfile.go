@@ -135,7 +135,18 @@ func CreateDir(path string) (*Dir, error) {
 func (d *Dir) TempPath() string { return d.tmp }
 
 // Commit syncs the directory's files, replaces any directory already at
-// the final path and renames the new one into place.
+// the final path and renames the new one into place. It takes three
+// renames, each a state CleanTemp recovers from after a crash:
+//
+//  1. the built directory becomes CommitPrefix+NAME+".new": complete, it
+//     will be rolled forward;
+//  2. the directory at the final path, if any, becomes
+//     CommitPrefix+NAME+".old";
+//  3. ".new" becomes the final path; then ".old" is removed.
+//
+// A crash before 1 leaves an incomplete temporary directory (removed); at
+// any later point CleanTemp finishes the commit, so the final path always
+// ends with the old or the new directory, never with neither.
 func (d *Dir) Commit() error {
 	if d.done {
 		return errors.New("atomicfile: commit after commit or abort")
@@ -150,23 +161,77 @@ func (d *Dir) Commit() error {
 	if err == nil {
 		err = syncDir(d.tmp)
 	}
+	parent := filepath.Dir(d.path)
+	newPath, _ := commitPaths(d.path)
 	if err == nil {
-		if _, serr := os.Stat(d.path); serr == nil {
-			old := d.tmp + ".old"
-			if err = os.Rename(d.path, old); err == nil {
-				defer os.RemoveAll(old)
-			}
+		// A stale ".new" of a commit that never finished is replaced.
+		if err = os.RemoveAll(newPath); err == nil {
+			err = os.Rename(d.tmp, newPath)
 		}
-	}
-	if err == nil {
-		err = os.Rename(d.tmp, d.path)
 	}
 	if err != nil {
 		os.RemoveAll(d.tmp)
 		return fmt.Errorf("writing %s: %w", d.path, err)
 	}
-	return syncDir(filepath.Dir(d.path))
+	if err := syncDir(parent); err != nil {
+		return err
+	}
+	if crashAt("new") {
+		return errCrash
+	}
+	return finishCommit(d.path, crashAt)
 }
+
+// CommitPrefix starts the names Dir.Commit gives a directory between its
+// renames: CommitPrefix+NAME+".new" and CommitPrefix+NAME+".old".
+const CommitPrefix = ".rllm-commit-"
+
+func commitPaths(path string) (newPath, oldPath string) {
+	base := filepath.Join(filepath.Dir(path), CommitPrefix+filepath.Base(path))
+	return base + ".new", base + ".old"
+}
+
+// finishCommit completes a commit whose ".new" directory exists: the
+// current directory goes to ".old", ".new" into place, ".old" away.
+func finishCommit(path string, crash func(string) bool) error {
+	newPath, oldPath := commitPaths(path)
+	parent := filepath.Dir(path)
+	if _, err := os.Lstat(path); err == nil {
+		if _, err := os.Lstat(oldPath); err == nil {
+			// An ".old" already there is older still: path is newer.
+			if err := os.RemoveAll(oldPath); err != nil {
+				return fmt.Errorf("writing %s: %w", path, err)
+			}
+		}
+		if err := os.Rename(path, oldPath); err != nil {
+			return fmt.Errorf("writing %s: %w", path, err)
+		}
+		if err := syncDir(parent); err != nil {
+			return err
+		}
+	}
+	if crash("old") {
+		return errCrash
+	}
+	if err := os.Rename(newPath, path); err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	if err := syncDir(parent); err != nil {
+		return err
+	}
+	if crash("renamed") {
+		return errCrash
+	}
+	if err := os.RemoveAll(oldPath); err != nil {
+		return fmt.Errorf("removing the replaced %s: %w", oldPath, err)
+	}
+	return nil
+}
+
+// crashAt, in tests, stops Commit at a point as a crash would.
+var crashAt = func(string) bool { return false }
+
+var errCrash = errors.New("atomicfile: simulated crash")
 
 // Abort removes the temporary directory.
 func (d *Dir) Abort() {
@@ -177,8 +242,11 @@ func (d *Dir) Abort() {
 	os.RemoveAll(d.tmp)
 }
 
-// CleanTemp removes the temporary files and directories that a killed
-// process left directly under dir, and returns how many it removed.
+// CleanTemp finishes what a killed process left directly under dir: a
+// directory commit interrupted between its renames is completed (its new
+// directory was whole, see Dir.Commit), and temporary files and
+// directories are removed. It returns how many entries it removed or
+// recovered.
 func CleanTemp(dir string) (int, error) {
 	entries, err := os.ReadDir(dir)
 	if errors.Is(err, os.ErrNotExist) {
@@ -188,6 +256,35 @@ func CleanTemp(dir string) (int, error) {
 		return 0, err
 	}
 	n := 0
+	for _, e := range entries {
+		name, ok := strings.CutPrefix(e.Name(), CommitPrefix)
+		if !ok {
+			continue
+		}
+		switch {
+		case strings.HasSuffix(name, ".new"):
+			// Roll forward: the new directory was complete.
+			if err := finishCommit(filepath.Join(dir, strings.TrimSuffix(name, ".new")), func(string) bool { return false }); err != nil {
+				return n, err
+			}
+			n++
+		case strings.HasSuffix(name, ".old"):
+			target := filepath.Join(dir, strings.TrimSuffix(name, ".old"))
+			newPath, oldPath := commitPaths(target)
+			if _, err := os.Lstat(newPath); err == nil {
+				continue // its ".new" entry finishes it
+			}
+			if _, err := os.Lstat(target); errors.Is(err, os.ErrNotExist) {
+				// Nothing replaced it: put it back.
+				if err := os.Rename(oldPath, target); err != nil {
+					return n, err
+				}
+			} else if err := os.RemoveAll(oldPath); err != nil {
+				return n, err
+			}
+			n++
+		}
+	}
 	for _, e := range entries {
 		if strings.HasPrefix(e.Name(), TempPrefix) {
 			if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {

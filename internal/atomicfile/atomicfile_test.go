@@ -96,3 +96,67 @@ func assertNoTemp(t *testing.T, dir string) {
 		}
 	}
 }
+
+// A crash at any point of Dir.Commit leaves a state CleanTemp turns into
+// the old directory or the new one, never neither (before, a crash
+// between the two renames left both under temporary names and CleanTemp
+// deleted both).
+func TestDirCommitCrashRecovers(t *testing.T) {
+	for _, point := range []string{"new", "old", "renamed"} {
+		t.Run(point, func(t *testing.T) {
+			root := t.TempDir()
+			target := filepath.Join(root, "global_step_3")
+			writeDir := func(content string) *Dir {
+				d, err := CreateDir(target)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(filepath.Join(d.TempPath(), "f"), []byte(content), FileMode); err != nil {
+					t.Fatal(err)
+				}
+				return d
+			}
+			if err := writeDir("old").Commit(); err != nil {
+				t.Fatal(err)
+			}
+			crashAt = func(p string) bool { return p == point }
+			err := writeDir("new").Commit()
+			crashAt = func(string) bool { return false }
+			if !errors.Is(err, errCrash) {
+				t.Fatalf("commit: %v, want the simulated crash", err)
+			}
+			if _, err := CleanTemp(root); err != nil {
+				t.Fatal(err)
+			}
+			b, err := os.ReadFile(filepath.Join(target, "f"))
+			if err != nil || string(b) != "new" {
+				t.Fatalf("after recovery: %q %v, want the new directory", b, err)
+			}
+			entries, _ := os.ReadDir(root)
+			if len(entries) != 1 {
+				var names []string
+				for _, e := range entries {
+					names = append(names, e.Name())
+				}
+				t.Fatalf("left behind: %v", names)
+			}
+		})
+	}
+}
+
+// The state the old Commit left when killed between its renames (the old
+// directory moved aside, the new one not yet in place) is rolled back.
+func TestCleanTempRestoresOld(t *testing.T) {
+	root := t.TempDir()
+	target := filepath.Join(root, "global_step_3")
+	_, old := commitPaths(target)
+	if err := os.MkdirAll(old, DirMode); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := CleanTemp(root); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(target); err != nil {
+		t.Fatalf("the old directory was not put back: %v", err)
+	}
+}

@@ -71,6 +71,8 @@ type Options struct {
 	// request as it arrives, before it is handled (a test's Ctrl-C at an
 	// exact point).
 	OnRequest func(name string)
+	// Delays inject training and sampling latency (delays.go).
+	Delays Delays
 }
 
 // The Tinker SDK's limits on one forward or forward_backward request; the

@@ -196,7 +196,7 @@ func (s *Server) work(m *model) {
 			resolve(e.fut, nil, nil)
 			continue
 		}
-		if d := s.opts.TrainingLatency; d > 0 {
+		if d := s.opts.TrainingLatency + s.opts.Delays.trainDelay(e.path); d > 0 {
 			select {
 			case <-time.After(d):
 			case <-s.closing:
@@ -487,6 +487,7 @@ func (s *Server) sample(w http.ResponseWriter, _ *http.Request, body []byte) {
 	}
 	n := req.NumSamples
 	go func() {
+		time.Sleep(s.opts.Delays.Sample)
 		res, err := snap.Sample(context.Background(), backend.SampleRequest{Prompt: prompt, NumSamples: n, Params: params})
 		if err != nil {
 			resolve(f, nil, err)

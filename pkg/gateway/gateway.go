@@ -38,6 +38,9 @@ import (
 // Defaults of Options.
 const (
 	DefaultMaxBodyBytes = 16 << 20
+	// DefaultMaxSessionBytes bounds the request bytes one session may
+	// send in all (its traces keep every request's messages).
+	DefaultMaxSessionBytes = 256 << 20
 	DefaultMaxSessions  = 65536
 	DefaultMaxTraces    = 4096
 	DefaultModel        = "policy"
@@ -57,6 +60,10 @@ type Options struct {
 	// MaxBodyBytes bounds a request body (default 16 MiB): a larger one is
 	// refused with 413 before it is read.
 	MaxBodyBytes int64
+	// MaxSessionBytes bounds the request bytes of all of a session's
+	// calls together (default 256 MiB): the call that crosses it gets 413.
+	// With MaxBodyBytes and the call budget it bounds what a session holds.
+	MaxSessionBytes int64
 	// MaxSessions bounds the sessions alive at once (default 65536).
 	MaxSessions int
 	// MaxCalls bounds the calls of a session created over HTTP that does
@@ -88,6 +95,9 @@ func New(opts Options) *Gateway {
 	}
 	if opts.MaxSessions <= 0 {
 		opts.MaxSessions = DefaultMaxSessions
+	}
+	if opts.MaxSessionBytes <= 0 {
+		opts.MaxSessionBytes = DefaultMaxSessionBytes
 	}
 	if opts.Model == "" {
 		opts.Model = DefaultModel

@@ -496,6 +496,24 @@ func TestBodyBounds(t *testing.T) {
 	}
 }
 
+func TestSessionByteBudget(t *testing.T) {
+	f := newFixture(t, gateway.Options{MaxBodyBytes: 1 << 20, MaxSessionBytes: 3 << 20})
+	s := f.open(t, gateway.SessionConfig{})
+	other := f.open(t, gateway.SessionConfig{})
+	big := map[string]any{"messages": []any{map[string]any{"role": "user", "content": strings.Repeat("x", 900<<10)}}}
+	var codes []int
+	for range 4 {
+		code, _ := f.post(t, "/sessions/"+s.ID+"/v1/chat/completions", s.Token, big)
+		codes = append(codes, code)
+	}
+	if !reflect.DeepEqual(codes, []int{200, 200, 200, 413}) {
+		t.Fatalf("codes %v", codes)
+	}
+	if code, _ := f.post(t, "/sessions/"+other.ID+"/v1/chat/completions", other.Token, big); code != 200 {
+		t.Fatalf("another session was affected: %d", code)
+	}
+}
+
 type zeros struct{}
 
 func (zeros) Read(p []byte) (int, error) {
@@ -558,7 +576,9 @@ func TestConcurrentCallsOnOneSession(t *testing.T) {
 
 func TestSamplerFailure(t *testing.T) {
 	f := newFixture(t, gateway.Options{})
-	f.smp.Reply = func(sampler.Request) gatewaytest.Reply { return gatewaytest.Reply{Err: errors.New("upstream exploded")} }
+	f.smp.Reply = func(sampler.Request) gatewaytest.Reply {
+		return gatewaytest.Reply{Err: errors.New("upstream exploded")}
+	}
 	s := f.open(t, gateway.SessionConfig{})
 	for _, stream := range []bool{false, true} {
 		code, body := f.post(t, "/sessions/"+s.ID+"/v1/chat/completions", s.Token, chatBody(stream, nil))
@@ -689,7 +709,6 @@ func TestRefusedRequests(t *testing.T) {
 		t.Error("a refused request was sampled")
 	}
 }
-
 
 var faultsMidResponse = []fakevllm.Fault{fakevllm.FaultDrop, fakevllm.FaultMalformed, fakevllm.FaultServerError}
 

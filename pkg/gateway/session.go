@@ -27,6 +27,7 @@ type Session struct {
 	created time.Time
 
 	seq       atomic.Int64 // calls started
+	bytes     atomic.Int64 // request bytes received
 	limitOnce sync.Once
 	mu        sync.Mutex
 	traces    []Trace
@@ -187,6 +188,12 @@ func (g *Gateway) serveCall(w http.ResponseWriter, r *http.Request, ep endpoint,
 	if err != nil {
 		s.fail(func(st *SessionStats) { st.Refused++ }, err.Error())
 		return writeBodyError(w, err, errw)
+	}
+	if total := s.bytes.Add(int64(len(body))); total > g.opts.MaxSessionBytes {
+		msg := fmt.Sprintf("session %s sent more than its %s of requests in all", s.ID, boundedio.Size(g.opts.MaxSessionBytes))
+		s.fail(func(st *SessionStats) { st.Refused++ }, msg)
+		errw(w, http.StatusRequestEntityTooLarge, "request_too_large", msg)
+		return http.StatusRequestEntityTooLarge
 	}
 	var c call
 	switch ep {

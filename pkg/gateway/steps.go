@@ -73,4 +73,3 @@ func Step(t Trace) episode.Step {
 	}
 	return st
 }
-

@@ -42,7 +42,7 @@ type ISMetrics struct {
 
 // RolloutISWeights writes into dst the truncated importance weights of
 // verl's rollout correction in decoupled mode (verl
-// trainer/ppo/rollout_corr_helper.py, compute_rollout_correction_weights;
+// trainer/ppo/rollout_corr_helper.py, compute_rollout_correction_and_rejection_mask;
 // docs/algo/rollout_corr_math.md §3.3; TIS from Yao et al. 2025, "Your
 // efficient RL framework secretly brings you off-policy RL training"):
 //

@@ -86,19 +86,20 @@ func newStrictServer(t *testing.T, ctxLen int, models string) *strictServer {
 			if req.MaxTokens != nil {
 				out = *req.MaxTokens
 			}
+			// The answer in the package's own wire types.
 			ids := make([]int, out)
-			lps := make([]map[string]any, out)
+			lps := make([]TokenLogprob, out)
 			for i := range ids {
 				ids[i] = 7
-				lps[i] = map[string]any{"token": "a", "logprob": -0.5, "bytes": []int{97}, "top_logprobs": []any{}}
+				lps[i] = TokenLogprob{Token: "a", Logprob: -0.5, Bytes: []int{97}, TopLogprobs: []TopLogprob{}}
 			}
-			prompt := make([]int, n)
+			text := strings.Repeat("a", out)
+			usage := Usage{PromptTokens: n, CompletionTokens: out, TotalTokens: n + out}
 			w.Header().Set("Content-Type", "application/json")
 			if chat {
-				json.NewEncoder(w).Encode(map[string]any{"id": "c", "object": "chat.completion", "created": 1, "model": "m",
-					"choices": []any{map[string]any{"index": 0, "message": map[string]any{"role": "assistant", "content": strings.Repeat("a", out)},
-						"logprobs": map[string]any{"content": lps}, "finish_reason": "length", "stop_reason": nil, "token_ids": ids}},
-					"usage": map[string]any{"prompt_tokens": n, "completion_tokens": out, "total_tokens": n + out}, "prompt_token_ids": prompt})
+				json.NewEncoder(w).Encode(ChatResponse{ID: "c", Object: "chat.completion", Created: 1, Model: "m", Usage: usage, PromptTokenIDs: make([]int, n),
+					Choices: []ChatChoice{{Message: &ChatMessage{Role: "assistant", Content: &text}, Logprobs: &ChatLogprobs{Content: lps},
+						FinishReason: "length", TokenIDs: ids}}})
 				return
 			}
 			tl := make([]float64, out)
@@ -106,10 +107,9 @@ func newStrictServer(t *testing.T, ctxLen int, models string) *strictServer {
 			for i := range tl {
 				tl[i], toks[i] = -0.5, "a"
 			}
-			json.NewEncoder(w).Encode(map[string]any{"id": "c", "object": "text_completion", "created": 1, "model": "m",
-				"choices": []any{map[string]any{"index": 0, "text": strings.Repeat("a", out), "logprobs": map[string]any{"tokens": toks, "token_logprobs": tl},
-					"finish_reason": "length", "stop_reason": nil, "token_ids": ids, "prompt_token_ids": req.Prompt}},
-				"usage": map[string]any{"prompt_tokens": n, "completion_tokens": out, "total_tokens": n + out}})
+			json.NewEncoder(w).Encode(CompletionResponse{ID: "c", Object: "text_completion", Created: 1, Model: "m", Usage: usage,
+				Choices: []CompletionChoice{{Text: &text, Logprobs: &CompletionLogprobs{Tokens: toks, TokenLogprobs: tl},
+					FinishReason: "length", TokenIDs: ids, PromptTokenIDs: req.Prompt}}})
 		}
 	}
 	mux.HandleFunc("POST /v1/chat/completions", gen(true))

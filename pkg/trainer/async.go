@@ -267,6 +267,20 @@ func (a *asyncRun) publish(ctx context.Context, publish func(context.Context) er
 			return err
 		}
 		defer a.t.chat.release()
+		// Servers that speak SGLang's API are paused around the update as
+		// well, for requests that do not come through this trainer.
+		if pub := a.t.publisher; pub != nil && pub.CanPause() {
+			if err := pub.Pause(ctx); err != nil {
+				return fmt.Errorf("pausing generation before the weight update: %w", err)
+			}
+			defer func() {
+				cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+				defer cancel()
+				if err := pub.Continue(cctx); err != nil {
+					a.t.logf("warning: continuing generation after the weight update: %v", err)
+				}
+			}()
+		}
 	}
 	if err := publish(ctx); err != nil {
 		return err

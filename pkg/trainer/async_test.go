@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rllm-org/rllm-go/pkg/backend"
+	"github.com/rllm-org/rllm-go/pkg/backend/local"
 	"github.com/rllm-org/rllm-go/pkg/config"
 	"github.com/rllm-org/rllm-go/pkg/episode"
 	"github.com/rllm-org/rllm-go/pkg/usererr"
@@ -233,4 +235,110 @@ func TestOldestVersion(t *testing.T) {
 		}
 	}
 	_ = math.Inf
+}
+
+// The step line shows both sides of asynchronous training.
+func TestAsyncStepLine(t *testing.T) {
+	line := stepLine(3, 10, map[string]float64{"critic/score/mean": 0.5, "actor/pg_loss": 0.1, "timing_s/step": 1.2,
+		"async/staleness_mean": 0.5, "async/rollout_idle_ratio": 0.1, "async/trainer_idle_ratio": 0.25, "async/dropped_stale": 2})
+	for _, want := range []string{"stale 0.5", "idle roll 10% train 25%", "dropped 2"} {
+		if !strings.Contains(line, want) {
+			t.Errorf("step line %q lacks %q", line, want)
+		}
+	}
+	if len(line) > 110 {
+		t.Errorf("step line is %d characters: %q", len(line), line)
+	}
+}
+
+// serialBackend is a backend whose samplers stop while it trains.
+type serialBackend struct{ nullBackend }
+
+func (serialBackend) SamplesWhileTraining() bool { return false }
+
+func TestAsyncRefusesABackendThatCannotSampleWhileTraining(t *testing.T) {
+	c := smallConfig(t, "async_training.enable=true")
+	_, err := New(context.Background(), c, Options{Backend: serialBackend{}})
+	var ue *usererr.Error
+	if err == nil || !strings.Contains(err.Error(), "async_training.enable") || !errors.As(err, &ue) {
+		t.Fatalf("err = %v, want a user error naming async_training.enable", err)
+	}
+	c = smallConfig(t)
+	tr, err := New(context.Background(), c, Options{Backend: serialBackend{}})
+	if err != nil {
+		t.Fatalf("the synchronous loop refused it: %v", err)
+	}
+	tr.Close()
+}
+
+// cancelOnPublish cancels the run while it publishes a given step's
+// weights, as Ctrl-C mid-publish does.
+type cancelOnPublish struct {
+	backend.TrainingBackend
+	name   string
+	cancel context.CancelFunc
+}
+
+func (c *cancelOnPublish) PublishSampler(ctx context.Context, name string) *backend.Future[backend.TokenSampler] {
+	if name == c.name {
+		c.cancel()
+		return backend.Resolved[backend.TokenSampler](nil, ctx.Err())
+	}
+	return c.TrainingBackend.PublishSampler(ctx, name)
+}
+
+// Ctrl-C while an asynchronous run publishes: the step that trained is
+// checkpointed with the dataloader just past its groups, the groups
+// sampled on older weights and not yet trained are discarded, and the
+// resumed run publishes first, then trains the rest — every step once.
+func TestAsyncInterruptMidPublish(t *testing.T) {
+	for _, partial := range []string{"true", "false"} {
+		t.Run("partial="+partial, func(t *testing.T) {
+			c := smallConfig(t, "trainer.total_training_steps=4", "async_training.enable=true", "async_training.staleness_threshold=1",
+				"async_training.mini_batch_size=4", "async_training.partial_rollout="+partial)
+			be, err := local.OpenConfig(context.Background(), c, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			tr, err := New(context.Background(), c, Options{Backend: &cancelOnPublish{TrainingBackend: be, name: "policy-step2", cancel: cancel}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := tr.Train(ctx)
+			tr.Close()
+			if !errors.Is(err, context.Canceled) {
+				t.Fatalf("err = %v, want context.Canceled", err)
+			}
+			if res.Checkpoint == "" || !strings.HasSuffix(res.Checkpoint, "global_step_2") {
+				t.Fatalf("checkpoint %q, want global_step_2 (the step that trained)", res.Checkpoint)
+			}
+			b, err := os.ReadFile(filepath.Join(res.Checkpoint, stateFile))
+			if err != nil || !strings.Contains(string(b), `"position": 8`) {
+				t.Fatalf("checkpoint state %s (%v), want the dataloader at position 8", b, err)
+			}
+			second, err := New(context.Background(), c, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer second.Close()
+			if _, err := second.Train(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			ms := readMetrics(t, c.Trainer.DefaultLocalDir)
+			var steps []float64
+			for _, m := range ms {
+				steps = append(steps, m["step"].(float64))
+				if m["async/staleness_max"].(float64) > 1 {
+					t.Errorf("step %v trained groups %v versions stale", m["step"], m["async/staleness_max"])
+				}
+			}
+			if fmt.Sprint(steps) != "[1 2 3 4]" {
+				t.Errorf("metric steps %v, want [1 2 3 4]", steps)
+			}
+			if st := second.loader.State(); st.Position != 16 {
+				t.Errorf("dataloader at %+v, want position 16", st)
+			}
+		})
+	}
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/rllm-org/rllm-go/pkg/config"
 	"github.com/rllm-org/rllm-go/pkg/ppo"
+	"github.com/rllm-org/rllm-go/pkg/usererr"
 )
 
 // CorrectionPlan is the off-policy correction of the loss (verl's
@@ -123,4 +124,24 @@ func correctionAndAsync(c *config.Config, p *Plan, refuse func(string, ...any)) 
 		ap.Quota = int((1 + ap.Staleness) * float64(ap.GroupsPerStep()))
 	}
 	return cp, ap
+}
+
+// ConcurrentSampler is implemented by a backend that can say whether the
+// samplers it publishes keep sampling while it trains and publishes
+// again, which asynchronous training needs. A backend that does not
+// implement it is taken to: the built-in ones publish snapshots (the
+// embedded policy's immutable weights, Tinker's sampler paths), and
+// inference servers load a new version while serving (SGLang's
+// update_weights_from_disk, vLLM's and SGLang's load_lora_adapter).
+type ConcurrentSampler interface {
+	SamplesWhileTraining() bool
+}
+
+// checkAsyncBackend refuses asynchronous training on a backend that
+// cannot sample while it trains.
+func (p *Plan) checkAsyncBackend(be any) error {
+	if cs, ok := be.(ConcurrentSampler); ok && p.Async.Enabled && !cs.SamplesWhileTraining() {
+		return usererr.Errorf("async_training.enable: the %s backend cannot sample while it trains and publishes new weights; set async_training.enable=false", p.Backend)
+	}
+	return nil
 }

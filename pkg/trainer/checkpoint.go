@@ -39,6 +39,12 @@ type trainerState struct {
 	ModelPath string `json:"model_path,omitempty"`
 	// Diagnosis is the stall watcher's state.
 	Diagnosis diagnosisState `json:"diagnosis"`
+	// ParentStep is the step of the checkpoint in the same directory this
+	// one descends from (the previous one of the run, or the one it
+	// resumed from); -1 when none. Absent (nil) in checkpoints written
+	// before lineages were kept: their parent is taken to be the next
+	// older step.
+	ParentStep *int `json:"parent_step,omitempty"`
 }
 
 // checkpoint writes global_step_N for the last completed step through a
@@ -60,7 +66,8 @@ func (t *Trainer) checkpoint(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("saving the model for step %d: %w", t.step, err)
 	}
-	st := trainerState{GlobalStep: t.step, Dataloader: t.loader.State(), Diagnosis: t.diag.diagnosisState}
+	parent := t.parentStep()
+	st := trainerState{GlobalStep: t.step, Dataloader: t.loader.State(), Diagnosis: t.diag.diagnosisState, ParentStep: &parent}
 	if saved != local {
 		st.ModelPath = saved
 	}
@@ -81,28 +88,139 @@ func (t *Trainer) checkpoint(ctx context.Context) (string, error) {
 	return dir, t.prune()
 }
 
+// intactAdvice names the newest checkpoint of the run's directory other
+// than bad that loads (its trainer state reads and the backend loads its
+// model) and the exact flags to resume from it.
+func (t *Trainer) intactAdvice(ctx context.Context, bad string) string {
+	steps, _ := checkpointSteps(t.plan.Dir)
+	for i := len(steps) - 1; i >= 0; i-- {
+		dir := stepDir(t.plan.Dir, steps[i])
+		if sameDir(dir, bad) {
+			continue
+		}
+		st, err := readState(dir)
+		if err != nil {
+			continue
+		}
+		model := filepath.Join(dir, modelDir)
+		if st.ModelPath != "" {
+			model = st.ModelPath
+		}
+		if _, err := t.be.LoadState(ctx, model, true).Result(ctx); err != nil {
+			continue
+		}
+		return fmt.Sprintf("%s is intact: resume from it with trainer.resume_mode=resume_path trainer.resume_from_path=%s, or start over in another trainer.default_local_dir", dir, dir)
+	}
+	return "no other checkpoint in " + t.plan.Dir + " is intact: start over in another trainer.default_local_dir (or remove this one)"
+}
+
 func stepDir(root string, step int) string {
 	return filepath.Join(root, fmt.Sprintf("%s%d", stepDirPrefix, step))
 }
 
-// prune keeps the newest trainer.max_ckpt_to_keep checkpoints.
+// parentStep is the step of the checkpoint in this run's directory the
+// next checkpoint descends from: the newest this run wrote or resumed
+// from; -1 when there is none (a fresh run, or one resumed from another
+// directory that has not checkpointed yet).
+func (t *Trainer) parentStep() int {
+	if t.savedStep < 0 {
+		return -1
+	}
+	if t.resumedFrom != "" && t.savedStep == t.resumedStep() && !sameDir(t.resumedFrom, stepDir(t.plan.Dir, t.savedStep)) {
+		return -1
+	}
+	return t.savedStep
+}
+
+// resumedStep is the step of resumedFrom (-1 when none).
+func (t *Trainer) resumedStep() int {
+	if n, ok := stepOfDir(filepath.Base(t.resumedFrom)); ok && t.resumedFrom != "" {
+		return n
+	}
+	return -1
+}
+
+func sameDir(a, b string) bool {
+	fa, errA := os.Stat(a)
+	fb, errB := os.Stat(b)
+	return errA == nil && errB == nil && os.SameFile(fa, fb)
+}
+
+// prune keeps trainer.max_ckpt_to_keep checkpoints of the lineage of the
+// one just written (it, its parent, its parent's parent...) and removes
+// older ones of that lineage only: a checkpoint of another lineage (steps
+// of an earlier run that this one, resumed from an older step, branched
+// off) is never removed, nor is the checkpoint just written or the one
+// this run resumed from.
 func (t *Trainer) prune() error {
 	keep := t.plan.Cadence.MaxCkptToKeep
 	if keep == nil {
 		return nil
 	}
-	steps, err := checkpointSteps(t.plan.Dir)
+	lineage, err := checkpointLineage(t.plan.Dir, t.step)
 	if err != nil {
 		return err
 	}
-	for len(steps) > *keep {
-		t.deleteRemote(stepDir(t.plan.Dir, steps[0]))
-		if err := os.RemoveAll(stepDir(t.plan.Dir, steps[0])); err != nil {
+	for i, step := range lineage {
+		dir := stepDir(t.plan.Dir, step)
+		if i < max(*keep, 1) || step == t.step || (t.resumedFrom != "" && sameDir(dir, t.resumedFrom)) {
+			continue
+		}
+		t.deleteRemote(dir)
+		if err := os.RemoveAll(dir); err != nil {
 			return err
 		}
-		steps = steps[1:]
 	}
 	return nil
+}
+
+// checkpointLineage lists the steps of the checkpoint step of dir and its
+// ancestors, newest first.
+func checkpointLineage(dir string, step int) ([]int, error) {
+	steps, err := checkpointSteps(dir)
+	if err != nil {
+		return nil, err
+	}
+	var out []int
+	seen := map[int]bool{}
+	for step >= 0 && !seen[step] {
+		if _, err := os.Stat(stepDir(dir, step)); err != nil {
+			break
+		}
+		seen[step] = true
+		out = append(out, step)
+		parent := -1
+		st, err := readState(stepDir(dir, step))
+		switch {
+		case err == nil && st.ParentStep != nil:
+			parent = *st.ParentStep
+		case err == nil || errors.Is(err, fs.ErrNotExist):
+			// Written before lineages were kept: the next older step.
+			for _, s := range steps {
+				if s < step {
+					parent = s
+				}
+			}
+		default:
+			// A damaged state ends the lineage: keep what is older.
+		}
+		if parent >= step {
+			break // a lineage only goes back in steps
+		}
+		step = parent
+	}
+	return out, nil
+}
+
+// readState reads a checkpoint's trainer state.
+func readState(dir string) (trainerState, error) {
+	var st trainerState
+	b, err := boundedio.ReadFile(context.Background(), filepath.Join(dir, stateFile), 16<<20)
+	if err != nil {
+		return st, err
+	}
+	err = json.Unmarshal(b, &st)
+	return st, err
 }
 
 // checkpointSteps lists the steps of the checkpoints under dir, oldest
@@ -157,7 +275,7 @@ func (t *Trainer) resume(ctx context.Context) (bool, error) {
 		}
 		n, err := strconv.Atoi(strings.TrimSpace(string(b)))
 		if err != nil || n < 0 {
-			return false, usererr.Errorf("%s holds %q, not a step number; remove it or set trainer.resume_mode=disable", latest, strings.TrimSpace(string(b)))
+			return false, usererr.Errorf("%s holds %q, not a step number; %s", latest, strings.TrimSpace(string(b)), t.intactAdvice(ctx, ""))
 		}
 		dir = stepDir(t.plan.Dir, n)
 	}
@@ -173,21 +291,25 @@ func (t *Trainer) resume(ctx context.Context) (bool, error) {
 	b, err := boundedio.ReadFile(ctx, filepath.Join(dir, stateFile), 16<<20)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return false, usererr.Errorf("%s is not a training checkpoint (no %s); point trainer.resume_from_path at a global_step_N directory or set trainer.resume_mode=disable", dir, stateFile)
+			return false, usererr.Errorf("%s is not a training checkpoint (no %s); %s", dir, stateFile, t.intactAdvice(ctx, dir))
 		}
 		return false, err
 	}
 	var st trainerState
 	if err := json.Unmarshal(b, &st); err != nil {
-		return false, usererr.Errorf("%s: %v; the checkpoint is damaged, resume from another one or set trainer.resume_mode=disable", filepath.Join(dir, stateFile), err)
+		return false, usererr.Errorf("%s: %v; the checkpoint is damaged; %s", filepath.Join(dir, stateFile), err, t.intactAdvice(ctx, dir))
 	}
 	model := filepath.Join(dir, modelDir)
 	if st.ModelPath != "" {
 		model = st.ModelPath
 	}
 	if _, err := t.be.LoadState(ctx, model, true).Result(ctx); err != nil {
-		return false, fmt.Errorf("resuming from %s: %w", dir, err)
+		if ctx.Err() != nil {
+			return false, err
+		}
+		return false, &usererr.Error{Msg: fmt.Sprintf("resuming from %s: %v; %s", dir, err, t.intactAdvice(ctx, dir)), Err: err}
 	}
+	t.resumedFrom = dir
 	if err := t.loader.Restore(st.Dataloader); err != nil {
 		return false, fmt.Errorf("resuming from %s: %w", dir, err)
 	}

@@ -118,3 +118,56 @@ func TestInterruptNeverAppliesAStepTwice(t *testing.T) {
 		}
 	}
 }
+
+// Ctrl-C after a step's optim_step was sent, on a service that never
+// answers it: the run still stops (commitGrace), and writes no checkpoint
+// of weights that hold part of the step; the last checkpoint stays the
+// one to resume from.
+func TestInterruptWithAHungOptimizerStepIsBounded(t *testing.T) {
+	defer func(g time.Duration) { commitGrace = g }(commitGrace)
+	commitGrace = 500 * time.Millisecond
+	const key = "tml-interrupt-test-key"
+	var optims atomic.Int32
+	var cancel atomic.Pointer[context.CancelFunc]
+	var srv *faketinker.Server
+	srv, err := faketinker.New(faketinker.Options{APIKey: key, PollWait: 20 * time.Millisecond,
+		OnRequest: func(name string) {
+			if name == "optim_step" && optims.Add(1) == 2 {
+				srv.Inject(faketinker.Fault{Path: "retrieve_future", ForPath: "optim_step", Kind: faketinker.FaultHang, Times: 1 << 20})
+				if c := cancel.Load(); c != nil {
+					(*c)()
+				}
+			}
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	c := smallConfig(t, "backend.name=tinker", "backend.tinker.base_url="+srv.URL, "backend.tinker.base_model="+tinker.EmbeddedModel,
+		"backend.tinker.lora_rank=2", "backend.tinker.request_timeout_s=0.3", "trainer.save_freq=1", "trainer.total_training_steps=3")
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	cancel.Store(&stop)
+	tr, err := New(ctx, c, Options{Getenv: func(string) string { return key }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := tr.Train(ctx)
+		tr.Close()
+		done <- err
+	}()
+	select {
+	case err = <-done:
+	case <-time.After(2 * time.Minute):
+		t.Fatal("the interrupted run is still waiting for an optimizer step the service never answers")
+	}
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v", err)
+	}
+	steps, err := checkpointSteps(c.Trainer.DefaultLocalDir)
+	if err != nil || !slices.Equal(steps, []int{1}) {
+		t.Fatalf("checkpoints %v (%v); want only step 1's", steps, err)
+	}
+}

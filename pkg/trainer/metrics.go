@@ -152,7 +152,7 @@ func (t *Trainer) printStep(m map[string]float64) {
 	t.say(stepLine(t.step, t.totalSteps, m))
 }
 
-// stepLine is the readable summary of a step, under 100 characters: what
+// stepLine is the readable summary of a step, about 100 characters: what
 // a user watches (reward, accuracy, validation, entropy, KL, time).
 func stepLine(step, total int, m map[string]float64) string {
 	var b strings.Builder
@@ -168,6 +168,14 @@ func stepLine(step, total int, m map[string]float64) string {
 	}
 	if _, ok := m["actor/pg_loss"]; !ok {
 		b.WriteString(" no-update")
+	}
+	if v, ok := m["async/staleness_mean"]; ok {
+		// Both sides of asynchronous training: how stale the trained
+		// groups were, and how much of the step each side waited.
+		fmt.Fprintf(&b, " stale %.1f idle roll %.0f%% train %.0f%%", v, 100*m["async/rollout_idle_ratio"], 100*m["async/trainer_idle_ratio"])
+		if d := m["async/dropped_stale"]; d > 0 {
+			fmt.Fprintf(&b, " dropped %.0f", d)
+		}
 	}
 	fmt.Fprintf(&b, " %.1fs", m["timing_s/step"])
 	return b.String()

@@ -87,7 +87,7 @@ func (p *Plan) Schedule(train []episode.Task) (Schedule, error) {
 	s := Schedule{Tasks: len(train), StepsPerEpoch: l.BatchesPerEpoch()}
 	s.Steps = p.TotalEpochs * s.StepsPerEpoch
 	if a := p.Async; a.Enabled {
-		// An async step is one optimizer step of a.GroupsPerStep() groups.
+		// An async step is trigger_parameter_sync_step optimizer steps: a.GroupsPerStep() groups.
 		s.Steps = max(1, p.TotalEpochs*s.StepsPerEpoch*p.DrawSize/a.GroupsPerStep())
 	}
 	if p.TotalSteps != nil {

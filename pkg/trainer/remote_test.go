@@ -185,6 +185,29 @@ func mustClient(t testing.TB, model string, urls ...string) *rollout.Client {
 	return c
 }
 
+// What a killed export left in published/ (atomicfile's temporary
+// directories) goes with the next prune, beside the versions older than
+// the two newest.
+func TestPrunePublishedRemovesLeftovers(t *testing.T) {
+	root := t.TempDir()
+	for _, d := range []string{"step_3", "step_4", "step_5", ".rllm-tmp-step_4-123"} {
+		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := prunePublished(root, 5); err != nil {
+		t.Fatal(err)
+	}
+	entries, _ := os.ReadDir(root)
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	if strings.Join(names, ",") != "step_4,step_5" {
+		t.Fatalf("published/ holds %v", names)
+	}
+}
+
 // The new user's run: rllm serve's context (48 here) is smaller than
 // rollout.max_tokens. With the context read from /v1/models (Check) the
 // replies are capped to fit and the run samples; without it every

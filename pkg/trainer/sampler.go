@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"sync"
 
+	"github.com/rllm-org/rllm-go/pkg/rollout"
 	"github.com/rllm-org/rllm-go/pkg/sampler"
 )
 
@@ -25,10 +26,11 @@ type swapSampler struct {
 	// step reads the trainer's step; swap records it as the version.
 	step    func() int
 	version int
-	// remote says the sampler is an inference server updated in place:
-	// its responses name the version that answered (weight_version, or
-	// the model name of a versioned adapter), kept in models.
-	remote bool
+	// remote is how an inference server updated in place names the
+	// version that answered: its weight_version (full weights published
+	// as the step), or the model name of a versioned adapter (kept in
+	// models). Empty for snapshot samplers.
+	remote rollout.PublishMode
 	models map[string]int
 
 	inflight int
@@ -46,7 +48,7 @@ func (s *swapSampler) swap(next sampler.Sampler) {
 	if s.step != nil {
 		s.version = s.step()
 	}
-	if v, ok := next.(versioned); ok && s.remote {
+	if v, ok := next.(versioned); ok && (s.remote == rollout.PublishVLLMLoRA || s.remote == rollout.PublishSGLangLoRA) {
 		if s.models == nil {
 			s.models = map[string]int{}
 		}
@@ -92,21 +94,28 @@ func (s *swapSampler) Sample(ctx context.Context, req sampler.Request) (sampler.
 // the weights it was published with: v, the version when the call
 // started. An inference server is updated in place, so its own report
 // wins — the adapter the request named, exactly, or the server's
-// weight_version (the step the trainer published) — but never a version
-// newer than v: a call that spans an update has tokens of both, and the
-// older one bounds its staleness.
+// weight_version (the step the trainer published; anything else means
+// the server missed the updates: -1, older than any) — but never a
+// version newer than v: a call that spans an update has tokens of both,
+// and the older one bounds its staleness.
 func (s *swapSampler) versionOf(resp sampler.Response, v int) int {
-	if !s.remote {
-		return v
-	}
-	s.mu.Lock()
-	m, ok := s.models[resp.Model]
-	s.mu.Unlock()
-	if ok && resp.Model != "" {
-		return min(m, v)
-	}
-	if n, err := strconv.Atoi(resp.WeightVersion); err == nil && n >= 0 {
+	switch s.remote {
+	case rollout.PublishFullWeights:
+		if resp.WeightVersion == "" {
+			return v // a server that does not say
+		}
+		n, err := strconv.Atoi(resp.WeightVersion)
+		if err != nil || n < 0 {
+			return -1 // weights the trainer never published
+		}
 		return min(n, v)
+	case rollout.PublishVLLMLoRA, rollout.PublishSGLangLoRA:
+		s.mu.Lock()
+		m, ok := s.models[resp.Model]
+		s.mu.Unlock()
+		if ok && resp.Model != "" {
+			return min(m, v)
+		}
 	}
 	return v
 }

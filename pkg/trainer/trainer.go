@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"time"
 
 	"github.com/rllm-org/rllm-go/internal/atomicfile"
@@ -81,6 +82,9 @@ type Trainer struct {
 	totalSteps int
 	step       int // the last completed training step
 	savedStep  int // the step of the newest checkpoint, -1 before any
+	// resumedFrom is the checkpoint directory the run resumed from ("" if
+	// none); pruning never removes it (checkpoint.go).
+	resumedFrom string
 
 	ws        ppo.Workspace
 	metrics   *metricsSink
@@ -104,7 +108,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Trainer, error
 		return nil, err
 	}
 	t := &Trainer{plan: plan, opts: opts, now: opts.Now, savedStep: -1, chat: &swapSampler{}, diag: newDiagnosis()}
-	t.chat.step, t.chat.remote = func() int { return t.step }, plan.Remote.Enabled // step is read by swap, on the trainer's goroutine
+	t.chat.step, t.chat.remote = func() int { return t.step }, plan.Remote.Mode // step is read by swap, on the trainer's goroutine
 	if t.now == nil {
 		t.now = time.Now
 	}
@@ -151,6 +155,9 @@ func (t *Trainer) open(ctx context.Context, cfg *config.Config) error {
 		}
 	}
 	if err := t.plan.CheckBackend(t.be.Info()); err != nil {
+		return err
+	}
+	if err := t.plan.checkAsyncBackend(t.be); err != nil {
 		return err
 	}
 	return t.openRemote()
@@ -224,8 +231,12 @@ func (t *Trainer) Train(ctx context.Context) (*Result, error) {
 	steps := t.progress().Start("train", "steps", int64(t.totalSteps-t.step))
 	defer steps.Done()
 	for t.step < t.totalSteps {
-		m, err := t.trainStep(ctx)
+		sent := new(atomic.Bool)
+		m, err := t.trainStep(context.WithValue(ctx, optimSentKey{}, sent))
 		if err != nil {
+			if sent.Load() {
+				err = &unfinishedStepError{step: t.step + 1, err: err}
+			}
 			return res, t.stopped(ctx, res, fmt.Errorf("step %d: %w", t.step+1, err))
 		}
 		t.step++
@@ -240,9 +251,9 @@ func (t *Trainer) Train(ctx context.Context) (*Result, error) {
 		published := t.now()
 		if err := t.publish(ctx); err != nil {
 			err = fmt.Errorf("publishing the weights of step %d: %w", t.step, err)
+			t.metrics.write(t.step, m) // the step trained (its checkpoint follows): keep its record
 			if ctx.Err() == nil {
-				// The step trained: keep it, so a fixed server resumes from here.
-				t.metrics.write(t.step, m)
+				// Keep the step, so a fixed server resumes from here.
 				if dir, cerr := t.checkpoint(ctx); cerr == nil {
 					res.Checkpoint = dir
 					t.logf("checkpoint %s written before stopping", dir)
@@ -403,6 +414,13 @@ func (t *Trainer) stopped(ctx context.Context, res *Result, err error) error {
 		return err
 	}
 	cause := ctx.Err()
+	var unfinished *unfinishedStepError
+	if errors.As(err, &unfinished) {
+		// Part of the step is on the service's weights: saving them would
+		// label step t a state that holds some of t+1.
+		t.logf("interrupted during step %d, whose optimizer call was sent but which could not finish (%v); its weights are not saved: resume from the checkpoint of step %d", unfinished.step, unfinished.err, t.savedStep)
+		return errors.Join(cause, err)
+	}
 	saveCtx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	if t.step > 0 {

@@ -27,7 +27,7 @@ import (
 
 // smallConfig is a configuration that trains in seconds: a tiny model,
 // small batches, no validation unless asked.
-func smallConfig(t *testing.T, overrides ...string) *config.Config {
+func smallConfig(t testing.TB, overrides ...string) *config.Config {
 	t.Helper()
 	base := []string{
 		"trainer.default_local_dir=" + filepath.ToSlash(t.TempDir()),
@@ -45,7 +45,7 @@ func smallConfig(t *testing.T, overrides ...string) *config.Config {
 	return c
 }
 
-func readMetrics(t *testing.T, dir string) []map[string]any {
+func readMetrics(t testing.TB, dir string) []map[string]any {
 	t.Helper()
 	f, err := os.Open(filepath.Join(dir, MetricsFile))
 	if err != nil {

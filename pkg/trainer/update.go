@@ -3,6 +3,8 @@ package trainer
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
+	"time"
 
 	"github.com/rllm-org/rllm-go/pkg/backend"
 	"github.com/rllm-org/rllm-go/pkg/ppo"
@@ -228,8 +230,10 @@ func entropyWeights(mb []*Sample, datums []backend.Datum, in *ppo.LossInput, cfg
 // checkpointed as the next step, never rewound: a checkpoint labelled t
 // holding part of step t+1 would train t+1 twice on resume. It refuses a
 // step whose context is already cancelled, before anything changed the
-// weights, and otherwise returns a context that is not cancelled with
-// ctx (the backend's own request deadlines still bound every call).
+// weights, and otherwise returns a context that outlives ctx's
+// cancellation by commitGrace (the backend's request deadlines bound
+// every call; commitGrace bounds the whole, for a service that accepts
+// and never answers). It marks the step's optimSent flag, if any.
 func commitStep(ctx context.Context) (context.Context, error) {
 	if isCommitted(ctx) {
 		return ctx, nil
@@ -237,10 +241,33 @@ func commitStep(ctx context.Context) (context.Context, error) {
 	if err := ctx.Err(); err != nil {
 		return ctx, err
 	}
-	return context.WithValue(context.WithoutCancel(ctx), committedKey{}, true), nil
+	if sent, ok := ctx.Value(optimSentKey{}).(*atomic.Bool); ok {
+		sent.Store(true)
+	}
+	c, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	context.AfterFunc(ctx, func() { time.AfterFunc(commitGrace, cancel) })
+	return context.WithValue(c, committedKey{}, true), nil
 }
 
+// commitGrace is how long a step whose optimizer call was sent may go on
+// after Ctrl-C.
+var commitGrace = 5 * time.Minute
+
 type committedKey struct{}
+
+// optimSentKey holds the *atomic.Bool a step's commitStep sets.
+type optimSentKey struct{}
+
+// unfinishedStepError is a step that had sent its optimizer call and then
+// failed: the weights on the service hold part of it, so they are no
+// checkpoint.
+type unfinishedStepError struct {
+	step int
+	err  error
+}
+
+func (e *unfinishedStepError) Error() string { return e.err.Error() }
+func (e *unfinishedStepError) Unwrap() error { return e.err }
 
 func isCommitted(ctx context.Context) bool { return ctx.Value(committedKey{}) != nil }
 

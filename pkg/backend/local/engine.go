@@ -24,9 +24,10 @@ import (
 // MaxWaiting more wait in a FIFO queue and Submit refuses the rest with
 // ErrQueueFull, so memory stays bounded under any load.
 //
-// A request runs entirely on the weights that were current when it was
-// submitted: SetWeights affects later requests only, so requests in flight
-// during a weight update finish on the old weights.
+// A request runs entirely on the weights that were current when it started
+// (left the waiting queue): SetWeights affects requests still waiting and
+// later ones, so requests running during a weight update finish on the old
+// weights and requests queued during a pause run on the new ones.
 type Engine struct {
 	opts EngineOptions
 

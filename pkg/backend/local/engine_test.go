@@ -180,16 +180,21 @@ func TestEngineWeightSwap(t *testing.T) {
 	if slices.Equal(wantOld.Sequences[0].Logprobs, wantNew.Sequences[0].Logprobs) {
 		t.Fatal("the two snapshots sample alike; the test cannot tell them apart")
 	}
-	// A request already decoding when the weights change finishes on the
-	// weights it started with; one queued during the pause, submitted
-	// before or after the swap, takes the weights current when it starts
-	// (SGLang runs requests queued during /pause_generation on the weights
-	// loaded before /continue_generation).
-	running, err := e.Submit(ctx, req)
+	// A request already running when the weights change finishes on the
+	// old weights, in the same steps as requests on the new ones (two
+	// forwards per step); a request still waiting when they change takes
+	// the new weights (SGLang runs requests queued during a pause on the
+	// weights loaded before /continue_generation). The step hook holds
+	// the first step until the swap is done, so that order is certain.
+	entered, gate := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	testHookStep = func([]*genSeq) { once.Do(func() { close(entered); <-gate }) }
+	t.Cleanup(func() { testHookStep = nil })
+	before, err := e.Submit(ctx, req)
 	if err != nil {
 		t.Fatal(err)
 	}
-	<-running[0].Started()
+	<-entered
 	e.Pause(false)
 	queued, err := e.Submit(ctx, req)
 	if err != nil {
@@ -202,24 +207,25 @@ func TestEngineWeightSwap(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	close(gate)
 	e.Continue()
-	for _, c := range []struct {
-		name    string
-		s       *GenStream
-		version string
-		want    []float64
-	}{
-		{"running before the swap", running[0], "v0", wantOld.Sequences[0].Logprobs},
-		{"queued before the swap", queued[0], "v1", wantNew.Sequences[0].Logprobs},
-		{"submitted after the swap", after[0], "v1", wantNew.Sequences[0].Logprobs},
-	} {
-		got := collect(t, c.s)[0]
-		if c.s.Version != c.version {
-			t.Errorf("%s: version %q, want %q", c.name, c.s.Version, c.version)
-		}
-		if !slices.Equal(got.Logprobs, c.want) {
-			t.Errorf("%s: did not sample with the %s weights", c.name, c.version)
-		}
+	for _, st := range []*GenStream{before[0], queued[0], after[0]} {
+		<-st.Started()
+	}
+	if before[0].Version != "v0" || queued[0].Version != "v1" || after[0].Version != "v1" {
+		t.Fatalf("versions %q, %q, %q; want v0, v1, v1", before[0].Version, queued[0].Version, after[0].Version)
+	}
+	if got := collect(t, after[0])[0]; !slices.Equal(got.Logprobs, wantNew.Sequences[0].Logprobs) {
+		t.Errorf("request after the swap did not use the new weights")
+	}
+	if got := collect(t, queued[0])[0]; !slices.Equal(got.Logprobs, wantNew.Sequences[0].Logprobs) {
+		t.Errorf("request waiting during the swap did not use the new weights")
+	}
+	if got := collect(t, before[0])[0]; !slices.Equal(got.Logprobs, wantOld.Sequences[0].Logprobs) {
+		t.Errorf("request running during the swap did not finish on the old weights")
+	}
+	if st := e.Stats(); st.Forwards <= st.Steps {
+		t.Errorf("%d forwards in %d steps: the two weight versions were not run separately", st.Forwards, st.Steps)
 	}
 	// A snapshot of another shape is refused and nothing changes.
 	b, _ := New(Options{Config: Config{Layers: 1, DModel: 16, Heads: 2, Context: 48}})

@@ -10,9 +10,12 @@ package catalog
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -22,6 +25,7 @@ import (
 	"time"
 
 	"github.com/rllm-org/rllm-go/internal/atomicfile"
+	"github.com/rllm-org/rllm-go/internal/boundedio"
 	"github.com/rllm-org/rllm-go/pkg/dataset"
 	"github.com/rllm-org/rllm-go/pkg/usererr"
 )
@@ -33,12 +37,20 @@ type Split struct {
 	Columns      []string  `json:"columns"`
 	Source       string    `json:"source"`
 	RegisteredAt time.Time `json:"registered_at"`
+	// SHA256 is the parquet file's checksum when it was registered.
+	SHA256 string `json:"sha256,omitempty"`
+	// Changed is set by Show when the file no longer has that checksum
+	// (it is never stored).
+	Changed bool `json:"changed,omitempty"`
 }
 
 // Info describes one registered dataset.
 type Info struct {
 	Name   string           `json:"name"`
 	Splits map[string]Split `json:"splits"`
+	// Damaged, set by List, says why the dataset's dataset.json cannot be
+	// read; such a dataset can only be removed (rllm dataset rm NAME).
+	Damaged string `json:"damaged,omitempty"`
 }
 
 // SplitNames lists the splits in a stable order.
@@ -67,11 +79,19 @@ func CheckName(what, name string) error {
 	return nil
 }
 
+// DefaultDir is data.datasets_dir's default. Where $XDG_DATA_HOME is set
+// (an absolute path, as the XDG spec requires), it means
+// $XDG_DATA_HOME/rllm/datasets instead.
+const DefaultDir = "~/.rllm/datasets"
+
 // Open returns the catalog in dir ("~/" is the home directory). The
 // directory is created on the first Register.
 func Open(dir string) (*Catalog, error) {
 	if dir == "" {
 		return nil, usererr.Errorf("data.datasets_dir is empty; set it to the directory that holds registered datasets, e.g. ~/.rllm/datasets")
+	}
+	if xdg := os.Getenv("XDG_DATA_HOME"); dir == DefaultDir && filepath.IsAbs(xdg) {
+		return &Catalog{Dir: filepath.Join(xdg, "rllm", "datasets")}, nil
 	}
 	if dir == "~" || strings.HasPrefix(dir, "~/") {
 		home, err := os.UserHomeDir()
@@ -85,27 +105,88 @@ func Open(dir string) (*Catalog, error) {
 
 func (c *Catalog) metaPath(name string) string { return filepath.Join(c.Dir, name, "dataset.json") }
 
-// Show describes dataset name.
+// Show describes dataset name; a split whose file changed since it was
+// registered is marked Changed.
 func (c *Catalog) Show(name string) (Info, error) {
+	in, err := c.read(name)
+	if err != nil {
+		return Info{}, err
+	}
+	for split, sp := range in.Splits {
+		if sp.SHA256 != "" {
+			sum, err := fileSHA256(filepath.Join(c.Dir, name, sp.File))
+			sp.Changed = err != nil || sum != sp.SHA256
+			in.Splits[split] = sp
+		}
+	}
+	return in, nil
+}
+
+// read loads dataset.json, checking that it names only files of the
+// dataset's own directory.
+func (c *Catalog) read(name string) (Info, error) {
 	if err := CheckName("dataset", name); err != nil {
 		return Info{}, err
 	}
-	b, err := os.ReadFile(c.metaPath(name))
+	b, err := boundedio.ReadFile(context.Background(), c.metaPath(name), maxMeta)
 	if errors.Is(err, fs.ErrNotExist) {
 		return Info{}, c.notFound(name)
 	}
 	if err != nil {
-		return Info{}, err
+		return Info{}, c.damaged(name, err)
 	}
 	var in Info
 	if err := json.Unmarshal(b, &in); err != nil {
-		return Info{}, fmt.Errorf("%s is damaged (%v); remove the dataset with rllm dataset rm %s and register it again", c.metaPath(name), err, name)
+		return Info{}, c.damaged(name, err)
 	}
-	in.Name = name
+	in.Name, in.Damaged = name, ""
 	if in.Splits == nil {
 		in.Splits = map[string]Split{}
 	}
+	for split, sp := range in.Splits {
+		if err := CheckName("split", split); err != nil {
+			return Info{}, c.damaged(name, err)
+		}
+		// Only SPLIT.parquet in the dataset's directory: a crafted
+		// "../../victim.txt" must never be read or removed.
+		if sp.File != split+".parquet" {
+			return Info{}, c.damaged(name, fmt.Errorf("split %s names file %q, not %s.parquet", split, sp.File, split))
+		}
+		sp.Changed = false
+		in.Splits[split] = sp
+	}
 	return in, nil
+}
+
+// maxMeta bounds a dataset.json (a few hundred bytes a split).
+const maxMeta = 4 << 20
+
+// DamagedError is a dataset.json that cannot be read.
+type DamagedError struct {
+	Path, Name string
+	Err        error
+}
+
+func (e *DamagedError) Error() string {
+	return fmt.Sprintf("%s is damaged (%v); remove the dataset with rllm dataset rm %s and register it again", e.Path, e.Err, e.Name)
+}
+
+func (c *Catalog) damaged(name string, err error) error {
+	de := &DamagedError{Path: c.metaPath(name), Name: name, Err: err}
+	return &usererr.Error{Msg: de.Error(), Err: de}
+}
+
+func fileSHA256(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 func (c *Catalog) notFound(name string) error {
@@ -139,8 +220,12 @@ func (c *Catalog) List() ([]Info, error) {
 		if _, err := os.Stat(c.metaPath(e.Name())); err != nil {
 			continue
 		}
-		in, err := c.Show(e.Name())
-		if err != nil {
+		in, err := c.read(e.Name())
+		var de *DamagedError
+		if errors.As(err, &de) {
+			// One damaged dataset must not hide the others.
+			in = Info{Name: e.Name(), Splits: map[string]Split{}, Damaged: de.Err.Error()}
+		} else if err != nil {
 			return nil, err
 		}
 		out = append(out, in)
@@ -158,15 +243,8 @@ func (c *Catalog) Register(ctx context.Context, name, split, file string, force 
 	if err := CheckName("split", split); err != nil {
 		return Split{}, err
 	}
-	in, err := c.Show(name)
-	if err != nil && !usererr.Is(err) {
-		return Split{}, err
-	}
-	if err != nil {
-		in = Info{Name: name, Splits: map[string]Split{}}
-	}
-	if _, dup := in.Splits[split]; dup && !force {
-		return Split{}, usererr.Errorf("dataset %s already has a %s split; pass --force to replace it, or rllm dataset rm %s --split %s first", name, split, name, split)
+	if _, err := c.existing(name, split, force); err != nil {
+		return Split{}, err // said before the file is read
 	}
 	rows, err := dataset.ReadAll(ctx, file, dataset.Options{})
 	if err != nil {
@@ -186,18 +264,34 @@ func (c *Catalog) Register(ctx context.Context, name, split, file string, force 
 		colList = append(colList, k)
 	}
 	sort.Strings(colList)
-	if err := os.MkdirAll(filepath.Join(c.Dir, name), 0o755); err != nil {
+	// From here to the new dataset.json the registry is locked: another
+	// register or rm of the same dataset waits instead of writing a
+	// dataset.json that drops this split.
+	unlock, err := c.lock(ctx)
+	if err != nil {
+		return Split{}, err
+	}
+	defer unlock()
+	in, err := c.existing(name, split, force) // again: another writer may have added it
+	if err != nil {
+		return Split{}, err
+	}
+	if err := os.MkdirAll(filepath.Join(c.Dir, name), atomicfile.DirMode); err != nil {
 		return Split{}, usererr.Errorf("cannot create the dataset directory: %v; check data.datasets_dir", err)
 	}
 	out := filepath.Join(c.Dir, name, split+".parquet")
 	if err := dataset.Write(ctx, out, rows, dataset.WriteOptions{}); err != nil {
 		return Split{}, err
 	}
+	sum, err := fileSHA256(out)
+	if err != nil {
+		return Split{}, err
+	}
 	src, err := filepath.Abs(file)
 	if err != nil {
 		src = file
 	}
-	sp := Split{File: split + ".parquet", Rows: len(rows), Columns: colList, Source: src, RegisteredAt: time.Now().UTC().Truncate(time.Second)}
+	sp := Split{File: split + ".parquet", Rows: len(rows), Columns: colList, Source: src, RegisteredAt: time.Now().UTC().Truncate(time.Second), SHA256: sum}
 	in.Splits[split] = sp
 	if err := c.writeMeta(in); err != nil {
 		return Split{}, err
@@ -205,7 +299,31 @@ func (c *Catalog) Register(ctx context.Context, name, split, file string, force 
 	return sp, nil
 }
 
+// existing reads dataset name for registering split: a new dataset when
+// none is registered; refused when the split exists and force is off.
+func (c *Catalog) existing(name, split string, force bool) (Info, error) {
+	in, err := c.read(name)
+	var de *DamagedError
+	switch {
+	case errors.As(err, &de):
+		return Info{}, err
+	case err != nil && usererr.Is(err):
+		return Info{Name: name, Splits: map[string]Split{}}, nil
+	case err != nil:
+		return Info{}, err
+	}
+	if _, dup := in.Splits[split]; dup && !force {
+		return Info{}, usererr.Errorf("dataset %s already has a %s split; pass --force to replace it, or rllm dataset rm %s --split %s first", name, split, name, split)
+	}
+	return in, nil
+}
+
 func (c *Catalog) writeMeta(in Info) error {
+	in.Damaged = ""
+	for k, sp := range in.Splits {
+		sp.Changed = false
+		in.Splits[k] = sp
+	}
 	b, err := json.MarshalIndent(in, "", "  ")
 	if err != nil {
 		return err
@@ -213,9 +331,22 @@ func (c *Catalog) writeMeta(in Info) error {
 	return atomicfile.WriteFile(c.metaPath(in.Name), append(b, '\n'))
 }
 
-// Remove deletes a split, or the whole dataset when split is empty.
-func (c *Catalog) Remove(name, split string) error {
-	in, err := c.Show(name)
+// Remove deletes a split, or the whole dataset when split is empty. A
+// dataset whose dataset.json is damaged can still be removed whole.
+func (c *Catalog) Remove(ctx context.Context, name, split string) error {
+	if err := CheckName("dataset", name); err != nil {
+		return err
+	}
+	unlock, err := c.lock(ctx)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	in, err := c.read(name)
+	var de *DamagedError
+	if split == "" && errors.As(err, &de) {
+		return os.RemoveAll(filepath.Join(c.Dir, name))
+	}
 	if err != nil {
 		return err
 	}
@@ -237,28 +368,42 @@ func (c *Catalog) Remove(name, split string) error {
 }
 
 // Path returns the parquet file of ref, "NAME" or "NAME:SPLIT". A bare
-// name takes its only split, else the first of prefer it has.
+// name takes its only split, else the first of prefer it has. A file that
+// changed since it was registered is refused: its rows are no longer the
+// ones registered.
 func (c *Catalog) Path(ref string, prefer ...string) (string, error) {
 	name, split, explicit := strings.Cut(ref, ":")
-	in, err := c.Show(name)
+	in, err := c.read(name)
 	if err != nil {
 		return "", err
 	}
+	pick := func(split string) (string, error) {
+		sp := in.Splits[split]
+		p := filepath.Join(c.Dir, name, sp.File)
+		if sp.SHA256 == "" {
+			return p, nil // registered before checksums were kept
+		}
+		sum, err := fileSHA256(p)
+		if err != nil {
+			return "", usererr.Errorf("dataset %s:%s: %v; register the split again with rllm dataset register %s --split %s --force FILE", name, split, err, name, split)
+		}
+		if sum != sp.SHA256 {
+			return "", usererr.Errorf("dataset %s:%s: %s changed since it was registered (sha256 %.12s…, registered %.12s…); register the split again with rllm dataset register %s --split %s --force FILE", name, split, p, sum, sp.SHA256, name, split)
+		}
+		return p, nil
+	}
 	if explicit {
-		sp, ok := in.Splits[split]
-		if !ok {
+		if _, ok := in.Splits[split]; !ok {
 			return "", usererr.Errorf("dataset %s has no %s split; it has: %s", name, split, strings.Join(in.SplitNames(), ", "))
 		}
-		return filepath.Join(c.Dir, name, sp.File), nil
+		return pick(split)
 	}
 	if len(in.Splits) == 1 {
-		for _, sp := range in.Splits {
-			return filepath.Join(c.Dir, name, sp.File), nil
-		}
+		return pick(in.SplitNames()[0])
 	}
 	for _, p := range prefer {
-		if sp, ok := in.Splits[p]; ok {
-			return filepath.Join(c.Dir, name, sp.File), nil
+		if _, ok := in.Splits[p]; ok {
+			return pick(p)
 		}
 	}
 	return "", usererr.Errorf("dataset %s has splits %s; name one as %s:SPLIT", name, strings.Join(in.SplitNames(), ", "), name)

@@ -60,13 +60,13 @@ func TestRegisterListShowRemove(t *testing.T) {
 	if _, err := c.Path("mini"); err == nil || !strings.Contains(err.Error(), "dataset mini has splits test, train; name one as mini:SPLIT") {
 		t.Errorf("err %v", err)
 	}
-	if err := c.Remove("mini", "test"); err != nil {
+	if err := c.Remove(ctx, "mini", "test"); err != nil {
 		t.Fatal(err)
 	}
 	if p, err := c.Path("mini"); err != nil || filepath.Base(p) != "train.parquet" {
 		t.Errorf("only split: %s %v", p, err)
 	}
-	if err := c.Remove("mini", ""); err != nil {
+	if err := c.Remove(ctx, "mini", ""); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.Show("mini"); err == nil || !usererr.Is(err) || !strings.Contains(err.Error(), `no dataset "mini" is registered`) {

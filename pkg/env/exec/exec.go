@@ -177,6 +177,13 @@ func poolFor(p Params) (*Pool, error) {
 	return pl, nil
 }
 
+// OpenPools counts the pools started and not yet closed by CloseAll.
+func OpenPools() int {
+	poolsMu.Lock()
+	defer poolsMu.Unlock()
+	return len(pools)
+}
+
 // CloseAll stops every pool's processes: the end of a run.
 func CloseAll() {
 	poolsMu.Lock()

@@ -77,7 +77,11 @@ type Server struct {
 	metrics *metrics
 	// updateMu serialises weight updates.
 	updateMu sync.Mutex
+	inFlight atomic.Int64
 }
+
+// InFlight is the number of requests being handled.
+func (s *Server) InFlight() int { return int(s.inFlight.Load()) }
 
 // New returns a server for eng. The engine's current snapshot fixes the
 // model's shape for the server's life.
@@ -117,6 +121,8 @@ func New(eng *local.Engine, opts Options) *Server {
 
 // ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.inFlight.Add(1)
+	defer s.inFlight.Add(-1)
 	if s.opts.APIKey != "" && !openEndpoint(r) && !s.authorized(r) {
 		w.Header().Set("WWW-Authenticate", "Bearer")
 		writeError(w, http.StatusUnauthorized, "", "Unauthorized: this server requires Authorization: Bearer with its --api-key")

@@ -234,6 +234,10 @@ func FuzzCompletionsBody(f *testing.F) {
 	f.Add(`{"messages":[{"role":"user","content":[{"type":"text","text":"a"}]}],"stream":true,"stream_options":{"include_usage":true},"logprobs":true,"top_logprobs":2,"n":2,"max_tokens":3}`)
 	f.Add(`{"prompt":"ab","echo":true,"logprobs":2,"prompt_logprobs":1,"logit_bias":{"97":5},"stop":["a"],"min_tokens":1,"max_tokens":3}`)
 	f.Add(`{"model_path":"nowhere","weight_version":"x"}`)
+	f.Add(`{"prompt":"ab","max_tokens":2,"prompt_logprobs":0}`)
+	f.Add(`{"prompt":"ab","echo":true,"logprobs":0,"max_tokens":1}`)
+	f.Add(`{"prompt":"ab","max_tokens":9223372036854775807}`)
+	f.Add(`{"messages":[{"role":"user","content":"a"},{"role":"assistant","content":"b"}],"continue_final_message":true,"add_generation_prompt":false,"return_token_strs":true}`)
 	b, err := local.New(local.Options{Config: local.Config{Layers: 1, DModel: 8, Heads: 2, Context: 16, Seed: 1}, Workers: 1})
 	if err != nil {
 		f.Fatal(err)

@@ -1,0 +1,138 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/rllm-org/rllm-go/pkg/gateway"
+	"github.com/rllm-org/rllm-go/pkg/trainer"
+)
+
+type gatewayOptions struct {
+	config      configFlags
+	args        []string
+	host        string
+	port        int
+	modelName   string
+	adminKeyEnv string
+	maxCalls    int
+	maxBodyMB   int
+	maxSessions int
+	// ready, when set, is told the address once the gateway listens (tests).
+	ready func(addr string)
+}
+
+func newGatewayCmd(a *App) *cobra.Command {
+	opts := &gatewayOptions{}
+	cmd := &cobra.Command{
+		Use:   "gateway [--port P] [key=value ...]",
+		Short: "Record an agent program's model calls, token for token, per session",
+		Long: `Serve the recording gateway in front of the configured sampler (the
+servers of rollout.endpoints, or the embedded policy / Tinker sampler of
+backend.name). Create a session with POST /sessions (optionally
+{"session_id", "sampling_params", "max_calls", "metadata"}); it answers
+the session's url and api_key. Point an agent at it:
+
+  OPENAI_BASE_URL=http://HOST:PORT/sessions/ID/v1      (OpenAI SDKs)
+  ANTHROPIC_BASE_URL=http://HOST:PORT/sessions/ID      (Anthropic SDKs)
+  OPENAI_API_KEY / ANTHROPIC_API_KEY = the session's api_key
+
+Calls go to /v1/chat/completions, /v1/completions (token-id prompts) and
+/v1/messages, streamed or not; the model and sampling parameters are the
+session's whatever the client sends. GET /sessions/ID/traces returns each
+call with its exact prompt and completion token ids, logprobs, finish
+reason, weight version and latency; DELETE /sessions/ID ends it. /health
+and Prometheus /metrics. It listens on 127.0.0.1 unless --host says
+otherwise; with --admin-key-env NAME, creating, listing and deleting
+sessions need the token held in $NAME. See docs/gateway.md.`,
+		Example: `  rllm gateway --port 9090
+  rllm gateway --port 9090 rollout.engine=openai rollout.endpoints=[http://gpu1:8000] rollout.model=Qwen/Qwen3-4B`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.args = args
+			if opts.port < 0 || opts.port > 65535 {
+				return usagef("--port %d is not a TCP port; use 0 to 65535", opts.port)
+			}
+			for _, f := range []struct {
+				name string
+				v    int
+			}{{"--max-calls", opts.maxCalls}, {"--max-body-mb", opts.maxBodyMB}, {"--max-sessions", opts.maxSessions}} {
+				if f.v < 1 {
+					return usagef("%s is %d; use a positive number", f.name, f.v)
+				}
+			}
+			return runGateway(cmd.Context(), a, opts)
+		},
+		ValidArgsFunction: completeConfigKeys,
+	}
+	opts.config.register(cmd)
+	f := cmd.Flags()
+	f.StringVar(&opts.host, "host", "127.0.0.1", "address to listen on (loopback by default)")
+	f.IntVar(&opts.port, "port", 9090, "TCP port (0 picks a free one)")
+	f.StringVar(&opts.modelName, "model-name", gateway.DefaultModel, "model name the replies carry")
+	f.StringVar(&opts.adminKeyEnv, "admin-key-env", "", "environment variable `NAME` holding a token that creating, listing and deleting sessions then require")
+	f.IntVar(&opts.maxCalls, "max-calls", gateway.DefaultMaxTraces, "model calls a session may make unless it sets max_calls")
+	f.IntVar(&opts.maxBodyMB, "max-body-mb", gateway.DefaultMaxBodyBytes>>20, "largest request body in MiB; larger ones get 413")
+	f.IntVar(&opts.maxSessions, "max-sessions", gateway.DefaultMaxSessions, "sessions alive at once; more get 503")
+	return cmd
+}
+
+func runGateway(ctx context.Context, a *App, opts *gatewayOptions) error {
+	ld, err := opts.config.load(a, opts.args)
+	if err != nil {
+		return err
+	}
+	c := ld.Config
+	admin := ""
+	if opts.adminKeyEnv != "" {
+		if a.Getenv != nil {
+			admin = strings.TrimSpace(a.Getenv(opts.adminKeyEnv))
+		}
+		if admin == "" {
+			return usagef("--admin-key-env names %s, but that variable is empty or unset; export it or drop the flag", opts.adminKeyEnv)
+		}
+	}
+	pol, err := openPolicy(ctx, a, c, false)
+	if err != nil {
+		return err
+	}
+	defer pol.close()
+	gw := gateway.New(gateway.Options{
+		Sampler: pol.sampler, Params: trainer.TrainParams(c), ChatTemplateKwargs: c.Rollout.ChatTemplateKwargs,
+		Model: opts.modelName, MaxBodyBytes: int64(opts.maxBodyMB) << 20, MaxSessions: opts.maxSessions,
+		MaxCalls: opts.maxCalls, AdminToken: admin,
+	})
+	addr := net.JoinHostPort(opts.host, strconv.Itoa(opts.port))
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return usagef("cannot listen on %s: %v; choose another --port or --host", addr, err)
+	}
+	fmt.Fprintf(a.Stderr, "rllm: gateway serving %s (%s) on http://%s; create a session with POST /sessions\n", pol.where, pol.kind, ln.Addr())
+	if admin == "" && opts.host != "127.0.0.1" && opts.host != "localhost" && opts.host != "::1" {
+		a.warnf("the gateway listens on %s without --admin-key-env: anyone who reaches it can create sessions and sample", opts.host)
+	}
+	if opts.ready != nil {
+		opts.ready(ln.Addr().String())
+	}
+	srv := &http.Server{Handler: gw.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+		shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := srv.Shutdown(shutdown); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+			return err
+		}
+		return nil
+	}
+}
