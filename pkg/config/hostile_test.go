@@ -68,6 +68,7 @@ func TestShowHidesPastedKey(t *testing.T) {
 	ld := &Loaded{Config: defaultConfig(), Origins: map[string]Origin{"rollout.api_key_env": {Layer: "set", Source: "rollout.api_key_env=<redacted>"}}}
 	ld.Config.Rollout.APIKeyEnv = "sk-DEADBEEF"
 	ld.Config.Backend.Tinker.APIKeyEnv = "tk DEADBEEF"
+	ld.Config.Sandbox.Env = map[string]string{"GITHUB_PAT": "DEADBEEF"}
 	for _, f := range []func(bool) ([]byte, error){ld.YAML, ld.JSON} {
 		out, err := f(true)
 		if err != nil {

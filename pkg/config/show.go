@@ -114,6 +114,15 @@ func redacted(c *Config) *Config {
 	cp.Env.Args = redactMap(c.Env.Args)
 	cp.Workflow.Args = redactMap(c.Workflow.Args)
 	cp.Tools.MCP = redactMap(c.Tools.MCP)
+	cp.Tools.Args = redactMap(c.Tools.Args)
+	if c.Sandbox.Env != nil {
+		// The sandboxed program's environment: any of it may be a
+		// credential, whatever its name.
+		cp.Sandbox.Env = make(map[string]string, len(c.Sandbox.Env))
+		for k := range c.Sandbox.Env {
+			cp.Sandbox.Env[k] = redactedValue
+		}
+	}
 	// A value that is not a variable name may be a key pasted in.
 	if !envNameOrEmpty(cp.Rollout.APIKeyEnv) {
 		cp.Rollout.APIKeyEnv = redactedValue

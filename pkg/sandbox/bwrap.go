@@ -109,7 +109,9 @@ func (b *bwrap) Run(ctx context.Context, req Request) (Result, error) {
 	argv := append([]string(nil), b.prefix...)
 	argv = append(argv,
 		"--size", strconv.FormatInt(l.FileSizeBytes, 10), "--tmpfs", "/tmp",
-		"--size", strconv.FormatInt(l.FileSizeBytes+total, 10), "--tmpfs", WorkDir)
+		// Room for the files, one file of the largest size a process may
+		// write, and as much again for a harness's scratch files.
+		"--size", strconv.FormatInt(2*l.FileSizeBytes+total, 10), "--tmpfs", WorkDir)
 	var extra []*os.File
 	defer func() {
 		for _, f := range extra {

@@ -98,7 +98,7 @@ func (d *docker) Run(ctx context.Context, req Request) (Result, error) {
 			NetworkMode: "none", ReadonlyRootfs: true, CapDrop: []string{"ALL"},
 			SecurityOpt: []string{"no-new-privileges"}, Binds: d.binds,
 			Tmpfs: map[string]string{
-				WorkDir: fmt.Sprintf("rw,exec,size=%d,mode=1777", l.FileSizeBytes+total),
+				WorkDir: fmt.Sprintf("rw,exec,size=%d,mode=1777", 2*l.FileSizeBytes+total),
 				"/tmp":  fmt.Sprintf("rw,size=%d,mode=1777", l.FileSizeBytes),
 			},
 			Resources: container.Resources{

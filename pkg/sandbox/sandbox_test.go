@@ -113,27 +113,36 @@ func TestHostileBwrap(t *testing.T) {
 	defer os.Remove(marker)
 	home, _ := os.UserHomeDir()
 
+	// Under load a CPU-bound loop may reach its wall time before 1 s of
+	// CPU: that test gets a wall time far above its CPU time.
+	longWall := small
+	longWall.WallTime = 30 * time.Second
+	shortWall := small
+	shortWall.WallTime = 2 * time.Second
 	tests := []struct {
 		name   string
 		code   string
 		limit  Limit
 		failed bool // exit status non-zero (no limit to name)
+		limits Limits
 	}{
-		{"fork bomb", "import os\nwhile True:\n    os.fork()\n", LimitProcesses, true},
-		{"endless allocation", "x = []\nwhile True:\n    x.append(bytearray(1 << 24))\n", LimitMemory, true},
-		{"infinite loop", "while True:\n    pass\n", LimitCPUTime, true},
-		{"1 GB print", "import sys\nb = 'x' * (1 << 20)\nfor _ in range(1024):\n    sys.stdout.write(b)\n", LimitOutput, true},
-		{"sleep past the timeout", "import time\ntime.sleep(60)\n", LimitWallTime, true},
-		{"big file", "open('f', 'w').write('x' * (4 << 20))\n", LimitFileSize, true},
-		{"write host /tmp", fmt.Sprintf("open(%q, 'w').write('escaped')\nimport os\nos.stat(%q)\nprint('wrote')\n", marker, marker), LimitNone, false},
-		{"read /etc/hostname", "print(open('/etc/hostname').read())\n", LimitNone, true},
-		{"read home", fmt.Sprintf("import os\nprint(os.listdir(%q))\n", home), LimitNone, true},
-		{"read env for keys", "import os, sys\nif any('sk-test' in v for v in os.environ.values()): sys.exit(0)\nsys.exit(7)\n", LimitNone, true},
-		{"tcp connect", fmt.Sprintf("import socket\ns = socket.create_connection(('127.0.0.1', %d), timeout=2)\nprint('connected')\n", port), LimitNone, true},
+		{"fork bomb", "import os\nwhile True:\n    os.fork()\n", LimitProcesses, true, Limits{}},
+		{"endless allocation", "x = []\nwhile True:\n    x.append(bytearray(1 << 24))\n", LimitMemory, true, Limits{}},
+		{"infinite loop", "while True:\n    pass\n", LimitCPUTime, true, longWall},
+		{"1 GB print", "import sys\nb = 'x' * (1 << 20)\nfor _ in range(1024):\n    sys.stdout.write(b)\n", LimitOutput, true, Limits{}},
+		{"sleep past the timeout", "import time\ntime.sleep(60)\n", LimitWallTime, true, shortWall},
+		{"big file", "open('f', 'w').write('x' * (4 << 20))\n", LimitFileSize, true, Limits{}},
+		{"write host /tmp", fmt.Sprintf("open(%q, 'w').write('escaped')\nimport os\nos.stat(%q)\nprint('wrote')\n", marker, marker), LimitNone, false, Limits{}},
+		{"read /etc/hostname", "print(open('/etc/hostname').read())\n", LimitNone, true, Limits{}},
+		{"read home", fmt.Sprintf("import os\nprint(os.listdir(%q))\n", home), LimitNone, true, Limits{}},
+		{"read env for keys", "import os, sys\nif any('sk-test' in v for v in os.environ.values()): sys.exit(0)\nsys.exit(7)\n", LimitNone, true, Limits{}},
+		{"tcp connect", fmt.Sprintf("import socket\ns = socket.create_connection(('127.0.0.1', %d), timeout=2)\nprint('connected')\n", port), LimitNone, true, Limits{}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			res := run(t, b, py(tc.code))
+			req := py(tc.code)
+			req.Limits = tc.limits
+			res := run(t, b, req)
 			if res.Limit != tc.limit {
 				t.Errorf("limit %q, want %q (exit %d, stderr %q)", res.Limit, tc.limit, res.ExitCode, tail(res.Stderr))
 			}

@@ -17,6 +17,11 @@ func init() {
 		Name:        "python",
 		Description: "code interpreter: runs the model's Python program in the sandbox (sandbox.*), a fresh process each call, and returns its output",
 		Params:      PythonParams{},
+		// No python tool without a sandbox to run its calls in.
+		Validate: func(registry.Values) error {
+			_, err := sandbox.Shared(context.Background())
+			return err
+		},
 		New: func(v registry.Values) (Tool, error) {
 			pool, err := sandbox.Shared(context.Background())
 			if err != nil {

@@ -53,6 +53,11 @@ func Check(c Config) error {
 				ue.Subject = fmt.Sprintf("tools.builtin[%d]", i)
 			}
 			errs = append(errs, err)
+		} else if _, given := c.Args[name]; !given {
+			// Checks what the tool needs to run (python: a sandbox).
+			if _, _, err := tools.Resolve(name, fmt.Sprintf("tools.builtin[%d]", i), nil); err != nil {
+				errs = append(errs, err)
+			}
 		}
 	}
 	for name, raw := range c.Args {

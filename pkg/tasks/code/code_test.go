@@ -161,6 +161,7 @@ func TestHostileReplies(t *testing.T) {
 		{"infinite loop", "while True:\n    pass", "time limit"},
 		{"1 GB print", "import sys\nb = 'x' * (1 << 20)\nfor _ in range(1024):\n    sys.stdout.write(b)", "output limit"},
 		{"sleep past the timeout", "import time\ntime.sleep(60)\nprint('ok')", "time limit"},
+		{"scratch file and big output", "open('scratch', 'w').write('x' * 100000)\nprint('y' * 30000)", "wrong answer"},
 		{"write host /tmp", fmt.Sprintf("open(%q, 'w').write('x')\nprint('wrote')", marker), "wrong answer"},
 		{"read /etc/hostname", "print(open('/etc/hostname').read())\nprint('ok')", "FileNotFoundError"},
 		{"read home", fmt.Sprintf("import os\nos.listdir(%q)\nprint('ok')", home), "FileNotFoundError"},
@@ -354,5 +355,18 @@ func TestGeneratedSolutions(t *testing.T) {
 	}
 	if len(seen) != len(solutions) {
 		t.Errorf("60 rows drew %d of %d families", len(seen), len(solutions))
+	}
+}
+
+// TestBigOutputPassesInBatch: an output larger than its share of a batch
+// run's output limit is run again alone and passes.
+func TestBigOutputPassesInBatch(t *testing.T) {
+	p := pool(t)
+	want := strings.Repeat("y", 30000)
+	task := episode.Task{"id": "big", "ground_truth": []any{
+		map[string]any{"input": "", "output": want}, map[string]any{"input": "", "output": want}}}
+	r, info := step(t, newEnv(t, p, task, defaults), reply("open('scratch', 'w').write('x' * 100000)\nprint('y' * 30000)"))
+	if r != 1 {
+		t.Fatalf("reward %v info %v", r, info)
 	}
 }

@@ -1,9 +1,9 @@
 # rllm's batch test harness: runs inside the sandbox next to the model's
 # solution.py and runs every stdin or function test of one reply, each in
 # a process forked from this warm interpreter (no interpreter start per
-# test), with its own CPU and file-size rlimits, its own wall time (the
-# test's process group is killed) and its stdout bounded by a file-size
-# limit. It prints one JSON line per test as the test ends (so a run cut
+# test), with its own CPU rlimit and its own wall time (the test's
+# process group is killed); its stdout goes to a file (bounded by the
+# sandbox's file-size rlimit) of which the first out_cap bytes are kept. It prints one JSON line per test as the test ends (so a run cut
 # short keeps what it did); rllm compares the outputs outside the
 # sandbox, so the expected outputs never enter it.
 import builtins, json, os, resource, select, signal, sys, time, traceback
@@ -16,7 +16,6 @@ def run_child(spec, i, inp, code, paths):
         fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         os.dup2(fd, n)
     lower(resource.RLIMIT_CPU, spec["cpu_s"], spec["cpu_s"] + 1)
-    lower(resource.RLIMIT_FSIZE, spec["out_cap"] + 1, spec["out_cap"] + 1)
     signal.signal(signal.SIGXFSZ, signal.SIG_DFL)
     sys.stdin = open(0, "r", closefd=False)
     sys.stdout = open(1, "w", closefd=False)
@@ -138,10 +137,15 @@ def main():
             os.waitpid(pid, 0)
         took = time.monotonic() - start
         out = read(paths[1], spec["out_cap"] + 1)
+        try:
+            big = os.stat(paths[1]).st_size > spec["out_cap"]
+        except OSError:
+            big = False
         err = read(paths[2], 1 << 20)[-256:]
         r = {"took": took, "out": out.decode("utf-8", "replace"), "err": err.decode("utf-8", "replace")}
-        if len(out) > spec["out_cap"]:
+        if big or len(out) > spec["out_cap"]:
             r["over"] = True
+            r["out"] = ""
         if timed_out:
             r["timeout"] = True
         elif os.WIFSIGNALED(status):
