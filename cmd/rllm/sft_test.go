@@ -135,4 +135,13 @@ func TestSFTOnTinkerThenTrain(t *testing.T) {
 	if loads() != 2 {
 		t.Fatalf("sft --weights ckpt ran %d load_weights in all, want 2", loads())
 	}
+	// With the base model's own tokenizer files (rollout.tokenizer), the
+	// prompts are rendered by their chat template.
+	if err := writeTinyTokenizer("tiny"); err != nil {
+		t.Fatal(err)
+	}
+	out = run(append([]string{"sft", "-o", "text", "--data", "pairs.jsonl", "--epochs", "2", "--batch-size", "2", "rollout.tokenizer=tiny"}, tinkerArgs...)...)
+	if !strings.Contains(out, "step 2/2  epoch 2  loss ") {
+		t.Fatalf("sft with the tokenizer's template:\n%s", out)
+	}
 }

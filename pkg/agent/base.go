@@ -38,6 +38,15 @@ func (b *Base) AddSystem(content string) {
 	b.Msgs = append(b.Msgs, episode.Message{Role: "system", Content: content})
 }
 
+// StartWithSystem opens the conversation with the system prompt: it adds
+// content as the system message when nothing was said yet and content is
+// not empty.
+func (b *Base) StartWithSystem(content string) {
+	if len(b.Msgs) == 0 && content != "" {
+		b.AddSystem(content)
+	}
+}
+
 // RecordModel appends the assistant reply to the messages and a Step
 // holding it to the trajectory. It returns the new step so the caller can
 // add Info.

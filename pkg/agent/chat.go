@@ -38,9 +38,7 @@ func (c *Chat) UpdateFromEnv(obs any, _ float64, done bool, _ map[string]any) {
 	if done {
 		return
 	}
-	if len(c.Msgs) == 0 && c.System != "" {
-		c.AddSystem(c.System)
-	}
+	c.StartWithSystem(c.System)
 	c.AddUser(ObservationMessage(obs))
 }
 

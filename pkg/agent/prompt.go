@@ -40,9 +40,7 @@ func (p *Prompt) UpdateFromEnv(obs any, _ float64, done bool, _ map[string]any) 
 	if done || text == "" {
 		return
 	}
-	if len(p.Msgs) == 0 && p.System != "" {
-		p.AddSystem(p.System)
-	}
+	p.StartWithSystem(p.System)
 	if len(p.Traj.Steps) == 0 && p.Instruction != "" {
 		text = strings.TrimRight(text, " ") + " " + p.Instruction
 	}

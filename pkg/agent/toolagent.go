@@ -51,9 +51,7 @@ func (a *ToolAgent) UpdateFromEnv(obs any, _ float64, done bool, _ map[string]an
 	if done || text == "" {
 		return
 	}
-	if len(a.Msgs) == 0 && a.Params.SystemPrompt != "" {
-		a.AddSystem(a.Params.SystemPrompt)
-	}
+	a.StartWithSystem(a.Params.SystemPrompt)
 	if len(a.Traj.Steps) == 0 && a.Params.Instruction != "" {
 		text = strings.TrimRight(text, " ") + " " + a.Params.Instruction
 	}

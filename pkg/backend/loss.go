@@ -2,8 +2,9 @@ package backend
 
 import (
 	"fmt"
+	"maps"
 	"math"
-	"sort"
+	"slices"
 )
 
 // Names of the built-in losses. Their definitions are Tinker's: sums over
@@ -57,11 +58,7 @@ func (l Loss) Validate() error {
 	if !ok {
 		return &InputError{Msg: fmt.Sprintf("unknown loss %q; use one of %v, or cross_entropy with weights = -gradient for a custom loss", l.Name, BuiltinLosses())}
 	}
-	names := make([]string, 0, len(l.Config))
-	for k := range l.Config {
-		names = append(names, k)
-	}
-	sort.Strings(names)
+	names := slices.Sorted(maps.Keys(l.Config))
 	for _, k := range names {
 		found := false
 		for _, allowed := range keys {

@@ -3,7 +3,8 @@ package backend
 import (
 	"context"
 	"io"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 
@@ -79,12 +80,7 @@ func KindOf(name string) (kind Kind, ok bool) {
 func Names() []string {
 	openersMu.RLock()
 	defer openersMu.RUnlock()
-	names := make([]string, 0, len(openers))
-	for n := range openers {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
+	return slices.Sorted(maps.Keys(openers))
 }
 
 // Open builds the backend named by cfg.Backend.Name.

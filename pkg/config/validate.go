@@ -2,8 +2,9 @@ package config
 
 import (
 	"fmt"
+	"maps"
 	"math"
-	"sort"
+	"slices"
 	"strings"
 )
 
@@ -197,11 +198,7 @@ func validate(c *Config, origin func(string) Origin) Errors {
 
 	al := c.Algorithm
 	v.oneOf("algorithm.adv_estimator", al.AdvEstimator, AdvEstimators)
-	roles := make([]string, 0, len(al.AdvEstimatorByRole))
-	for role := range al.AdvEstimatorByRole {
-		roles = append(roles, role)
-	}
-	sort.Strings(roles)
+	roles := slices.Sorted(maps.Keys(al.AdvEstimatorByRole))
 	for _, role := range roles {
 		v.oneOf("algorithm.adv_estimator_by_role."+role, al.AdvEstimatorByRole[role], AdvEstimators)
 		if al.AdvEstimatorByRole[role] == "gae" {

@@ -62,18 +62,8 @@ func badGroup(i, numGroups int) error {
 // squared deviations from the mean). The variance is the corrected two-pass
 // algorithm gonum's stat.MeanVariance uses, computed for scattered groups.
 func groupStats(rewards []float64, groups []int, numGroups int, ws *Workspace) error {
-	ws.reset(numGroups)
-	for i, g := range groups {
-		if uint(g) >= uint(numGroups) {
-			return badGroup(i, numGroups)
-		}
-		ws.count[g]++
-		ws.mean[g] += rewards[i]
-	}
-	for g, n := range ws.count {
-		if n > 0 {
-			ws.mean[g] /= n
-		}
+	if err := groupMeans(rewards, groups, numGroups, ws); err != nil {
+		return err
 	}
 	for i, g := range groups {
 		d := rewards[i] - ws.mean[g]

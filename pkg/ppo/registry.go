@@ -1,6 +1,7 @@
 package ppo
 
 import (
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -82,12 +83,7 @@ func Lookup(name string) (Estimator, error) {
 func Names() []string {
 	registry.RLock()
 	defer registry.RUnlock()
-	names := make([]string, 0, len(registry.byName))
-	for n := range registry.byName {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	return names
+	return slices.Sorted(maps.Keys(registry.byName))
 }
 
 // RoleEstimators picks an estimator per trajectory name (role), as rLLM's

@@ -7,7 +7,7 @@ import (
 	"maps"
 	"math"
 	"os"
-	"sort"
+	"slices"
 	"strings"
 
 	"github.com/rllm-org/rllm-go/pkg/episode"
@@ -179,12 +179,7 @@ func episodeReward(ep *episode.Episode) float64 {
 
 // Sources lists a summary's data sources in name order.
 func (s EvalSummary) Sources() []string {
-	names := make([]string, 0, len(s.BySource))
-	for n := range s.BySource {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
+	return slices.Sorted(maps.Keys(s.BySource))
 }
 
 // EpisodeWriter writes episodes as JSON lines, one object a line; Flush

@@ -6,8 +6,9 @@
 package tasks
 
 import (
+	"maps"
 	"math/rand/v2"
-	"sort"
+	"slices"
 
 	"github.com/rllm-org/rllm-go/pkg/episode"
 	// Each registers its agent and env in init().
@@ -50,12 +51,7 @@ func GeneratorFor(env string) (Generator, bool) {
 
 // GeneratorNames lists the envs that can generate their own tasks.
 func GeneratorNames() []string {
-	names := make([]string, 0, len(generators))
-	for n := range generators {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
+	return slices.Sorted(maps.Keys(generators))
 }
 
 // FormatExample writes a reply in a task's answer format for a rendered

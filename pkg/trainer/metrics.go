@@ -7,9 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -197,7 +199,7 @@ func (t *Trainer) printVal(m map[string]float64) {
 		return
 	}
 	var parts []string
-	for _, k := range sortedKeys(m) {
+	for _, k := range slices.Sorted(maps.Keys(m)) {
 		if strings.HasPrefix(k, "val/") {
 			parts = append(parts, fmt.Sprintf("%s %.3f", strings.TrimPrefix(k, "val/"), m[k]))
 		}

@@ -2,7 +2,6 @@ package trainer
 
 import (
 	"context"
-	"sort"
 
 	"github.com/rllm-org/rllm-go/pkg/episode"
 	"github.com/rllm-org/rllm-go/pkg/rollout"
@@ -51,13 +50,4 @@ func (t *Trainer) validate(ctx context.Context) (map[string]float64, error) {
 	m["timing_s/testing"] = t.now().Sub(start).Seconds()
 	t.printVal(m)
 	return m, nil
-}
-
-func sortedKeys(m map[string]float64) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"github.com/rllm-org/rllm-go/pkg/usererr"
 	"io"
+	"maps"
 	"math"
 	"slices"
 	"sort"
@@ -92,11 +93,7 @@ func parseSafetensors(file string, b []byte) (map[string]tensor, map[string]stri
 	}
 	var spans []span
 	tensors := map[string]tensor{}
-	names := make([]string, 0, len(raw))
-	for k := range raw {
-		names = append(names, k)
-	}
-	sort.Strings(names)
+	names := slices.Sorted(maps.Keys(raw))
 	for _, name := range names {
 		msg := raw[name]
 		if name == "__metadata__" {

@@ -2,6 +2,7 @@ package tinker
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"runtime"
 	"slices"
@@ -117,11 +118,7 @@ func encodeTrainingBody(path, modelID string, data []backend.Datum, loss backend
 	end = strconv.AppendQuote(end, loss.Name)
 	if len(loss.Config) > 0 {
 		end = append(end, `,"loss_fn_config":{`...)
-		keys := make([]string, 0, len(loss.Config))
-		for k := range loss.Config {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys)
+		keys := slices.Sorted(maps.Keys(loss.Config))
 		for i, k := range keys {
 			if i > 0 {
 				end = append(end, ',')

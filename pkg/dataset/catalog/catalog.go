@@ -17,10 +17,11 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -55,12 +56,7 @@ type Info struct {
 
 // SplitNames lists the splits in a stable order.
 func (in Info) SplitNames() []string {
-	out := make([]string, 0, len(in.Splits))
-	for s := range in.Splits {
-		out = append(out, s)
-	}
-	sort.Strings(out)
-	return out
+	return slices.Sorted(maps.Keys(in.Splits))
 }
 
 // Catalog is a registry directory.
@@ -259,11 +255,7 @@ func (c *Catalog) Register(ctx context.Context, name, split, file string, force 
 			cols[k] = true
 		}
 	}
-	colList := make([]string, 0, len(cols))
-	for k := range cols {
-		colList = append(colList, k)
-	}
-	sort.Strings(colList)
+	colList := slices.Sorted(maps.Keys(cols))
 	// From here to the new dataset.json the registry is locked: another
 	// register or rm of the same dataset waits instead of writing a
 	// dataset.json that drops this split.

@@ -44,9 +44,7 @@ func (a *Agent) UpdateFromEnv(obs any, _ float64, done bool, info map[string]any
 	if done {
 		return
 	}
-	if len(a.Msgs) == 0 && a.System != "" {
-		a.AddSystem(a.System)
-	}
+	a.StartWithSystem(a.System)
 	text := "Current observation:\n" + agent.ObservationText(obs)
 	if reason, ok := info["format_error"].(string); ok {
 		text = "Your last move was not understood: " + reason + ".\n" + text
