@@ -118,10 +118,6 @@ func (p *WeightPublisher) Live() []string {
 	return append([]string(nil), p.live...)
 }
 
-// LoRAName is the model name requests use for a LoRA-published version
-// with the default prefix.
-func LoRAName(version int) string { return LoRANameWith("policy", version) }
-
 // LoRANameWith is "<prefix>-v<version>".
 func LoRANameWith(prefix string, version int) string {
 	return prefix + "-v" + strconv.Itoa(version)

@@ -105,7 +105,7 @@ func TestPublishVLLMLoRA(t *testing.T) {
 	p, _ := NewWeightPublisher(PublisherOptions{Endpoints: []string{srv.URL}, Mode: PublishVLLMLoRA})
 	for v := 1; v <= 3; v++ {
 		model, err := p.Publish(context.Background(), v, "/adapters/v"+string(rune('0'+v)))
-		if err != nil || model != LoRAName(v) {
+		if err != nil || model != LoRANameWith("policy", v) {
 			t.Fatalf("v%d: model %q err %v", v, model, err)
 		}
 	}

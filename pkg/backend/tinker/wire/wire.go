@@ -62,15 +62,6 @@ type ModelInput struct {
 	Chunks []ModelInputChunk `json:"chunks"`
 }
 
-// Tokens concatenates the chunks' tokens.
-func (m ModelInput) Tokens() []int {
-	var out []int
-	for _, c := range m.Chunks {
-		out = append(out, c.Tokens...)
-	}
-	return out
-}
-
 // WireDatum is a Datum as the server reads it.
 type WireDatum struct {
 	ModelInput   ModelInput            `json:"model_input"`
