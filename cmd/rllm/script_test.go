@@ -1,13 +1,17 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/rogpeppe/go-internal/testscript"
+
+	"github.com/rllm-org/rllm-go/pkg/sandbox"
 )
 
 // TestMain lets testscript run this binary as the `rllm` command, so the
@@ -63,8 +67,11 @@ func TestScripts(t *testing.T) {
 			"jsonlines": cmdJSONLines,
 		},
 		Condition: func(cond string) (bool, error) {
-			if cond == "tokenizers" {
+			switch cond {
+			case "tokenizers":
 				return haveReal, nil
+			case "sandbox": // bwrap creates sandboxes here and /usr has python3
+				return sandboxWorks(), nil
 			}
 			return false, nil
 		},
@@ -136,3 +143,17 @@ func cmdJSONLines(ts *testscript.TestScript, neg bool, args []string) {
 		}
 	}
 }
+
+var sandboxOnce = sync.OnceValue(func() bool {
+	if _, err := os.Stat("/usr/bin/python3"); err != nil {
+		return false
+	}
+	p, err := sandbox.Open(context.Background(), sandbox.Config{Backend: sandbox.BackendBwrap, Limits: sandbox.DefaultLimits})
+	if err != nil {
+		return false
+	}
+	p.Close()
+	return true
+})
+
+func sandboxWorks() bool { return sandboxOnce() }

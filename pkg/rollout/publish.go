@@ -67,8 +67,10 @@ type PublisherOptions struct {
 // version before the next rollouts, as the trainer requires. It updates
 // all endpoints at once. An endpoint that refuses an update stops the run
 // with an error naming it (sampling from stale weights is never silent);
-// one that is slow is asked again; only one that cannot be connected to
-// any more is dropped, with a warning, while others remain.
+// one that times out is asked again (Attempts in all) and stops the run
+// if it never answers; only one that refuses connections, or drops the
+// connection without an answer on every try, is dropped, with a warning,
+// while others remain.
 type WeightPublisher struct {
 	opts PublisherOptions
 	mu   sync.Mutex
@@ -230,6 +232,11 @@ func (p *WeightPublisher) update(ctx context.Context, ep, route string, payload 
 		case err == nil || ctx.Err() != nil:
 			return err
 		case errors.As(err, &slow):
+			if attempt == p.opts.Attempts && slow.dropped {
+				// Every try ended with the connection dropped before an
+				// answer: the server is going or gone, not slow.
+				return &endpointGoneError{url: slow.url, err: slow.err}
+			}
 			if p.opts.Warn != nil && attempt < p.opts.Attempts {
 				p.opts.Warn(fmt.Sprintf("%v; sending it again (%d of %d)", err, attempt+1, p.opts.Attempts))
 			}
@@ -320,6 +327,8 @@ type endpointSlowError struct {
 	url     string
 	timeout time.Duration
 	err     error
+	// dropped: the connection closed without an answer (not a timeout).
+	dropped bool
 }
 
 func (e *endpointSlowError) Error() string {
@@ -369,7 +378,9 @@ func (p *WeightPublisher) call(ctx context.Context, url string, payload []byte, 
 		if connectFailed(err) {
 			return &endpointGoneError{url: url, err: stripURL(err)}
 		}
-		return &endpointSlowError{url: url, timeout: p.opts.Timeout, err: stripURL(err)}
+		var ne net.Error
+		timedOut := cctx.Err() != nil || (errors.As(err, &ne) && ne.Timeout())
+		return &endpointSlowError{url: url, timeout: p.opts.Timeout, err: stripURL(err), dropped: !timedOut}
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))

@@ -245,7 +245,8 @@ func commitStep(ctx context.Context) (context.Context, error) {
 		sent.Store(true)
 	}
 	c, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	context.AfterFunc(ctx, func() { time.AfterFunc(commitGrace, cancel) })
+	grace := commitGrace // read now: the callback may run after a test restored it
+	context.AfterFunc(ctx, func() { time.AfterFunc(grace, cancel) })
 	return context.WithValue(c, committedKey{}, true), nil
 }
 
