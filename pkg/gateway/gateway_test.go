@@ -734,3 +734,18 @@ func newFakeVLLM(t *testing.T) *fakevllm.Server {
 	t.Cleanup(up.Close)
 	return up
 }
+
+func TestToolCallsGetIDs(t *testing.T) {
+	f := newFixture(t, gateway.Options{})
+	f.smp.Reply = func(sampler.Request) gatewaytest.Reply {
+		return gatewaytest.Reply{ToolCalls: []episode.ToolCall{{Function: episode.FunctionCall{Name: "calc", Arguments: `{}`}}}}
+	}
+	s := f.open(t, gateway.SessionConfig{})
+	code, body := f.post(t, "/sessions/"+s.ID+"/v1/chat/completions", s.Token, chatBody(false, nil))
+	if code != 200 || !bytes.Contains(body, []byte(`"id":"call_`)) || !bytes.Contains(body, []byte(`"type":"function"`)) {
+		t.Fatalf("%d %s", code, body)
+	}
+	if tr := s.Traces(); tr[0].Response.ToolCalls[0].ID == "" {
+		t.Fatal("the trace keeps no id")
+	}
+}
