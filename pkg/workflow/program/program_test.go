@@ -317,6 +317,17 @@ func zombie(pid int) bool {
 	return len(f) > 2 && f[2] == "Z"
 }
 
+func TestRelativeCommandInDir(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "agent.sh"), []byte("#!/bin/sh\nexit 0\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	spec := workflow.Spec{Name: "program", Args: map[string]any{"command": []any{"./agent.sh"}, "dir": dir}, Deps: workflow.Deps{Env: workflow.Component{Name: "arith"}}}
+	if err := spec.Check(); err != nil {
+		t.Fatalf("a program relative to workflow.args.dir: %v", err)
+	}
+}
+
 func TestBadArguments(t *testing.T) {
 	for name, args := range map[string]map[string]any{
 		"no command":       {},
