@@ -347,3 +347,27 @@ func TestBadArguments(t *testing.T) {
 		}
 	}
 }
+
+// A misbehaving program does not disturb the episodes running beside it
+// on the same gateway.
+func TestBadProgramLeavesOthersAlone(t *testing.T) {
+	bad := newWorkflow(t, answering("7"), map[string]any{"command": self("flood"), "max_calls": 20})
+	huge := newWorkflow(t, answering("7"), map[string]any{"command": self("bigbody")})
+	good := newWorkflow(t, answering("7"), map[string]any{"command": self("multiturn")})
+	errs := make(chan error, 6)
+	for i := range 2 {
+		go func() { _, err := bad.Run(context.Background(), task, fmt.Sprint("bad:", i)); errs <- err }()
+		go func() { _, err := huge.Run(context.Background(), task, fmt.Sprint("huge:", i)); errs <- err }()
+	}
+	for i := range 2 {
+		ep, err := good.Run(context.Background(), task, fmt.Sprint("good:", i))
+		if err != nil || !ep.IsCorrect || len(ep.Trajectories) != 1 || len(ep.Trajectories[0].Steps) != 2 {
+			t.Fatalf("a good program beside bad ones: %v %+v", err, ep)
+		}
+	}
+	for range 4 {
+		if err := <-errs; err == nil {
+			t.Error("a bad program's episode did not fail")
+		}
+	}
+}
