@@ -251,6 +251,7 @@ func (w *Program) Run(ctx context.Context, task episode.Task, episodeID string) 
 		if st.PromptTooLong > 0 {
 			// The conversation outgrew the model: an ending, not a failure.
 			ep.TerminationReason = episode.TerminationMaxPromptLength
+			ep.Error = st.LastError
 			return ep, nil
 		}
 		var ee *exec.ExitError
