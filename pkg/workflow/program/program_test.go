@@ -371,3 +371,16 @@ func TestBadProgramLeavesOthersAlone(t *testing.T) {
 		}
 	}
 }
+
+// A program that fails because its prompt outgrew the model ends the
+// episode with max_prompt_length_exceeded, not an error.
+func TestPromptTooLong(t *testing.T) {
+	smp := &gatewaytest.Sampler{Reply: func(sampler.Request) gatewaytest.Reply {
+		return gatewaytest.Reply{Err: fmt.Errorf("server: %w", sampler.ErrPromptTooLong)}
+	}}
+	w := newWorkflow(t, smp, map[string]any{"command": self("answer")})
+	ep, err := w.Run(context.Background(), task, "t:0")
+	if err != nil || ep.TerminationReason != episode.TerminationMaxPromptLength || !strings.Contains(ep.Error, "longer than the model's context") {
+		t.Fatalf("%v %+v", err, ep)
+	}
+}
