@@ -25,6 +25,7 @@ import (
 	"net/http"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -41,9 +42,9 @@ const (
 	// DefaultMaxSessionBytes bounds the request bytes one session may
 	// send in all (its traces keep every request's messages).
 	DefaultMaxSessionBytes = 256 << 20
-	DefaultMaxSessions  = 65536
-	DefaultMaxTraces    = 4096
-	DefaultModel        = "policy"
+	DefaultMaxSessions     = 65536
+	DefaultMaxTraces       = 4096
+	DefaultModel           = "policy"
 )
 
 // Options configure a Gateway.
@@ -387,7 +388,33 @@ func (g *Gateway) getTraces(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	writeJSON(w, http.StatusOK, s.Traces())
+	// ?since=SEQ returns the calls after SEQ, ?limit=N at most N of them,
+	// so a poller need not fetch a long session again.
+	since, limit := int64(-1), -1
+	q := r.URL.Query()
+	if v := q.Get("since"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			writeOpenAIError(w, http.StatusBadRequest, "invalid_request_error", "since must be a call's seq (an integer >= 0)")
+			return
+		}
+		since = n
+	}
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			writeOpenAIError(w, http.StatusBadRequest, "invalid_request_error", "limit must be an integer >= 0")
+			return
+		}
+		limit = n
+	}
+	out := []Trace{}
+	for _, t := range s.Traces() {
+		if t.Seq > since && (limit < 0 || len(out) < limit) {
+			out = append(out, t)
+		}
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
 func (g *Gateway) deleteSession(w http.ResponseWriter, r *http.Request) {

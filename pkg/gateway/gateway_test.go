@@ -458,6 +458,23 @@ func TestAdminToken(t *testing.T) {
 	if get("nope") != 401 || get(key) != 200 || get("admin-secret") != 200 {
 		t.Error("traces are readable by the admin and the session only")
 	}
+	for range 3 {
+		f.post(t, "/sessions/"+id+"/v1/chat/completions", key, chatBody(false, nil))
+	}
+	for query, want := range map[string]int{"": 3, "?since=0": 2, "?since=0&limit=1": 1, "?limit=0": 0, "?since=2": 0} {
+		req, _ := http.NewRequest("GET", f.srv.URL+"/sessions/"+id+"/traces"+query, nil)
+		req.Header.Set("Authorization", "Bearer "+key)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []gateway.Trace
+		json.NewDecoder(resp.Body).Decode(&got)
+		resp.Body.Close()
+		if len(got) != want {
+			t.Errorf("traces%s: %d, want %d", query, len(got), want)
+		}
+	}
 }
 
 func TestBodyBounds(t *testing.T) {
@@ -716,4 +733,19 @@ func newFakeVLLM(t *testing.T) *fakevllm.Server {
 	up := fakevllm.New(fakevllm.Config{})
 	t.Cleanup(up.Close)
 	return up
+}
+
+func TestToolCallsGetIDs(t *testing.T) {
+	f := newFixture(t, gateway.Options{})
+	f.smp.Reply = func(sampler.Request) gatewaytest.Reply {
+		return gatewaytest.Reply{ToolCalls: []episode.ToolCall{{Function: episode.FunctionCall{Name: "calc", Arguments: `{}`}}}}
+	}
+	s := f.open(t, gateway.SessionConfig{})
+	code, body := f.post(t, "/sessions/"+s.ID+"/v1/chat/completions", s.Token, chatBody(false, nil))
+	if code != 200 || !bytes.Contains(body, []byte(`"id":"call_`)) || !bytes.Contains(body, []byte(`"type":"function"`)) {
+		t.Fatalf("%d %s", code, body)
+	}
+	if tr := s.Traces(); tr[0].Response.ToolCalls[0].ID == "" {
+		t.Fatal("the trace keeps no id")
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"sort"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -240,8 +241,19 @@ func (g *Gateway) serveCall(w http.ResponseWriter, r *http.Request, ep endpoint,
 	if len(resp.ToolCalls) > 0 && (resp.FinishReason == "stop" || resp.FinishReason == "") {
 		resp.FinishReason = "tool_calls"
 	}
+	traceID := randomHex(8)
+	for i := range resp.ToolCalls {
+		// Clients match tool results to calls by id; a sampler that parses
+		// calls out of text may leave it empty.
+		if resp.ToolCalls[i].ID == "" {
+			resp.ToolCalls[i].ID = "call_" + traceID + "_" + strconv.Itoa(i)
+		}
+		if resp.ToolCalls[i].Type == "" {
+			resp.ToolCalls[i].Type = "function"
+		}
+	}
 	t := Trace{
-		TraceID: randomHex(8), SessionID: s.ID, Seq: n, Endpoint: ep.String(), Model: g.opts.Model,
+		TraceID: traceID, SessionID: s.ID, Seq: n, Endpoint: ep.String(), Model: g.opts.Model,
 		Messages: c.reqMsgs, Tools: c.req.Tools,
 		Response:  episode.Message{Role: "assistant", Content: resp.Text, Reasoning: resp.Reasoning, ToolCalls: resp.ToolCalls},
 		PromptIDs: resp.PromptIDs, CompletionIDs: resp.CompletionIDs, Logprobs: resp.Logprobs,

@@ -21,6 +21,7 @@ import (
 	"math"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -90,7 +91,11 @@ func New(p Params, deps workflow.Deps) (*Program, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err := exec.LookPath(argv[0]); err != nil {
+	bin := argv[0]
+	if p.Dir != "" && strings.Contains(bin, "/") && !filepath.IsAbs(bin) {
+		bin = filepath.Join(p.Dir, bin) // the program starts in dir
+	}
+	if _, err := exec.LookPath(bin); err != nil {
 		return nil, usererr.Errorf("workflow.args.command: %s is not an executable file or a program on PATH; give its path", argv[0])
 	}
 	for _, name := range p.PassEnv {
@@ -246,6 +251,7 @@ func (w *Program) Run(ctx context.Context, task episode.Task, episodeID string) 
 		if st.PromptTooLong > 0 {
 			// The conversation outgrew the model: an ending, not a failure.
 			ep.TerminationReason = episode.TerminationMaxPromptLength
+			ep.Error = st.LastError
 			return ep, nil
 		}
 		var ee *exec.ExitError

@@ -317,6 +317,17 @@ func zombie(pid int) bool {
 	return len(f) > 2 && f[2] == "Z"
 }
 
+func TestRelativeCommandInDir(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "agent.sh"), []byte("#!/bin/sh\nexit 0\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	spec := workflow.Spec{Name: "program", Args: map[string]any{"command": []any{"./agent.sh"}, "dir": dir}, Deps: workflow.Deps{Env: workflow.Component{Name: "arith"}}}
+	if err := spec.Check(); err != nil {
+		t.Fatalf("a program relative to workflow.args.dir: %v", err)
+	}
+}
+
 func TestBadArguments(t *testing.T) {
 	for name, args := range map[string]map[string]any{
 		"no command":       {},
@@ -334,5 +345,42 @@ func TestBadArguments(t *testing.T) {
 		} else if !strings.Contains(err.Error(), "workflow.args") {
 			t.Errorf("%s: %v does not name the key", name, err)
 		}
+	}
+}
+
+// A misbehaving program does not disturb the episodes running beside it
+// on the same gateway.
+func TestBadProgramLeavesOthersAlone(t *testing.T) {
+	bad := newWorkflow(t, answering("7"), map[string]any{"command": self("flood"), "max_calls": 20})
+	huge := newWorkflow(t, answering("7"), map[string]any{"command": self("bigbody")})
+	good := newWorkflow(t, answering("7"), map[string]any{"command": self("multiturn")})
+	errs := make(chan error, 6)
+	for i := range 2 {
+		go func() { _, err := bad.Run(context.Background(), task, fmt.Sprint("bad:", i)); errs <- err }()
+		go func() { _, err := huge.Run(context.Background(), task, fmt.Sprint("huge:", i)); errs <- err }()
+	}
+	for i := range 2 {
+		ep, err := good.Run(context.Background(), task, fmt.Sprint("good:", i))
+		if err != nil || !ep.IsCorrect || len(ep.Trajectories) != 1 || len(ep.Trajectories[0].Steps) != 2 {
+			t.Fatalf("a good program beside bad ones: %v %+v", err, ep)
+		}
+	}
+	for range 4 {
+		if err := <-errs; err == nil {
+			t.Error("a bad program's episode did not fail")
+		}
+	}
+}
+
+// A program that fails because its prompt outgrew the model ends the
+// episode with max_prompt_length_exceeded, not an error.
+func TestPromptTooLong(t *testing.T) {
+	smp := &gatewaytest.Sampler{Reply: func(sampler.Request) gatewaytest.Reply {
+		return gatewaytest.Reply{Err: fmt.Errorf("server: %w", sampler.ErrPromptTooLong)}
+	}}
+	w := newWorkflow(t, smp, map[string]any{"command": self("answer")})
+	ep, err := w.Run(context.Background(), task, "t:0")
+	if err != nil || ep.TerminationReason != episode.TerminationMaxPromptLength || !strings.Contains(ep.Error, "longer than the model's context") {
+		t.Fatalf("%v %+v", err, ep)
 	}
 }
