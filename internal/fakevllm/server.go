@@ -535,15 +535,38 @@ type choice struct {
 	stopReason   any // string, int or nil
 }
 
-func (s *Server) maxTokens(req *genRequest, promptLen int) int {
-	m := s.cfg.MaxModelLen - promptLen
-	if req.MaxTokens != nil {
-		m = min(m, *req.MaxTokens)
-	}
+// asked is the reply length the request names: max_completion_tokens
+// before max_tokens, as vLLM's chat request reads them; nil when neither
+// is sent.
+func (req *genRequest) asked() *int {
 	if req.MaxCompletionTokens != nil {
-		m = min(m, *req.MaxCompletionTokens)
+		return req.MaxCompletionTokens
 	}
-	return m
+	return req.MaxTokens
+}
+
+// checkContext refuses what vLLM's input validation refuses
+// (serving_engine's _validate_input): a prompt of the context or more,
+// and a prompt plus the asked reply over the context. It never shortens
+// the reply behind the client's back.
+func (s *Server) checkContext(req *genRequest, promptLen int) string {
+	ctx := s.cfg.MaxModelLen
+	if promptLen >= ctx {
+		return fmt.Sprintf("This model's maximum context length is %d tokens. However, your request has %d input tokens. Please reduce the length of the input messages.", ctx, promptLen)
+	}
+	if m := req.asked(); m != nil && promptLen+*m > ctx {
+		return fmt.Sprintf("'max_tokens' or 'max_completion_tokens' is too large: %d. This model's maximum context length is %d tokens and your request has %d input tokens (%d > %d - %d).", *m, ctx, promptLen, *m, ctx, promptLen)
+	}
+	return ""
+}
+
+// maxTokens is the reply's bound once checkContext passed: the asked
+// length, else what the context leaves.
+func (s *Server) maxTokens(req *genRequest, promptLen int) int {
+	if m := req.asked(); m != nil {
+		return *m
+	}
+	return s.cfg.MaxModelLen - promptLen
 }
 
 // seedFor derives the reply generator's seed from the request, so that
@@ -756,8 +779,8 @@ func (s *Server) chat(req *genRequest) (any, int, string) {
 	}
 	add := req.AddGenerationPrompt == nil || *req.AddGenerationPrompt
 	prompt := s.vocab.Encode(RenderChat(req.Messages, add))
-	if len(prompt) >= s.cfg.MaxModelLen {
-		return nil, 400, fmt.Sprintf("This model's maximum context length is %d tokens. However, your request has %d input tokens. Please reduce the length of the input messages.", s.cfg.MaxModelLen, len(prompt))
+	if msg := s.checkContext(req, len(prompt)); msg != "" {
+		return nil, 400, msg
 	}
 	wantLP := string(req.Logprobs) == "true"
 	u := usage{PromptTokens: len(prompt)}
@@ -861,8 +884,8 @@ func (s *Server) completion(req *genRequest) (any, int, string) {
 				return nil, 400, fmt.Sprintf("Token id %d is out of vocabulary", id)
 			}
 		}
-		if len(prompt) >= s.cfg.MaxModelLen {
-			return nil, 400, fmt.Sprintf("This model's maximum context length is %d tokens. However, your request has %d input tokens. Please reduce the length of the input messages.", s.cfg.MaxModelLen, len(prompt))
+		if msg := s.checkContext(req, len(prompt)); msg != "" {
+			return nil, 400, msg
 		}
 		u.PromptTokens += len(prompt)
 		for i := 0; i < req.choices(); i++ {

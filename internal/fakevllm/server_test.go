@@ -446,3 +446,55 @@ func FuzzVocabRoundTrip(f *testing.F) {
 		}
 	})
 }
+
+// The context is enforced as vLLM's input validation does: a reply asked
+// for past the context is refused with vLLM's message, never shortened.
+func TestContextLikeVLLM(t *testing.T) {
+	s := New(Config{MaxModelLen: 32, ReplyTokens: 40})
+	defer s.Close()
+	prompt := make([]int, 10)
+	for i := range prompt {
+		prompt[i] = TokenImStart + 5
+	}
+	for _, tc := range []struct {
+		name   string
+		path   string
+		extra  map[string]any
+		status int
+		msg    string // in the error message
+	}{
+		{"completion fits", "/v1/completions", map[string]any{"max_tokens": 22}, 200, ""},
+		{"completion over", "/v1/completions", map[string]any{"max_tokens": 23}, 400,
+			"'max_tokens' or 'max_completion_tokens' is too large: 23. This model's maximum context length is 32 tokens and your request has 10 input tokens (23 > 32 - 10)."},
+		{"prompt fills the context", "/v1/completions", map[string]any{"prompt": make([]int, 32)}, 400,
+			"This model's maximum context length is 32 tokens. However, your request has 32 input tokens."},
+		{"chat max_tokens over", "/v1/chat/completions", map[string]any{"max_tokens": 17}, 400, "'max_tokens' or 'max_completion_tokens' is too large: 17. This model's maximum context length is 32 tokens and your request has 16 input tokens (17 > 32 - 16)."},
+		{"chat max_completion_tokens over", "/v1/chat/completions", map[string]any{"max_tokens": nil, "max_completion_tokens": 17}, 400, "is too large: 17."},
+		{"chat without max_tokens", "/v1/chat/completions", map[string]any{"max_tokens": nil, "messages": []map[string]any{{"role": "user", "content": "a"}}}, 200, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			body := chatBody(tc.extra)
+			if tc.path == "/v1/completions" {
+				delete(body, "messages")
+				body["logprobs"] = 0
+				if _, ok := tc.extra["prompt"]; !ok {
+					body["prompt"] = prompt
+				}
+			}
+			status, _, m := post(t, s, tc.path, body)
+			if status != tc.status {
+				t.Fatalf("status %d, want %d: %v", status, tc.status, m)
+			}
+			if tc.status != 200 {
+				if msg, _ := m["error"].(map[string]any)["message"].(string); !strings.Contains(msg, tc.msg) {
+					t.Errorf("message %q, want %q", msg, tc.msg)
+				}
+				return
+			}
+			u := m["usage"].(map[string]any)
+			if total := u["total_tokens"].(float64); total > 32 {
+				t.Errorf("usage %v: over the context", u)
+			}
+		})
+	}
+}
