@@ -22,6 +22,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/rllm-org/rllm-go/pkg/openaiwire"
 	"github.com/rllm-org/rllm-go/pkg/sampler"
 	"github.com/rllm-org/rllm-go/pkg/usererr"
 )
@@ -340,14 +341,14 @@ func (c *Client) Sample(ctx context.Context, req sampler.Request) (sampler.Respo
 		zero := 0
 		path = "/v1/completions"
 		rules.promptIDs = req.PromptIDs
-		r := &CompletionRequest{Model: c.model(), Prompt: Prompt{IDs: req.PromptIDs},
+		r := &openaiwire.CompletionRequest{Model: c.model(), Prompt: openaiwire.Prompt{IDs: req.PromptIDs},
 			Temperature: p.Temperature, TopP: p.TopP, TopK: p.TopK, MaxTokens: p.MaxTokens,
 			Stop: p.Stop, StopTokenIDs: p.StopTokenIDs, Seed: p.Seed, N: 1, Logprobs: &zero,
 			ReturnTokenIDs: true, ReturnTokensAsTokenIDs: c.opts.ReturnTokensAsTokenIDs}
 		body, setMax = r, func(n int) { r.MaxTokens = n }
 	} else {
 		path = "/v1/chat/completions"
-		r := &ChatRequest{Model: c.model(), Messages: req.Messages,
+		r := &openaiwire.ChatRequest{Model: c.model(), Messages: req.Messages,
 			Temperature: p.Temperature, TopP: p.TopP, TopK: p.TopK, MaxTokens: p.MaxTokens,
 			Stop: p.Stop, StopTokenIDs: p.StopTokenIDs, Seed: p.Seed, N: 1, Logprobs: true,
 			ReturnTokenIDs: true, ReturnTokensAsTokenIDs: c.opts.ReturnTokensAsTokenIDs,
@@ -395,21 +396,21 @@ func checkParams(req sampler.Request) error {
 
 // Chat sends a raw chat request (the caller sets every field) and returns
 // the decoded answer without checks beyond JSON.
-func (c *Client) Chat(ctx context.Context, req *ChatRequest) (*ChatResponse, error) {
+func (c *Client) Chat(ctx context.Context, req *openaiwire.ChatRequest) (*openaiwire.ChatResponse, error) {
 	if req.Model == "" {
 		req.Model = c.model()
 	}
-	var out ChatResponse
+	var out openaiwire.ChatResponse
 	err := c.post(ctx, "/v1/chat/completions", req, nil, func(r io.Reader) error { return decodeJSON(r, &out) })
 	return &out, err
 }
 
 // Complete sends a raw completions request.
-func (c *Client) Complete(ctx context.Context, req *CompletionRequest) (*CompletionResponse, error) {
+func (c *Client) Complete(ctx context.Context, req *openaiwire.CompletionRequest) (*openaiwire.CompletionResponse, error) {
 	if req.Model == "" {
 		req.Model = c.model()
 	}
-	var out CompletionResponse
+	var out openaiwire.CompletionResponse
 	err := c.post(ctx, "/v1/completions", req, nil, func(r io.Reader) error { return decodeJSON(r, &out) })
 	return &out, err
 }
@@ -682,7 +683,7 @@ func statusError(ep *endpoint, path string, resp *http.Response) *StatusError {
 		se.Message = redirectMessage(ep.url+path, resp)
 		return se
 	}
-	se.Message, se.Type = errorMessage(body)
+	se.Message, se.Type = openaiwire.ErrorMessage(body)
 	return se
 }
 

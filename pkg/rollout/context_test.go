@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/rllm-org/rllm-go/pkg/episode"
+	"github.com/rllm-org/rllm-go/pkg/openaiwire"
 	"github.com/rllm-org/rllm-go/pkg/sampler"
 )
 
@@ -88,17 +89,17 @@ func newStrictServer(t *testing.T, ctxLen int, models string) *strictServer {
 			}
 			// The answer in the package's own wire types.
 			ids := make([]int, out)
-			lps := make([]TokenLogprob, out)
+			lps := make([]openaiwire.TokenLogprob, out)
 			for i := range ids {
 				ids[i] = 7
-				lps[i] = TokenLogprob{Token: "a", Logprob: -0.5, Bytes: []int{97}, TopLogprobs: []TopLogprob{}}
+				lps[i] = openaiwire.TokenLogprob{Token: "a", Logprob: -0.5, Bytes: []int{97}, TopLogprobs: []openaiwire.TopLogprob{}}
 			}
 			text := strings.Repeat("a", out)
-			usage := Usage{PromptTokens: n, CompletionTokens: out, TotalTokens: n + out}
+			usage := openaiwire.Usage{PromptTokens: n, CompletionTokens: out, TotalTokens: n + out}
 			w.Header().Set("Content-Type", "application/json")
 			if chat {
-				json.NewEncoder(w).Encode(ChatResponse{ID: "c", Object: "chat.completion", Created: 1, Model: "m", Usage: usage, PromptTokenIDs: make([]int, n),
-					Choices: []ChatChoice{{Message: &ChatMessage{Role: "assistant", Content: &text}, Logprobs: &ChatLogprobs{Content: lps},
+				json.NewEncoder(w).Encode(openaiwire.ChatResponse{ID: "c", Object: "chat.completion", Created: 1, Model: "m", Usage: usage, PromptTokenIDs: make([]int, n),
+					Choices: []openaiwire.ChatChoice{{Message: &openaiwire.ChatMessage{Role: "assistant", Content: &text}, Logprobs: &openaiwire.ChatLogprobs{Content: lps},
 						FinishReason: "length", TokenIDs: ids}}})
 				return
 			}
@@ -107,8 +108,8 @@ func newStrictServer(t *testing.T, ctxLen int, models string) *strictServer {
 			for i := range tl {
 				tl[i], toks[i] = -0.5, "a"
 			}
-			json.NewEncoder(w).Encode(CompletionResponse{ID: "c", Object: "text_completion", Created: 1, Model: "m", Usage: usage,
-				Choices: []CompletionChoice{{Text: &text, Logprobs: &CompletionLogprobs{Tokens: toks, TokenLogprobs: tl},
+			json.NewEncoder(w).Encode(openaiwire.CompletionResponse{ID: "c", Object: "text_completion", Created: 1, Model: "m", Usage: usage,
+				Choices: []openaiwire.CompletionChoice{{Text: &text, Logprobs: &openaiwire.CompletionLogprobs{Tokens: toks, TokenLogprobs: tl},
 					FinishReason: "length", TokenIDs: ids, PromptTokenIDs: req.Prompt}}})
 		}
 	}

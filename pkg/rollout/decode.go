@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/rllm-org/rllm-go/pkg/openaiwire"
 	"github.com/rllm-org/rllm-go/pkg/sampler"
 )
 
@@ -70,7 +71,7 @@ func (e serverError) check() error {
 	if len(e.Error) == 0 || string(e.Error) == "null" {
 		return nil
 	}
-	msg, typ := errorMessage([]byte(`{"error":` + string(e.Error) + `}`))
+	msg, typ := openaiwire.ErrorMessage([]byte(`{"error":` + string(e.Error) + `}`))
 	if typ != "" {
 		return invalidf("the server answered 200 with an error instead of choices: %s (type %s)", msg, typ)
 	}
@@ -98,30 +99,30 @@ func decodeChat(body io.Reader, rules responseRules) (sampler.Response, error) {
 // (per-token bytes and alternatives): decoding them was a third of the
 // client's CPU per request.
 type leanChatResponse struct {
-	Model          string           `json:"model"`
-	Choices        []leanChatChoice `json:"choices"`
-	PromptTokenIDs []int            `json:"prompt_token_ids"`
-	Metadata       *Metadata        `json:"metadata"`
+	Model          string               `json:"model"`
+	Choices        []leanChatChoice     `json:"choices"`
+	PromptTokenIDs []int                `json:"prompt_token_ids"`
+	Metadata       *openaiwire.Metadata `json:"metadata"`
 }
 
 type leanChatChoice struct {
-	Message  *ChatMessage `json:"message"`
+	Message  *openaiwire.ChatMessage `json:"message"`
 	Logprobs *struct {
 		Content []struct {
 			Token   string  `json:"token"`
 			Logprob float64 `json:"logprob"`
 		} `json:"content"`
 	} `json:"logprobs"`
-	FinishReason string     `json:"finish_reason"`
-	StopReason   StopReason `json:"stop_reason"`
-	MatchedStop  StopReason `json:"matched_stop"`
-	TokenIDs     []int      `json:"token_ids"`
+	FinishReason string                `json:"finish_reason"`
+	StopReason   openaiwire.StopReason `json:"stop_reason"`
+	MatchedStop  openaiwire.StopReason `json:"matched_stop"`
+	TokenIDs     []int                 `json:"token_ids"`
 }
 
 // decodeCompletion decodes and checks a completions answer.
 func decodeCompletion(body io.Reader, rules responseRules) (sampler.Response, error) {
 	var r struct {
-		CompletionResponse
+		openaiwire.CompletionResponse
 		serverError
 	}
 	if err := decodeJSON(body, &r); err != nil {
@@ -143,7 +144,7 @@ func (rules responseRules) chat(r *leanChatResponse) (sampler.Response, error) {
 	if c.Message == nil {
 		return sampler.Response{}, invalidf("choice 0 has no message")
 	}
-	out := sampler.Response{Model: r.Model, WeightVersion: r.Metadata.weightVersion(), ToolCalls: c.Message.ToolCalls, FinishReason: c.FinishReason}
+	out := sampler.Response{Model: r.Model, WeightVersion: r.Metadata.Version(), ToolCalls: c.Message.ToolCalls, FinishReason: c.FinishReason}
 	if c.Message.Content != nil {
 		out.Text = *c.Message.Content
 	}
@@ -163,7 +164,7 @@ func (rules responseRules) chat(r *leanChatResponse) (sampler.Response, error) {
 		toks = make([]string, len(c.Logprobs.Content))
 		lps = make([]float64, len(c.Logprobs.Content))
 		for i, t := range c.Logprobs.Content {
-			toks[i], lps[i] = t.Token, logprobValue(t.Logprob)
+			toks[i], lps[i] = t.Token, openaiwire.DecodeLogprob(t.Logprob)
 		}
 	}
 	prompt := r.PromptTokenIDs
@@ -173,7 +174,7 @@ func (rules responseRules) chat(r *leanChatResponse) (sampler.Response, error) {
 	return rules.finish(out, prompt, c.TokenIDs, toks, lps, c.Logprobs != nil)
 }
 
-func (rules responseRules) completion(r *CompletionResponse) (sampler.Response, error) {
+func (rules responseRules) completion(r *openaiwire.CompletionResponse) (sampler.Response, error) {
 	if len(r.Choices) == 0 {
 		return sampler.Response{}, invalidf("the response has no choices")
 	}
@@ -181,7 +182,7 @@ func (rules responseRules) completion(r *CompletionResponse) (sampler.Response, 
 	if c.Text == nil {
 		return sampler.Response{}, invalidf("choice 0 has no text")
 	}
-	out := sampler.Response{Model: r.Model, WeightVersion: r.Metadata.weightVersion(), Text: *c.Text, FinishReason: c.FinishReason}
+	out := sampler.Response{Model: r.Model, WeightVersion: r.Metadata.Version(), Text: *c.Text, FinishReason: c.FinishReason}
 	out.StopReason = string(c.StopReason)
 	if out.StopReason == "" {
 		out.StopReason = string(c.MatchedStop)
@@ -195,7 +196,7 @@ func (rules responseRules) completion(r *CompletionResponse) (sampler.Response, 
 		}
 		lps = make([]float64, len(c.Logprobs.TokenLogprobs))
 		for i, v := range c.Logprobs.TokenLogprobs {
-			lps[i] = logprobValue(v)
+			lps[i] = openaiwire.DecodeLogprob(v)
 		}
 	}
 	prompt := c.PromptTokenIDs
@@ -216,7 +217,7 @@ func (rules responseRules) finish(out sampler.Response, prompt, ids []int, toks 
 		// --return-tokens-as-token-ids still tell us the ids.
 		ids = make([]int, len(toks))
 		for i, t := range toks {
-			id, ok := tokenIDFromString(t)
+			id, ok := openaiwire.ParseTokenID(t)
 			if !ok {
 				ids = nil
 				break

@@ -102,20 +102,6 @@ func TestDecodeCompletion(t *testing.T) {
 	}
 }
 
-func TestErrorMessage(t *testing.T) {
-	for body, want := range map[string]string{
-		`{"error":{"message":"The model x does not exist.","type":"NotFoundError","param":null,"code":404}}`: "The model x does not exist.",
-		`{"object":"error","message":"flat message","type":"BadRequestError","param":null,"code":400}`:       "flat message",
-		`{"error":"plain string"}`: "plain string",
-		`{"detail":"Not Found"}`:   "Not Found",
-		`<html>bad gateway</html>`: "<html>bad gateway</html>",
-	} {
-		if got, _ := errorMessage([]byte(body)); got != want {
-			t.Errorf("errorMessage(%s) = %q, want %q", body, got, want)
-		}
-	}
-}
-
 // The decoders read whatever a server sends: they must never panic, and
 // whatever they accept must be consistent.
 func FuzzDecodeChat(f *testing.F) {
@@ -144,11 +130,6 @@ func FuzzDecodeCompletion(f *testing.F) {
 			t.Fatalf("accepted an inconsistent response: %+v", r)
 		}
 	})
-}
-
-func FuzzErrorMessage(f *testing.F) {
-	f.Add([]byte(`{"error":{"message":"m"}}`))
-	f.Fuzz(func(t *testing.T, body []byte) { errorMessage(body) })
 }
 
 // The weight version SGLang (and rllm serve) put in the response metadata

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/rllm-org/rllm-go/pkg/episode"
+	"github.com/rllm-org/rllm-go/pkg/openaiwire"
 )
 
 // PassAtK is the unbiased pass@k estimator of the Codex paper (Chen et
@@ -231,7 +232,7 @@ func finiteLogprobs(ep *episode.Episode) *episode.Episode {
 			lps := make([]float64, len(tr.Steps[j].Logprobs))
 			for k, lp := range tr.Steps[j].Logprobs {
 				if math.IsInf(lp, 0) || math.IsNaN(lp) {
-					lp = wireNegInf
+					lp = openaiwire.NegInfLogprob
 				}
 				lps[k] = lp
 			}

@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/rllm-org/rllm-go/pkg/openaiwire"
 	"github.com/rllm-org/rllm-go/pkg/usererr"
 )
 
@@ -384,7 +385,7 @@ func (p *WeightPublisher) call(ctx context.Context, url string, payload []byte, 
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-	msg, _ := errorMessage(body)
+	msg, _ := openaiwire.ErrorMessage(body)
 	if sglangBody {
 		var r struct {
 			Success *bool  `json:"success"`

@@ -1,4 +1,11 @@
-package rollout
+// Package openaiwire holds the wire shapes of the OpenAI-compatible routes
+// of vLLM and SGLang that an RL rollout needs (completions, chat
+// completions, logprobs, token ids, /v1/models, error bodies), shared by
+// the client (pkg/rollout), the embedded server (pkg/backend/local/openai)
+// and the fake of the tests (internal/fakevllm), so that none of them can
+// disagree with the others on a name. It imports only the episode and
+// sampler vocabulary.
+package openaiwire
 
 import (
 	"bytes"
@@ -104,7 +111,8 @@ type Metadata struct {
 	WeightVersion string `json:"weight_version,omitempty"`
 }
 
-func (m *Metadata) weightVersion() string {
+// Version is the weight version, "" when the server sent none.
+func (m *Metadata) Version() string {
 	if m == nil {
 		return ""
 	}
@@ -211,23 +219,36 @@ func (s *StopReason) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// apiError is vLLM's error body, nested ({"error":{...}}) or flat (older).
-type apiError struct {
-	Message string          `json:"message"`
-	Type    string          `json:"type"`
-	Param   json.RawMessage `json:"param"`
-	Code    json.RawMessage `json:"code"`
+// Error is the error object of vLLM's error body. Servers differ on
+// param and code (null, a string, a number), so both are any.
+type Error struct {
+	Message string `json:"message"`
+	Type    string `json:"type"`
+	Param   any    `json:"param"`
+	Code    any    `json:"code"`
 }
 
-// errorMessage pulls the server's message out of an error body, whatever
-// its shape; it falls back to the start of the body.
-func errorMessage(body []byte) (msg, typ string) {
+// ErrorResponse is vLLM's error body: {"error": {message, type, param, code}}.
+type ErrorResponse struct {
+	Error Error `json:"error"`
+}
+
+// FlatErrorResponse is the older flat form: {"object": "error", message, ...}.
+type FlatErrorResponse struct {
+	Object string `json:"object"` // "error"
+	Error
+}
+
+// ErrorMessage pulls the server's message out of an error body, whatever
+// its shape (nested, flat, a bare string, FastAPI's detail); it falls back
+// to the start of the body.
+func ErrorMessage(body []byte) (msg, typ string) {
 	var nested struct {
 		Error json.RawMessage `json:"error"`
 	}
-	var flat apiError
+	var flat Error
 	if json.Unmarshal(body, &nested) == nil && len(nested.Error) > 0 {
-		var e apiError
+		var e Error
 		if json.Unmarshal(nested.Error, &e) == nil && e.Message != "" {
 			return e.Message, e.Type
 		}
@@ -252,19 +273,50 @@ func errorMessage(body []byte) (msg, typ string) {
 	return t, ""
 }
 
-// vLLM sends -inf logprobs as -9999.0 because JSON has no infinity.
-const wireNegInf = -9999.0
+// ModelList is a GET /v1/models answer.
+type ModelList struct {
+	Object string  `json:"object"` // "list"
+	Data   []Model `json:"data"`
+}
 
-func logprobValue(v float64) float64 {
-	if v <= wireNegInf {
+// Model is one served model; MaxModelLen is its context in tokens.
+type Model struct {
+	ID          string  `json:"id"`
+	Object      string  `json:"object"` // "model"
+	Created     int64   `json:"created"`
+	OwnedBy     string  `json:"owned_by"`
+	Root        string  `json:"root"`
+	Parent      *string `json:"parent"`
+	MaxModelLen int     `json:"max_model_len"`
+	Permission  []any   `json:"permission"`
+}
+
+// NegInfLogprob is how vLLM sends a -inf logprob: JSON has no infinity.
+const NegInfLogprob = -9999.0
+
+// EncodeLogprob writes -inf (and anything below NegInfLogprob) as
+// NegInfLogprob.
+func EncodeLogprob(v float64) float64 {
+	if v < NegInfLogprob {
+		return NegInfLogprob
+	}
+	return v
+}
+
+// DecodeLogprob reads NegInfLogprob (or less) back as -inf.
+func DecodeLogprob(v float64) float64 {
+	if v <= NegInfLogprob {
 		return math.Inf(-1)
 	}
 	return v
 }
 
-// tokenIDFromString reads the "token_id:N" form vLLM uses with
-// --return-tokens-as-token-ids.
-func tokenIDFromString(tok string) (int, bool) {
+// TokenIDString is the "token_id:N" form of a logprob token that vLLM
+// sends with return_tokens_as_token_ids (--return-tokens-as-token-ids).
+func TokenIDString(id int) string { return "token_id:" + strconv.Itoa(id) }
+
+// ParseTokenID reads the "token_id:N" form.
+func ParseTokenID(tok string) (int, bool) {
 	rest, ok := strings.CutPrefix(tok, "token_id:")
 	if !ok {
 		return 0, false
