@@ -13,7 +13,6 @@ import (
 	"fmt"
 	"hash/fnv"
 	"io"
-	"math"
 	"net/http"
 	"net/http/httptest"
 	"sort"
@@ -22,6 +21,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/rllm-org/rllm-go/pkg/episode"
+	wire "github.com/rllm-org/rllm-go/pkg/openaiwire"
 )
 
 // Fault is something that can go wrong with one generation request.
@@ -85,25 +87,12 @@ const (
 type Reply struct {
 	Content   string
 	Reasoning string
-	ToolCalls []ToolCall
+	ToolCalls []episode.ToolCall
 	// FinishReason overrides the computed one when set.
 	FinishReason string
 	// Logprobs, when set, replace the seeded ones (one per token of the
 	// rendered reply, end-of-turn token included).
 	Logprobs []float64
-}
-
-// ToolCall is an OpenAI tool call.
-type ToolCall struct {
-	ID       string       `json:"id"`
-	Type     string       `json:"type"`
-	Function FunctionCall `json:"function"`
-}
-
-// FunctionCall is the called function and its JSON-encoded arguments.
-type FunctionCall struct {
-	Name      string `json:"name"`
-	Arguments string `json:"arguments"`
 }
 
 // ReplyInput is what a Reply hook sees of a request.
@@ -314,11 +303,10 @@ func (s *Server) sleep(ctx context.Context, d time.Duration) bool {
 
 // writeError answers in vLLM's error format.
 func (s *Server) writeError(w http.ResponseWriter, status int, typ, msg string) {
-	var body any
+	e := wire.Error{Message: msg, Type: typ, Code: status}
+	var body any = wire.ErrorResponse{Error: e}
 	if s.cfg.FlatErrors {
-		body = map[string]any{"object": "error", "message": msg, "type": typ, "param": nil, "code": status}
-	} else {
-		body = map[string]any{"error": map[string]any{"message": msg, "type": typ, "param": nil, "code": status}}
+		body = wire.FlatErrorResponse{Object: "error", Error: e}
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
@@ -337,6 +325,10 @@ func writeJSON(w http.ResponseWriter, v any) {
 }
 
 // genRequest holds the fields of both generation endpoints the fake reads.
+// It is the server's side of openaiwire.ChatRequest and CompletionRequest:
+// every field a pointer or raw, because a server must tell a field left
+// out (vLLM's default) from a zero and accept every form a client may send
+// (a stop string or list, a prompt as text, ids or a batch).
 type genRequest struct {
 	Model                  string          `json:"model"`
 	Messages               []Message       `json:"messages"`
@@ -409,7 +401,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, 404, "NotFoundError", "The model `fake-injected-other-model` does not exist.")
 		return
 	case FaultErrorOK:
-		writeJSON(w, map[string]any{"error": map[string]any{"message": "fake: model overloaded", "type": "overloaded_error", "param": nil, "code": 529}})
+		writeJSON(w, wire.ErrorResponse{Error: wire.Error{Message: "fake: model overloaded", Type: "overloaded_error", Code: 529}})
 		return
 	case FaultRedirect:
 		to := s.cfg.RedirectTo
@@ -530,7 +522,7 @@ type choice struct {
 	text         string // all of the reply, specials removed
 	reasoning    string
 	content      string
-	toolCalls    []ToolCall
+	toolCalls    []episode.ToolCall
 	finishReason string
 	stopReason   any // string, int or nil
 }
@@ -708,37 +700,17 @@ func stripSpecials(t string) string {
 	return t
 }
 
-// wire types of the responses (field names as vLLM/SGLang send them)
-
-type usage struct {
-	PromptTokens     int `json:"prompt_tokens"`
-	CompletionTokens int `json:"completion_tokens"`
-	TotalTokens      int `json:"total_tokens"`
-}
-
-type topLogprob struct {
-	Token   string  `json:"token"`
-	Logprob float64 `json:"logprob"`
-	Bytes   []int   `json:"bytes"`
-}
-
-type chatLogprob struct {
-	Token       string       `json:"token"`
-	Logprob     float64      `json:"logprob"`
-	Bytes       []int        `json:"bytes"`
-	TopLogprobs []topLogprob `json:"top_logprobs"`
-}
-
-type chatLogprobs struct {
-	Content []chatLogprob `json:"content"`
-}
-
+// The responses are built from the shared wire shapes (pkg/openaiwire)
+// except at the level of a choice and of the response around it, which
+// stay maps: the flavour renames keys (stop_reason or matched_stop,
+// reasoning or reasoning_content), stop_reason is a string, a token id or
+// null, and vLLM leaves out token_ids and prompt_token_ids unless asked.
 type chatChoice map[string]any
 type completionChoice map[string]any
 
 func (s *Server) tokenString(id int, asIDs bool) string {
 	if asIDs || s.cfg.ReturnTokensAsTokenIDs {
-		return "token_id:" + strconv.Itoa(id)
+		return wire.TokenIDString(id)
 	}
 	return s.vocab.Token(id)
 }
@@ -749,14 +721,6 @@ func bytesOf(t string) []int {
 		b[i] = int(t[i])
 	}
 	return b
-}
-
-// wireLogprob encodes -inf as vLLM does.
-func wireLogprob(lp float64) float64 {
-	if math.IsInf(lp, -1) {
-		return -9999.0
-	}
-	return lp
 }
 
 func (s *Server) stopKey() string {
@@ -783,7 +747,7 @@ func (s *Server) chat(req *genRequest) (any, int, string) {
 		return nil, 400, msg
 	}
 	wantLP := string(req.Logprobs) == "true"
-	u := usage{PromptTokens: len(prompt)}
+	u := wire.Usage{PromptTokens: len(prompt)}
 	choices := make([]chatChoice, 0, req.choices())
 	for i := 0; i < req.choices(); i++ {
 		c := s.gen(req, "/v1/chat/completions", req.Messages, prompt, i)
@@ -797,17 +761,17 @@ func (s *Server) chat(req *genRequest) (any, int, string) {
 		if len(c.toolCalls) > 0 {
 			msg["tool_calls"] = c.toolCalls
 		} else {
-			msg["tool_calls"] = []ToolCall{}
+			msg["tool_calls"] = []episode.ToolCall{}
 		}
 		ch := chatChoice{"index": i, "message": msg, "logprobs": nil,
 			"finish_reason": c.finishReason, s.stopKey(): c.stopReason}
 		if wantLP {
-			lp := chatLogprobs{Content: make([]chatLogprob, len(c.ids))}
+			lp := wire.ChatLogprobs{Content: make([]wire.TokenLogprob, len(c.ids))}
 			for j, id := range c.ids {
 				t := s.tokenString(id, req.ReturnTokensAsTokenIDs)
-				lp.Content[j] = chatLogprob{Token: t, Logprob: wireLogprob(c.logprobs[j]), Bytes: bytesOf(s.vocab.Token(id)), TopLogprobs: []topLogprob{}}
+				lp.Content[j] = wire.TokenLogprob{Token: t, Logprob: wire.EncodeLogprob(c.logprobs[j]), Bytes: bytesOf(s.vocab.Token(id)), TopLogprobs: []wire.TopLogprob{}}
 				if req.TopLogprobs > 0 {
-					lp.Content[j].TopLogprobs = []topLogprob{{Token: t, Logprob: wireLogprob(c.logprobs[j]), Bytes: bytesOf(s.vocab.Token(id))}}
+					lp.Content[j].TopLogprobs = []wire.TopLogprob{{Token: t, Logprob: wire.EncodeLogprob(c.logprobs[j]), Bytes: bytesOf(s.vocab.Token(id))}}
 				}
 			}
 			ch["logprobs"] = lp
@@ -876,7 +840,7 @@ func (s *Server) completion(req *genRequest) (any, int, string) {
 		}
 		lpCount = &k
 	}
-	u := usage{}
+	u := wire.Usage{}
 	var choices []completionChoice
 	for p, prompt := range prompts {
 		for _, id := range prompt {
@@ -894,7 +858,6 @@ func (s *Server) completion(req *genRequest) (any, int, string) {
 			ch := completionChoice{"index": p*req.choices() + i, "text": c.text, "logprobs": nil,
 				"finish_reason": c.finishReason, s.stopKey(): c.stopReason, "prompt_logprobs": nil}
 			if lpCount != nil {
-				lp := map[string]any{}
 				toks := make([]string, len(c.ids))
 				tlps := make([]float64, len(c.ids))
 				tops := make([]map[string]float64, len(c.ids))
@@ -902,13 +865,12 @@ func (s *Server) completion(req *genRequest) (any, int, string) {
 				off := 0
 				for j, id := range c.ids {
 					toks[j] = s.tokenString(id, req.ReturnTokensAsTokenIDs)
-					tlps[j] = wireLogprob(c.logprobs[j])
+					tlps[j] = wire.EncodeLogprob(c.logprobs[j])
 					tops[j] = map[string]float64{toks[j]: tlps[j]}
 					offs[j] = off
 					off += len(s.vocab.Token(id))
 				}
-				lp["tokens"], lp["token_logprobs"], lp["top_logprobs"], lp["text_offset"] = toks, tlps, tops, offs
-				ch["logprobs"] = lp
+				ch["logprobs"] = wire.CompletionLogprobs{Tokens: toks, TokenLogprobs: tlps, TopLogprobs: tops, TextOffset: offs}
 			}
 			if req.ReturnTokenIDs {
 				ch["token_ids"] = c.ids
@@ -954,15 +916,16 @@ func corrupt(resp any, f Fault, vocabSize int) {
 			}
 		case FaultShortLogprobs:
 			switch lp := c["logprobs"].(type) {
-			case chatLogprobs:
+			case wire.ChatLogprobs:
 				if len(lp.Content) > 0 {
 					lp.Content = lp.Content[:len(lp.Content)-1]
 				}
 				c["logprobs"] = lp
-			case map[string]any:
-				if t, ok := lp["token_logprobs"].([]float64); ok && len(t) > 0 {
-					lp["token_logprobs"] = t[:len(t)-1]
+			case wire.CompletionLogprobs:
+				if len(lp.TokenLogprobs) > 0 {
+					lp.TokenLogprobs = lp.TokenLogprobs[:len(lp.TokenLogprobs)-1]
 				}
+				c["logprobs"] = lp
 			}
 		}
 	})
@@ -1013,19 +976,17 @@ func (s *Server) detokenize(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) models(w http.ResponseWriter, _ *http.Request) {
-	data := []map[string]any{{
-		"id": s.cfg.Model, "object": "model", "created": 1700000000, "owned_by": "vllm",
-		"root": s.cfg.Model, "parent": nil, "max_model_len": s.cfg.MaxModelLen, "permission": []any{},
-	}}
+	data := []wire.Model{{ID: s.cfg.Model, Object: "model", Created: 1700000000, OwnedBy: "vllm",
+		Root: s.cfg.Model, MaxModelLen: s.cfg.MaxModelLen, Permission: []any{}}}
 	// vLLM lists each loaded adapter with the base model as its parent.
 	for _, name := range s.Adapters() {
 		s.mu.Lock()
 		path := s.adapters[name]
 		s.mu.Unlock()
-		data = append(data, map[string]any{"id": name, "object": "model", "created": 1700000000, "owned_by": "vllm",
-			"root": path, "parent": s.cfg.Model, "max_model_len": s.cfg.MaxModelLen, "permission": []any{}})
+		data = append(data, wire.Model{ID: name, Object: "model", Created: 1700000000, OwnedBy: "vllm",
+			Root: path, Parent: &s.cfg.Model, MaxModelLen: s.cfg.MaxModelLen, Permission: []any{}})
 	}
-	writeJSON(w, map[string]any{"object": "list", "data": data})
+	writeJSON(w, wire.ModelList{Object: "list", Data: data})
 }
 
 // loraRequest is the body of vLLM's load and unload adapter routes.

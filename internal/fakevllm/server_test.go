@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rllm-org/rllm-go/pkg/episode"
 )
 
 func post(t *testing.T, s *Server, path string, body any) (int, http.Header, map[string]any) {
@@ -216,7 +218,7 @@ func TestStopsAndLength(t *testing.T) {
 
 func TestToolCalls(t *testing.T) {
 	s := New(Config{Reply: func(in ReplyInput) *Reply {
-		return &Reply{ToolCalls: []ToolCall{{ID: "call_1", Type: "function", Function: FunctionCall{Name: "calc", Arguments: `{"x": 1}`}}}}
+		return &Reply{ToolCalls: []episode.ToolCall{{ID: "call_1", Type: "function", Function: episode.FunctionCall{Name: "calc", Arguments: `{"x": 1}`}}}}
 	}})
 	defer s.Close()
 	_, _, m := post(t, s, "/v1/chat/completions", chatBody(map[string]any{"tools": []any{map[string]any{"type": "function"}}}))

@@ -2,6 +2,8 @@ package fakevllm
 
 import (
 	"strings"
+
+	"github.com/rllm-org/rllm-go/pkg/episode"
 )
 
 // The fake model's vocabulary: a few special tokens of the Qwen chat
@@ -105,12 +107,12 @@ func (v *Vocab) sampleWord(r uint64) int {
 
 // Message is a chat message as the fake's template renders it.
 type Message struct {
-	Role       string     `json:"role"`
-	Content    *string    `json:"content"`
-	Reasoning  string     `json:"reasoning,omitempty"`
-	ToolCalls  []ToolCall `json:"tool_calls,omitempty"`
-	ToolCallID string     `json:"tool_call_id,omitempty"`
-	Name       string     `json:"name,omitempty"`
+	Role       string             `json:"role"`
+	Content    *string            `json:"content"`
+	Reasoning  string             `json:"reasoning,omitempty"`
+	ToolCalls  []episode.ToolCall `json:"tool_calls,omitempty"`
+	ToolCallID string             `json:"tool_call_id,omitempty"`
+	Name       string             `json:"name,omitempty"`
 }
 
 // RenderChat applies the fake's Qwen-style chat template:

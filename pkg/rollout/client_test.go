@@ -151,7 +151,7 @@ func slicesEqual(a, b []int) bool {
 func TestSampleStopsAndTools(t *testing.T) {
 	s := fakevllm.New(fakevllm.Config{Flavor: fakevllm.SGLang, Reply: func(in fakevllm.ReplyInput) *fakevllm.Reply {
 		if strings.Contains(fakevllm.RenderChat(in.Messages, false), "tool") {
-			return &fakevllm.Reply{ToolCalls: []fakevllm.ToolCall{{ID: "c1", Type: "function", Function: fakevllm.FunctionCall{Name: "calc", Arguments: `{"x":2}`}}}}
+			return &fakevllm.Reply{ToolCalls: []episode.ToolCall{{ID: "c1", Type: "function", Function: episode.FunctionCall{Name: "calc", Arguments: `{"x":2}`}}}}
 		}
 		return &fakevllm.Reply{Content: " the cat sat on the mat"}
 	}})
