@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/rllm-org/rllm-go/pkg/backend/local"
+	wire "github.com/rllm-org/rllm-go/pkg/openaiwire"
 )
 
 // benchTokens matches the engine benchmark's reply length
@@ -75,7 +76,7 @@ func benchServe(b *testing.B, c int, stream bool) {
 						n, ttft = readStream(resp.Body, start)
 					} else {
 						var out struct {
-							Usage usage `json:"usage"`
+							Usage wire.Usage `json:"usage"`
 						}
 						raw, _ := io.ReadAll(resp.Body)
 						json.Unmarshal(raw, &out)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/rllm-org/rllm-go/pkg/backend/local"
+	wire "github.com/rllm-org/rllm-go/pkg/openaiwire"
 )
 
 // inputMessage is a chat message as clients send it: content is a
@@ -114,23 +115,6 @@ var chatKeys = union(samplingKeys, keySet("messages", "max_completion_tokens", "
 	"tool_choice", "parallel_tool_calls", "add_generation_prompt", "continue_final_message", "chat_template_kwargs",
 	"echo", "metadata", "store", "reasoning_effort", "modalities"))
 
-type chatTopLogprob struct {
-	Token   string  `json:"token"`
-	Logprob float64 `json:"logprob"`
-	Bytes   []int   `json:"bytes"`
-}
-
-type chatLogprob struct {
-	Token       string           `json:"token"`
-	Logprob     float64          `json:"logprob"`
-	Bytes       []int            `json:"bytes"`
-	TopLogprobs []chatTopLogprob `json:"top_logprobs"`
-}
-
-type chatLogprobs struct {
-	Content []chatLogprob `json:"content"`
-}
-
 type chatMessage struct {
 	Role      string  `json:"role"`
 	Content   string  `json:"content"`
@@ -139,19 +123,19 @@ type chatMessage struct {
 }
 
 type chatChoice struct {
-	Index        int           `json:"index"`
-	Message      chatMessage   `json:"message"`
-	Logprobs     *chatLogprobs `json:"logprobs"`
-	FinishReason any           `json:"finish_reason"`
-	StopReason   any           `json:"stop_reason"`
-	TokenIDs     []int         `json:"token_ids,omitempty"`
+	Index        int                `json:"index"`
+	Message      chatMessage        `json:"message"`
+	Logprobs     *wire.ChatLogprobs `json:"logprobs"`
+	FinishReason any                `json:"finish_reason"`
+	StopReason   any                `json:"stop_reason"`
+	TokenIDs     []int              `json:"token_ids,omitempty"`
 }
 
 // chatChunk is a /v1/chat/completions stream chunk.
 type chatChunk struct {
 	chunkHead
 	Choices        []chatStreamChoice `json:"choices"`
-	Usage          *usage             `json:"usage,omitempty"`
+	Usage          *wire.Usage        `json:"usage,omitempty"`
 	PromptTokenIDs []int              `json:"prompt_token_ids,omitempty"`
 }
 
@@ -159,7 +143,7 @@ type chatChunk struct {
 type chatResponse struct {
 	chunkHead
 	Choices        []chatChoice     `json:"choices"`
-	Usage          *usage           `json:"usage"`
+	Usage          *wire.Usage      `json:"usage"`
 	PromptTokenIDs []int            `json:"prompt_token_ids,omitempty"`
 	PromptLogprobs []map[string]any `json:"prompt_logprobs,omitempty"`
 }
@@ -170,12 +154,12 @@ type chatDelta struct {
 }
 
 type chatStreamChoice struct {
-	Index        int           `json:"index"`
-	Delta        chatDelta     `json:"delta"`
-	Logprobs     *chatLogprobs `json:"logprobs"`
-	FinishReason any           `json:"finish_reason"`
-	StopReason   any           `json:"stop_reason,omitempty"`
-	TokenIDs     []int         `json:"token_ids,omitempty"`
+	Index        int                `json:"index"`
+	Delta        chatDelta          `json:"delta"`
+	Logprobs     *wire.ChatLogprobs `json:"logprobs"`
+	FinishReason any                `json:"finish_reason"`
+	StopReason   any                `json:"stop_reason,omitempty"`
+	TokenIDs     []int              `json:"token_ids,omitempty"`
 }
 
 func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
@@ -244,7 +228,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 			run.close()
 			return
 		}
-		usageChunk := func(u usage) any { return chatChunk{chunkHead: head, Choices: []chatStreamChoice{}, Usage: &u} }
+		usageChunk := func(u wire.Usage) any { return chatChunk{chunkHead: head, Choices: []chatStreamChoice{}, Usage: &u} }
 		run.streamChoices(ctx, sse, usageChunk, func(c *choice, delta string) any {
 			ch := chatStreamChoice{Index: c.index, Delta: chatDelta{Content: &delta}, FinishReason: c.finishReason()}
 			if c.finish != "" {
@@ -327,13 +311,13 @@ func (s *Server) chatOptions(req *chatRequest, o *genOptions) *paramError {
 	return nil
 }
 
-func chatLogprobsOf(c *choice, from, k int, asIDs bool) *chatLogprobs {
-	lp := &chatLogprobs{Content: []chatLogprob{}}
+func chatLogprobsOf(c *choice, from, k int, asIDs bool) *wire.ChatLogprobs {
+	lp := &wire.ChatLogprobs{Content: []wire.TokenLogprob{}}
 	for i := from; i < len(c.ids); i++ {
 		id := c.ids[i]
-		e := chatLogprob{Token: tokenString(id, asIDs), Logprob: finite(c.lps[i]), Bytes: tokenBytes(id), TopLogprobs: []chatTopLogprob{}}
+		e := wire.TokenLogprob{Token: tokenString(id, asIDs), Logprob: wire.EncodeLogprob(c.lps[i]), Bytes: tokenBytes(id), TopLogprobs: []wire.TopLogprob{}}
 		for _, alt := range c.tops[i][:min(k, len(c.tops[i]))] {
-			e.TopLogprobs = append(e.TopLogprobs, chatTopLogprob{Token: tokenString(alt.Token, asIDs), Logprob: finite(alt.Logprob), Bytes: tokenBytes(alt.Token)})
+			e.TopLogprobs = append(e.TopLogprobs, wire.TopLogprob{Token: tokenString(alt.Token, asIDs), Logprob: wire.EncodeLogprob(alt.Logprob), Bytes: tokenBytes(alt.Token)})
 		}
 		lp.Content = append(lp.Content, e)
 	}

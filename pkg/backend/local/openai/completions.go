@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/rllm-org/rllm-go/pkg/backend/local"
+	wire "github.com/rllm-org/rllm-go/pkg/openaiwire"
 )
 
 // vLLM's default max_tokens for /v1/completions.
@@ -33,7 +34,7 @@ type completionLogprobs struct {
 type completionChunk struct {
 	chunkHead
 	Choices []completionChoice `json:"choices"`
-	Usage   *usage             `json:"usage,omitempty"`
+	Usage   *wire.Usage        `json:"usage,omitempty"`
 }
 
 type completionChoice struct {
@@ -91,7 +92,9 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 	}
 	if o.stream {
 		sse := newSSE(w, s.opts.WriteTimeout, run.version)
-		usageChunk := func(u usage) any { return completionChunk{chunkHead: head, Choices: []completionChoice{}, Usage: &u} }
+		usageChunk := func(u wire.Usage) any {
+			return completionChunk{chunkHead: head, Choices: []completionChoice{}, Usage: &u}
+		}
 		run.streamChoices(ctx, sse, usageChunk, func(c *choice, delta string) any {
 			ch := completionChoice{Index: c.index, Text: delta, FinishReason: c.finishReason(), StopReason: c.stopReason()}
 			if k >= 0 {
@@ -189,11 +192,11 @@ func completionLogprobsOf(c *choice, from, k int, asIDs bool, echo *echoLogprobs
 				lp.TopLogprobs = append(lp.TopLogprobs, nil)
 				continue
 			}
-			own := finite(echo.lps[i][0].Logprob)
+			own := wire.EncodeLogprob(echo.lps[i][0].Logprob)
 			lp.TokenLogprobs = append(lp.TokenLogprobs, &own)
 			top := map[string]float64{t: own}
 			for _, alt := range echo.lps[i][1:min(len(echo.lps[i]), k+1)] {
-				top[tokenString(alt.Token, asIDs)] = finite(alt.Logprob)
+				top[tokenString(alt.Token, asIDs)] = wire.EncodeLogprob(alt.Logprob)
 			}
 			lp.TopLogprobs = append(lp.TopLogprobs, top)
 		}
@@ -201,12 +204,12 @@ func completionLogprobsOf(c *choice, from, k int, asIDs bool, echo *echoLogprobs
 	for i := from; i < len(c.ids); i++ {
 		id := c.ids[i]
 		t := tokenString(id, asIDs)
-		own := finite(c.lps[i])
+		own := wire.EncodeLogprob(c.lps[i])
 		lp.Tokens = append(lp.Tokens, t)
 		lp.TokenLogprobs = append(lp.TokenLogprobs, &own)
 		top := map[string]float64{t: own}
 		for _, alt := range c.tops[i] {
-			top[tokenString(alt.Token, asIDs)] = finite(alt.Logprob)
+			top[tokenString(alt.Token, asIDs)] = wire.EncodeLogprob(alt.Logprob)
 		}
 		lp.TopLogprobs = append(lp.TopLogprobs, top)
 		lp.TextOffset = append(lp.TextOffset, off+c.offsets[i])
@@ -225,7 +228,7 @@ func vllmPromptLogprobs(lps [][]local.TokenLogprob, prompt []int, k int, asIDs b
 			if j > k {
 				break
 			}
-			m[strconv.Itoa(e.Token)] = map[string]any{"logprob": finite(e.Logprob), "rank": e.Rank, "decoded_token": tokenString(e.Token, asIDs)}
+			m[strconv.Itoa(e.Token)] = map[string]any{"logprob": wire.EncodeLogprob(e.Logprob), "rank": e.Rank, "decoded_token": tokenString(e.Token, asIDs)}
 		}
 		out[i] = m
 	}

@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/rllm-org/rllm-go/pkg/backend/local"
+	wire "github.com/rllm-org/rllm-go/pkg/openaiwire"
 )
 
 // choice accumulates one output sequence as its events arrive.
@@ -135,7 +136,7 @@ func (c *choice) finishReason() any {
 // completions' top_logprobs); "token_id:N" with return_tokens_as_token_ids.
 func tokenString(id int, asIDs bool) string {
 	if asIDs {
-		return "token_id:" + strconv.Itoa(id)
+		return wire.TokenIDString(id)
 	}
 	if id >= 0x80 && id < 256 {
 		return fmt.Sprintf("bytes:\\x%02x", id)
@@ -150,14 +151,6 @@ func tokenBytes(id int) []int {
 		b[i] = int(t[i])
 	}
 	return b
-}
-
-// finite sends −inf as −9999.0, as vLLM does.
-func finite(x float64) float64 {
-	if x < -9999 {
-		return -9999
-	}
-	return x
 }
 
 // chunkHead starts every response and chunk. Metadata carries the weight
@@ -177,12 +170,6 @@ type responseMeta struct {
 func (s *Server) head(prefix, object, version string) chunkHead {
 	return chunkHead{ID: s.nextID(prefix), Object: object, Created: time.Now().Unix(), Model: s.opts.ModelName,
 		Metadata: responseMeta{WeightVersion: version}}
-}
-
-type usage struct {
-	PromptTokens     int `json:"prompt_tokens"`
-	CompletionTokens int `json:"completion_tokens"`
-	TotalTokens      int `json:"total_tokens"`
 }
 
 // run is one request in the engine: its streams (one per prompt) and
@@ -325,7 +312,7 @@ func (r *run) finish() {
 
 // runningUsage is the usage every chunk carries with
 // continuous_usage_stats, nil otherwise.
-func (r *run) runningUsage() *usage {
+func (r *run) runningUsage() *wire.Usage {
 	if !r.o.continuousUsage {
 		return nil
 	}
@@ -333,8 +320,8 @@ func (r *run) runningUsage() *usage {
 	return &u
 }
 
-func (r *run) usage() usage {
-	var u usage
+func (r *run) usage() wire.Usage {
+	var u wire.Usage
 	for _, p := range r.prompts {
 		u.PromptTokens += len(p)
 	}
@@ -359,7 +346,7 @@ func (r *run) failed(w http.ResponseWriter, err error) {
 
 // stream drives a streaming response: for every batch of events it calls
 // emit with the choices that changed, which writes chunks through sse.
-func (r *run) stream(ctx context.Context, sse *sseWriter, usageChunk func(usage) any, emit func(changed []*choice) bool) {
+func (r *run) stream(ctx context.Context, sse *sseWriter, usageChunk func(wire.Usage) any, emit func(changed []*choice) bool) {
 	defer r.close()
 	for p, st := range r.streams {
 		for {
@@ -409,7 +396,7 @@ func (s *Server) writeResult(w http.ResponseWriter, version string, v any) {
 
 // streamChoices streams each changed choice as one chunk, built by chunk
 // from the choice (before it is marked sent) and its new text.
-func (r *run) streamChoices(ctx context.Context, sse *sseWriter, usageChunk func(usage) any, chunk func(c *choice, delta string) any) {
+func (r *run) streamChoices(ctx context.Context, sse *sseWriter, usageChunk func(wire.Usage) any, chunk func(c *choice, delta string) any) {
 	r.stream(ctx, sse, usageChunk, func(changed []*choice) bool {
 		for _, c := range changed {
 			delta, vis, ok := c.pending(r.o)
@@ -487,7 +474,7 @@ func (e *sseWriter) error(status int, msg string) {
 	if status == http.StatusInternalServerError {
 		typ = "InternalServerError"
 	}
-	e.send(map[string]apiError{"error": {Message: msg, Type: typ, Code: status}})
+	e.send(wire.ErrorResponse{Error: wire.Error{Message: msg, Type: typ, Code: status}})
 }
 
 func (e *sseWriter) done() {

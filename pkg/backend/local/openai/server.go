@@ -26,6 +26,7 @@ import (
 
 	"github.com/rllm-org/rllm-go/pkg/backend"
 	"github.com/rllm-org/rllm-go/pkg/backend/local"
+	wire "github.com/rllm-org/rllm-go/pkg/openaiwire"
 )
 
 // Defaults of the limits in Options.
@@ -142,16 +143,8 @@ func (s *Server) authorized(r *http.Request) bool {
 	return ok && subtle.ConstantTimeCompare([]byte(strings.TrimSpace(token)), []byte(s.opts.APIKey)) == 1
 }
 
-// apiError is vLLM's error body: {"error": {message, type, param, code}}.
-type apiError struct {
-	Message string  `json:"message"`
-	Type    string  `json:"type"`
-	Param   *string `json:"param"`
-	Code    int     `json:"code"`
-}
-
 func writeError(w http.ResponseWriter, status int, param, format string, args ...any) {
-	e := apiError{Message: fmt.Sprintf(format, args...), Type: "BadRequestError", Code: status}
+	e := wire.Error{Message: fmt.Sprintf(format, args...), Type: "BadRequestError", Code: status}
 	switch status {
 	case http.StatusUnauthorized:
 		e.Type = "AuthenticationError"
@@ -170,9 +163,9 @@ func writeError(w http.ResponseWriter, status int, param, format string, args ..
 		e.Type = "InternalServerError"
 	}
 	if param != "" {
-		e.Param = &param
+		e.Param = param
 	}
-	writeJSON(w, status, map[string]apiError{"error": e})
+	writeJSON(w, status, wire.ErrorResponse{Error: e})
 }
 
 // paramError is a request mistake naming its parameter.
@@ -288,13 +281,10 @@ func jsonType(k reflect.Kind) string {
 
 func (s *Server) models(w http.ResponseWriter, _ *http.Request) {
 	snap, _ := s.eng.Weights()
-	writeJSON(w, http.StatusOK, map[string]any{
-		"object": "list",
-		"data": []map[string]any{{
-			"id": s.opts.ModelName, "object": "model", "created": time.Now().Unix(), "owned_by": "rllm",
-			"root": snap.Name(), "max_model_len": snap.Config().Context,
-		}},
-	})
+	writeJSON(w, http.StatusOK, wire.ModelList{Object: "list", Data: []wire.Model{{
+		ID: s.opts.ModelName, Object: "model", Created: time.Now().Unix(), OwnedBy: "rllm",
+		Root: snap.Name(), MaxModelLen: snap.Config().Context, Permission: []any{},
+	}}})
 }
 
 type tokenizeRequest struct {
