@@ -527,6 +527,9 @@ type choice struct {
 	stopReason   any // string, int or nil
 }
 
+// completionDefaultMaxTokens is vLLM's default max_tokens on /v1/completions.
+const completionDefaultMaxTokens = 16
+
 // asked is the reply length the request names: max_completion_tokens
 // before max_tokens, as vLLM's chat request reads them; nil when neither
 // is sent.
@@ -828,6 +831,14 @@ func (s *Server) prompts(raw json.RawMessage) ([][]int, string) {
 }
 
 func (s *Server) completion(req *genRequest) (any, int, string) {
+	// vLLM's CompletionRequest has no max_completion_tokens (an unknown
+	// field, ignored) and defaults max_tokens to 16, unlike chat's "what
+	// the context leaves" (vllm/entrypoints/openai/protocol.py).
+	req.MaxCompletionTokens = nil
+	if req.MaxTokens == nil {
+		d := completionDefaultMaxTokens
+		req.MaxTokens = &d
+	}
 	prompts, msg := s.prompts(req.Prompt)
 	if msg != "" {
 		return nil, 400, msg

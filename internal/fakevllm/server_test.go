@@ -473,6 +473,9 @@ func TestContextLikeVLLM(t *testing.T) {
 		{"chat max_tokens over", "/v1/chat/completions", map[string]any{"max_tokens": 17}, 400, "'max_tokens' or 'max_completion_tokens' is too large: 17. This model's maximum context length is 32 tokens and your request has 16 input tokens (17 > 32 - 16)."},
 		{"chat max_completion_tokens over", "/v1/chat/completions", map[string]any{"max_tokens": nil, "max_completion_tokens": 17}, 400, "is too large: 17."},
 		{"chat without max_tokens", "/v1/chat/completions", map[string]any{"max_tokens": nil, "messages": []map[string]any{{"role": "user", "content": "a"}}}, 200, ""},
+		{"completion without max_tokens: 16", "/v1/completions", map[string]any{"max_tokens": nil}, 200, ""},
+		{"completion default 16 over", "/v1/completions", map[string]any{"max_tokens": nil, "prompt": make([]int, 20)}, 400,
+			"'max_tokens' or 'max_completion_tokens' is too large: 16."},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			body := chatBody(tc.extra)
@@ -494,6 +497,9 @@ func TestContextLikeVLLM(t *testing.T) {
 				return
 			}
 			u := m["usage"].(map[string]any)
+			if tc.extra["max_tokens"] == nil && tc.path == "/v1/completions" && u["completion_tokens"].(float64) > 16 {
+				t.Errorf("usage %v: over vLLM's default max_tokens 16 on completions", u)
+			}
 			if total := u["total_tokens"].(float64); total > 32 {
 				t.Errorf("usage %v: over the context", u)
 			}
