@@ -62,6 +62,54 @@ type CompletionRequest struct {
 	ReturnTokensAsTokenIDs bool     `json:"return_tokens_as_token_ids,omitempty"`
 }
 
+// StreamOptions are a streamed request's stream_options.
+type StreamOptions struct {
+	IncludeUsage         bool `json:"include_usage"`
+	ContinuousUsageStats bool `json:"continuous_usage_stats"`
+}
+
+// SamplingFields are the parameters both generation routes take (OpenAI's
+// and vLLM's extras) as a server decodes them: a pointer is nil when the
+// field was left out, so the server can apply its own default. Shared by
+// rllm serve (pkg/backend/local/openai) and the fake (internal/fakevllm);
+// the client sends ChatRequest and CompletionRequest.
+type SamplingFields struct {
+	Model                  string             `json:"model"`
+	MaxTokens              *int               `json:"max_tokens"`
+	Temperature            *float64           `json:"temperature"`
+	TopP                   *float64           `json:"top_p"`
+	TopK                   *int               `json:"top_k"`
+	MinP                   *float64           `json:"min_p"`
+	N                      *int               `json:"n"`
+	Seed                   *int64             `json:"seed"`
+	Stop                   json.RawMessage    `json:"stop"`
+	StopTokenIDs           []int              `json:"stop_token_ids"`
+	Stream                 *bool              `json:"stream"`
+	StreamOptions          *StreamOptions     `json:"stream_options"`
+	LogitBias              map[string]float64 `json:"logit_bias"`
+	MinTokens              *int               `json:"min_tokens"`
+	IgnoreEOS              bool               `json:"ignore_eos"`
+	SkipSpecialTokens      *bool              `json:"skip_special_tokens"`
+	IncludeStopStrInOutput bool               `json:"include_stop_str_in_output"`
+	ReturnTokenIDs         bool               `json:"return_token_ids"`
+	ReturnTokensAsTokenIDs bool               `json:"return_tokens_as_token_ids"`
+	TruncatePromptTokens   *int               `json:"truncate_prompt_tokens"`
+	PromptLogprobs         *int               `json:"prompt_logprobs"`
+	AllowedTokenIDs        []int              `json:"allowed_token_ids"`
+
+	// Accepted by rllm serve only at their defaults.
+	FrequencyPenalty  *float64 `json:"frequency_penalty"`
+	PresencePenalty   *float64 `json:"presence_penalty"`
+	RepetitionPenalty *float64 `json:"repetition_penalty"`
+	LengthPenalty     *float64 `json:"length_penalty"`
+	BestOf            *int     `json:"best_of"`
+	UseBeamSearch     bool     `json:"use_beam_search"`
+	Priority          int      `json:"priority"`
+	ResponseFormat    *struct {
+		Type string `json:"type"`
+	} `json:"response_format"`
+}
+
 // Prompt is a completions prompt: token ids when IDs is non-nil, else text.
 type Prompt struct {
 	Text string

@@ -93,7 +93,7 @@ func renderChat(msgs []inputMessage, addGenerationPrompt, continueFinal bool) ([
 }
 
 type chatRequest struct {
-	samplingFields
+	wire.SamplingFields
 	Messages             []inputMessage    `json:"messages"`
 	MaxCompletionTokens  *int              `json:"max_completion_tokens"`
 	Logprobs             bool              `json:"logprobs"`
@@ -171,7 +171,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	if req.MaxTokens == nil {
 		req.MaxTokens = req.MaxCompletionTokens
 	}
-	o, perr := req.options(s, 0)
+	o, perr := options(&req.SamplingFields, s, 0)
 	if perr == nil {
 		perr = s.chatOptions(&req, &o)
 	}

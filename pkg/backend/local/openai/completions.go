@@ -14,7 +14,7 @@ import (
 const defaultCompletionTokens = 16
 
 type completionRequest struct {
-	samplingFields
+	wire.SamplingFields
 	Prompt   json.RawMessage `json:"prompt"`
 	Logprobs *int            `json:"logprobs"`
 	Echo     bool            `json:"echo"`
@@ -54,7 +54,7 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 	if !s.decodeBody(w, r, completionKeys, &req) || !s.checkModel(w, req.Model) {
 		return
 	}
-	o, perr := req.options(s, defaultCompletionTokens)
+	o, perr := options(&req.SamplingFields, s, defaultCompletionTokens)
 	if perr == nil {
 		perr = s.completionOptions(&req, &o)
 	}

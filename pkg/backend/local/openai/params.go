@@ -7,54 +7,10 @@ import (
 
 	"github.com/rllm-org/rllm-go/pkg/backend"
 	"github.com/rllm-org/rllm-go/pkg/backend/local"
+	wire "github.com/rllm-org/rllm-go/pkg/openaiwire"
 )
 
-type streamOptions struct {
-	IncludeUsage         bool `json:"include_usage"`
-	ContinuousUsageStats bool `json:"continuous_usage_stats"`
-}
-
-// samplingFields are the parameters both completion endpoints take:
-// OpenAI's and vLLM's extras. Parameters the embedded policy cannot
-// honour are decoded only to refuse values other than their defaults.
-type samplingFields struct {
-	Model                  string             `json:"model"`
-	MaxTokens              *int               `json:"max_tokens"`
-	Temperature            *float64           `json:"temperature"`
-	TopP                   *float64           `json:"top_p"`
-	TopK                   *int               `json:"top_k"`
-	MinP                   *float64           `json:"min_p"`
-	N                      *int               `json:"n"`
-	Seed                   *int64             `json:"seed"`
-	Stop                   json.RawMessage    `json:"stop"`
-	StopTokenIDs           []int              `json:"stop_token_ids"`
-	Stream                 *bool              `json:"stream"`
-	StreamOptions          *streamOptions     `json:"stream_options"`
-	LogitBias              map[string]float64 `json:"logit_bias"`
-	MinTokens              *int               `json:"min_tokens"`
-	IgnoreEOS              bool               `json:"ignore_eos"`
-	SkipSpecialTokens      *bool              `json:"skip_special_tokens"`
-	IncludeStopStrInOutput bool               `json:"include_stop_str_in_output"`
-	ReturnTokenIDs         bool               `json:"return_token_ids"`
-	ReturnTokensAsTokenIDs bool               `json:"return_tokens_as_token_ids"`
-	TruncatePromptTokens   *int               `json:"truncate_prompt_tokens"`
-	PromptLogprobs         *int               `json:"prompt_logprobs"`
-	AllowedTokenIDs        []int              `json:"allowed_token_ids"`
-
-	// Accepted only at their defaults.
-	FrequencyPenalty  *float64 `json:"frequency_penalty"`
-	PresencePenalty   *float64 `json:"presence_penalty"`
-	RepetitionPenalty *float64 `json:"repetition_penalty"`
-	LengthPenalty     *float64 `json:"length_penalty"`
-	BestOf            *int     `json:"best_of"`
-	UseBeamSearch     bool     `json:"use_beam_search"`
-	Priority          int      `json:"priority"`
-	ResponseFormat    *struct {
-		Type string `json:"type"`
-	} `json:"response_format"`
-}
-
-// samplingKeys are the keys samplingFields reads, plus request metadata
+// samplingKeys are the keys openaiwire.SamplingFields reads, plus request metadata
 // that changes nothing in the output (user, request_id, cache_salt,
 // add_special_tokens: the byte tokenizer adds no BOS either way).
 var samplingKeys = keySet("model", "max_tokens", "temperature", "top_p", "top_k", "min_p", "n", "seed", "stop",
@@ -92,7 +48,7 @@ type genOptions struct {
 
 // options validates the fields; defaultMax is the endpoint's max_tokens
 // when none is given (0: up to the context).
-func (f *samplingFields) options(s *Server, defaultMax int) (genOptions, *paramError) {
+func options(f *wire.SamplingFields, s *Server, defaultMax int) (genOptions, *paramError) {
 	o := genOptions{skipSpecial: true}
 	p := backend.SamplingParams{Temperature: 1, TopP: 1, TopK: -1, MaxTokens: defaultMax, Seed: f.Seed, StopTokenIDs: f.StopTokenIDs}
 	if f.Temperature != nil {

@@ -246,12 +246,12 @@ func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, allowed map[
 }
 
 // requestField turns encoding/json's field path, which names embedded Go
-// structs (samplingFields.n), into the request's own (n).
+// structs (SamplingFields.n), into the request's own (n).
 func requestField(path string) string {
 	parts := strings.Split(path, ".")
 	out := parts[:0]
 	for _, p := range parts {
-		if p != "" && p[0] >= 'a' && p[0] <= 'z' && strings.ContainsFunc(p, unicode.IsUpper) {
+		if strings.ContainsFunc(p, unicode.IsUpper) {
 			continue // a Go struct name, not a JSON key (keys are snake_case)
 		}
 		out = append(out, p)
