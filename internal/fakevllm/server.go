@@ -324,33 +324,21 @@ func writeJSON(w http.ResponseWriter, v any) {
 	_, _ = w.Write(b)
 }
 
-// genRequest holds the fields of both generation endpoints the fake reads.
-// It is the server's side of openaiwire.ChatRequest and CompletionRequest:
-// every field a pointer or raw, because a server must tell a field left
-// out (vLLM's default) from a zero and accept every form a client may send
-// (a stop string or list, a prompt as text, ids or a batch).
+// genRequest holds the fields of both generation endpoints the fake reads:
+// the sampling fields as rllm serve decodes them (pointers: a field left
+// out takes vLLM's default), and the fields of either route. The client
+// side of the same wire is openaiwire.ChatRequest and CompletionRequest.
 type genRequest struct {
-	Model                  string          `json:"model"`
-	Messages               []Message       `json:"messages"`
-	Prompt                 json.RawMessage `json:"prompt"`
-	Temperature            *float64        `json:"temperature"`
-	TopP                   *float64        `json:"top_p"`
-	TopK                   *int            `json:"top_k"`
-	MaxTokens              *int            `json:"max_tokens"`
-	MaxCompletionTokens    *int            `json:"max_completion_tokens"`
-	Stop                   json.RawMessage `json:"stop"`
-	StopTokenIDs           []int           `json:"stop_token_ids"`
-	Seed                   *int64          `json:"seed"`
-	N                      *int            `json:"n"`
-	Logprobs               json.RawMessage `json:"logprobs"` // chat: bool, completions: int
-	TopLogprobs            int             `json:"top_logprobs"`
-	ReturnTokenIDs         bool            `json:"return_token_ids"`
-	ReturnTokensAsTokenIDs bool            `json:"return_tokens_as_token_ids"`
-	AddGenerationPrompt    *bool           `json:"add_generation_prompt"`
-	ChatTemplateKwargs     map[string]any  `json:"chat_template_kwargs"`
-	Tools                  []any           `json:"tools"`
-	ToolChoice             any             `json:"tool_choice"`
-	Stream                 bool            `json:"stream"`
+	wire.SamplingFields
+	Messages            []Message       `json:"messages"`
+	Prompt              json.RawMessage `json:"prompt"`
+	MaxCompletionTokens *int            `json:"max_completion_tokens"`
+	Logprobs            json.RawMessage `json:"logprobs"` // chat: bool, completions: int
+	TopLogprobs         int             `json:"top_logprobs"`
+	AddGenerationPrompt *bool           `json:"add_generation_prompt"`
+	ChatTemplateKwargs  map[string]any  `json:"chat_template_kwargs"`
+	Tools               []any           `json:"tools"`
+	ToolChoice          any             `json:"tool_choice"`
 }
 
 func (s *Server) generate(w http.ResponseWriter, r *http.Request) {
@@ -428,7 +416,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, 400, "BadRequestError", msg)
 		return
 	}
-	if req.Stream {
+	if req.Stream != nil && *req.Stream {
 		s.writeError(w, 400, "BadRequestError", "fake: streaming is not supported")
 		return
 	}
