@@ -24,42 +24,42 @@ import (
 // Sampling fields are never omitted: an omitted field falls back to the
 // model's generation_config on vLLM, which silently changes the policy.
 
+// Sampling is what a client sends to sample, on both routes. Sampling
+// fields are never omitted (see above); max_tokens 0 is left out: up to
+// the context on chat, 16 on completions (vLLM's defaults).
+type Sampling struct {
+	Temperature  float64  `json:"temperature"`
+	TopP         float64  `json:"top_p"`
+	TopK         int      `json:"top_k"`
+	MaxTokens    int      `json:"max_tokens,omitempty"`
+	Stop         []string `json:"stop,omitempty"`
+	StopTokenIDs []int    `json:"stop_token_ids,omitempty"`
+	Seed         *int64   `json:"seed,omitempty"`
+	N            int      `json:"n"`
+}
+
 // ChatRequest is a POST /v1/chat/completions body.
 type ChatRequest struct {
-	Model                  string            `json:"model"`
-	Messages               []episode.Message `json:"messages"`
-	Temperature            float64           `json:"temperature"`
-	TopP                   float64           `json:"top_p"`
-	TopK                   int               `json:"top_k"`
-	MaxTokens              int               `json:"max_tokens,omitempty"` // 0: up to the context length
-	Stop                   []string          `json:"stop,omitempty"`
-	StopTokenIDs           []int             `json:"stop_token_ids,omitempty"`
-	Seed                   *int64            `json:"seed,omitempty"`
-	N                      int               `json:"n"`
-	Logprobs               bool              `json:"logprobs"`
-	TopLogprobs            int               `json:"top_logprobs,omitempty"`
-	ReturnTokenIDs         bool              `json:"return_token_ids"`
-	ReturnTokensAsTokenIDs bool              `json:"return_tokens_as_token_ids,omitempty"`
-	ChatTemplateKwargs     map[string]any    `json:"chat_template_kwargs,omitempty"`
-	Tools                  []sampler.Tool    `json:"tools,omitempty"`
-	ToolChoice             any               `json:"tool_choice,omitempty"`
+	Model    string            `json:"model"`
+	Messages []episode.Message `json:"messages"`
+	Sampling
+	Logprobs               bool           `json:"logprobs"`
+	TopLogprobs            int            `json:"top_logprobs,omitempty"`
+	ReturnTokenIDs         bool           `json:"return_token_ids"`
+	ReturnTokensAsTokenIDs bool           `json:"return_tokens_as_token_ids,omitempty"`
+	ChatTemplateKwargs     map[string]any `json:"chat_template_kwargs,omitempty"`
+	Tools                  []sampler.Tool `json:"tools,omitempty"`
+	ToolChoice             any            `json:"tool_choice,omitempty"`
 }
 
 // CompletionRequest is a POST /v1/completions body.
 type CompletionRequest struct {
-	Model                  string   `json:"model"`
-	Prompt                 Prompt   `json:"prompt"`
-	Temperature            float64  `json:"temperature"`
-	TopP                   float64  `json:"top_p"`
-	TopK                   int      `json:"top_k"`
-	MaxTokens              int      `json:"max_tokens,omitempty"` // 0: up to the context length
-	Stop                   []string `json:"stop,omitempty"`
-	StopTokenIDs           []int    `json:"stop_token_ids,omitempty"`
-	Seed                   *int64   `json:"seed,omitempty"`
-	N                      int      `json:"n"`
-	Logprobs               *int     `json:"logprobs,omitempty"` // number of top logprobs; 0 still returns the sampled token's
-	ReturnTokenIDs         bool     `json:"return_token_ids"`
-	ReturnTokensAsTokenIDs bool     `json:"return_tokens_as_token_ids,omitempty"`
+	Model  string `json:"model"`
+	Prompt Prompt `json:"prompt"`
+	Sampling
+	Logprobs               *int `json:"logprobs,omitempty"` // number of top logprobs; 0 still returns the sampled token's
+	ReturnTokenIDs         bool `json:"return_token_ids"`
+	ReturnTokensAsTokenIDs bool `json:"return_tokens_as_token_ids,omitempty"`
 }
 
 // StreamOptions are a streamed request's stream_options.

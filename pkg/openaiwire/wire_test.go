@@ -60,7 +60,7 @@ func TestWireBytes(t *testing.T) {
 	}{
 		{"chat request, sampling never omitted", ChatRequest{Model: "m"},
 			`{"model":"m","messages":null,"temperature":0,"top_p":0,"top_k":0,"n":0,"logprobs":false,"return_token_ids":false}`},
-		{"completion request with ids", CompletionRequest{Model: "m", Prompt: Prompt{IDs: []int{1, 2}}, MaxTokens: 4, Seed: &seed, N: 1, Logprobs: &lp, ReturnTokenIDs: true},
+		{"completion request with ids", CompletionRequest{Model: "m", Prompt: Prompt{IDs: []int{1, 2}}, Sampling: Sampling{MaxTokens: 4, Seed: &seed, N: 1}, Logprobs: &lp, ReturnTokenIDs: true},
 			`{"model":"m","prompt":[1,2],"temperature":0,"top_p":0,"top_k":0,"max_tokens":4,"seed":3,"n":1,"logprobs":0,"return_token_ids":true}`},
 		{"completion choice", CompletionChoice{Text: &text, FinishReason: "stop", TokenIDs: []int{5}},
 			`{"index":0,"text":"hi","logprobs":null,"finish_reason":"stop","stop_reason":"","matched_stop":"","token_ids":[5],"prompt_token_ids":null}`},

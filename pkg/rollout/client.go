@@ -337,20 +337,20 @@ func (c *Client) Sample(ctx context.Context, req sampler.Request) (sampler.Respo
 	var path string
 	var setMax func(int)
 	var body any
+	sampling := openaiwire.Sampling{Temperature: p.Temperature, TopP: p.TopP, TopK: p.TopK, MaxTokens: p.MaxTokens,
+		Stop: p.Stop, StopTokenIDs: p.StopTokenIDs, Seed: p.Seed, N: 1}
 	if req.PromptIDs != nil {
 		zero := 0
 		path = "/v1/completions"
 		rules.promptIDs = req.PromptIDs
 		r := &openaiwire.CompletionRequest{Model: c.model(), Prompt: openaiwire.Prompt{IDs: req.PromptIDs},
-			Temperature: p.Temperature, TopP: p.TopP, TopK: p.TopK, MaxTokens: p.MaxTokens,
-			Stop: p.Stop, StopTokenIDs: p.StopTokenIDs, Seed: p.Seed, N: 1, Logprobs: &zero,
+			Sampling: sampling, Logprobs: &zero,
 			ReturnTokenIDs: true, ReturnTokensAsTokenIDs: c.opts.ReturnTokensAsTokenIDs}
 		body, setMax = r, func(n int) { r.MaxTokens = n }
 	} else {
 		path = "/v1/chat/completions"
 		r := &openaiwire.ChatRequest{Model: c.model(), Messages: req.Messages,
-			Temperature: p.Temperature, TopP: p.TopP, TopK: p.TopK, MaxTokens: p.MaxTokens,
-			Stop: p.Stop, StopTokenIDs: p.StopTokenIDs, Seed: p.Seed, N: 1, Logprobs: true,
+			Sampling: sampling, Logprobs: true,
 			ReturnTokenIDs: true, ReturnTokensAsTokenIDs: c.opts.ReturnTokensAsTokenIDs,
 			ChatTemplateKwargs: req.ChatTemplateKwargs, Tools: req.Tools}
 		body, setMax = r, func(n int) { r.MaxTokens = n }
