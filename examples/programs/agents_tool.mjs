@@ -48,5 +48,15 @@ const agent = new Agent({
   model: "policy",
   tools: [calculator],
 });
-const result = await run(agent, task.question, { maxTurns: 4 });
+// AGENT_STREAM=1 (passed with workflow.args.pass_env=[AGENT_STREAM])
+// streams every turn, tool-call fragments included; the gateway records
+// the same tokens either way.
+const stream = process.env.AGENT_STREAM === "1";
+const result = await run(agent, task.question, { maxTurns: 4, stream });
+if (stream) {
+  for await (const _event of result) {
+    // drain the events; the final output is ready once they end
+  }
+  await result.completed;
+}
 console.log(JSON.stringify({ answer: String(result.finalOutput ?? "").trim() }));

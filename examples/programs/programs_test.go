@@ -104,9 +104,9 @@ var model = &gatewaytest.Sampler{Reply: func(req sampler.Request) gatewaytest.Re
 }}
 
 // play runs the program on a few arith tasks and checks each episode.
-func play(t *testing.T, command []any, turns int) {
+func play(t *testing.T, command []any, turns int, passEnv ...any) {
 	t.Helper()
-	spec := workflow.Spec{Name: "program", Args: map[string]any{"command": command, "timeout_s": 120},
+	spec := workflow.Spec{Name: "program", Args: map[string]any{"command": command, "timeout_s": 120, "pass_env": passEnv},
 		Deps: workflow.Deps{Env: workflow.Component{Name: "arith"}}}
 	w, err := spec.New(model, sampler.Params{Temperature: 1, TopP: 1, TopK: -1, MaxTokens: 16})
 	if err != nil {
@@ -135,6 +135,12 @@ func TestOpenAINodeProgram(t *testing.T) {
 func TestAgentsSDKProgram(t *testing.T) {
 	// Turn 1 calls the calculator, turn 2 answers with its result.
 	play(t, stage(t, "agents_tool.mjs", "node-agents"), 2)
+}
+
+func TestAgentsSDKProgramStreamed(t *testing.T) {
+	// The same with every turn streamed: tool-call fragments over SSE.
+	t.Setenv("AGENT_STREAM", "1")
+	play(t, stage(t, "agents_tool.mjs", "node-agents"), 2, "AGENT_STREAM")
 }
 
 func TestAnthropicNodeProgram(t *testing.T) {
