@@ -54,11 +54,20 @@ func Build(parent []string, pass []string, set map[string]string) []string {
 			out[k] = v
 		}
 	}
-	for k, v := range set {
-		out[k] = v
+	return List(out, set)
+}
+
+// List returns the variables of layers as sorted KEY=value strings; a
+// later layer's value wins.
+func List(layers ...map[string]string) []string {
+	merged := map[string]string{}
+	for _, m := range layers {
+		for k, v := range m {
+			merged[k] = v
+		}
 	}
-	list := make([]string, 0, len(out))
-	for k, v := range out {
+	list := make([]string, 0, len(merged))
+	for k, v := range merged {
 		list = append(list, k+"="+v)
 	}
 	sort.Strings(list)

@@ -29,8 +29,13 @@ type KeyDoc struct {
 // "rollout.retry"). The meaning and the default come from
 // configs/default.yaml; the range from the validator itself, by trying
 // values no rule allows, so the doc cannot drift from what is enforced.
+// A key spelled the rLLM/verl way (rllm.async_training.enable) documents
+// the key it stands for.
 func Doc(key string) ([]KeyDoc, error) {
 	s := schema()
+	if c, ok := canonical(key); ok {
+		key = c
+	}
 	var keys []string
 	if _, ok := s.leaves[key]; ok {
 		keys = []string{key}

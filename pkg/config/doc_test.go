@@ -122,3 +122,23 @@ func TestDocEveryKey(t *testing.T) {
 		}
 	}
 }
+
+// An rLLM/verl spelling documents the key it stands for, as it sets it.
+func TestDocResolvesAliases(t *testing.T) {
+	for _, tc := range []struct{ alias, key string }{
+		{"rllm.async_training.enable", "async_training.enable"},
+		{"actor_rollout_ref.rollout.n", "rollout.n"},
+		{"trainer.max_actor_ckpt_to_keep", "trainer.max_ckpt_to_keep"},
+	} {
+		docs, err := Doc(tc.alias)
+		if err != nil {
+			t.Fatalf("Doc(%q): %v", tc.alias, err)
+		}
+		if len(docs) != 1 || docs[0].Key != tc.key || docs[0].Doc == "" {
+			t.Errorf("Doc(%q) = %+v; want the doc of %s", tc.alias, docs, tc.key)
+		}
+	}
+	if docs, err := Doc("rllm.async_training"); err != nil || len(docs) < 5 {
+		t.Errorf("Doc(rllm.async_training) = %d keys, %v; want the async_training section", len(docs), err)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
+	"strings"
 )
 
 // Limits that keep hostile input cheap.
@@ -75,8 +76,11 @@ func (p *parser) peekOp() (byte, error) {
 	return c, nil
 }
 
-func (p *parser) sum(depth int) (*big.Rat, error) {
-	left, err := p.product(depth)
+// binary parses one left-associative precedence level: operand, then
+// any number of (op operand) with op one of ops, each folded into the
+// running result by apply.
+func (p *parser) binary(depth int, ops string, operand func(*parser, int) (*big.Rat, error), apply func(op byte, left, right *big.Rat) error) (*big.Rat, error) {
+	left, err := operand(p, depth)
 	if err != nil {
 		return nil, err
 	}
@@ -85,49 +89,43 @@ func (p *parser) sum(depth int) (*big.Rat, error) {
 		if err != nil {
 			return nil, err
 		}
-		if op != '+' && op != '-' {
+		if op == 0 || strings.IndexByte(ops, op) < 0 {
 			return left, nil
 		}
 		p.i++
-		right, err := p.product(depth)
+		right, err := operand(p, depth)
 		if err != nil {
 			return nil, err
 		}
+		if err := apply(op, left, right); err != nil {
+			return nil, err
+		}
+	}
+}
+
+func (p *parser) sum(depth int) (*big.Rat, error) {
+	return p.binary(depth, "+-", (*parser).product, func(op byte, left, right *big.Rat) error {
 		if op == '+' {
 			left.Add(left, right)
 		} else {
 			left.Sub(left, right)
 		}
-	}
+		return nil
+	})
 }
 
 func (p *parser) product(depth int) (*big.Rat, error) {
-	left, err := p.unary(depth)
-	if err != nil {
-		return nil, err
-	}
-	for {
-		op, err := p.peekOp()
-		if err != nil {
-			return nil, err
-		}
-		if op != '*' && op != '/' {
-			return left, nil
-		}
-		p.i++
-		right, err := p.unary(depth)
-		if err != nil {
-			return nil, err
-		}
+	return p.binary(depth, "*/", (*parser).unary, func(op byte, left, right *big.Rat) error {
 		if op == '*' {
 			left.Mul(left, right)
-			continue
+			return nil
 		}
 		if right.Sign() == 0 {
-			return nil, ErrDivByZero
+			return ErrDivByZero
 		}
 		left.Quo(left, right)
-	}
+		return nil
+	})
 }
 
 func (p *parser) unary(depth int) (*big.Rat, error) {

@@ -213,12 +213,7 @@ func grpoRun(r []float64, normByStd bool, eps, ddof float64, dst []float64) bool
 // for a group of n > 1. A group of one keeps its reward: A = r (verl and
 // rLLM agree).
 func RLOO(rewards []float64, groups []int, numGroups int, ws *Workspace, dst []float64) error {
-	if err := checkOutcome(rewards, groups, numGroups, dst); err != nil {
-		zero(dst)
-		return err
-	}
-	if err := groupMeans(rewards, groups, numGroups, ws); err != nil {
-		zero(dst)
+	if err := checkedMeans(rewards, groups, numGroups, ws, dst); err != nil {
 		return err
 	}
 	for i, g := range groups {
@@ -240,6 +235,32 @@ func finish(dst []float64) error {
 		return errOverflow("advantages")
 	}
 	return nil
+}
+
+// checkedMeans is checkOutcome then groupMeans; on a failure it zeroes
+// dst.
+func checkedMeans(rewards []float64, groups []int, numGroups int, ws *Workspace, dst []float64) error {
+	err := checkOutcome(rewards, groups, numGroups, dst)
+	if err == nil {
+		err = groupMeans(rewards, groups, numGroups, ws)
+	}
+	if err != nil {
+		zero(dst)
+	}
+	return err
+}
+
+// checkLengths validates the response lengths the length-weighted
+// estimators read; on a failure it zeroes dst.
+func checkLengths(lengths, rewards, dst []float64) error {
+	err := sameLen("lengths", len(lengths), "rewards", len(rewards))
+	if err == nil {
+		err = checkFinite("lengths", lengths)
+	}
+	if err != nil {
+		zero(dst)
+	}
+	return err
 }
 
 // groupMeans fills ws.count and ws.mean.
@@ -295,12 +316,7 @@ func Reinforce(rewards []float64, dst []float64) error {
 //
 // lengths (response tokens per sequence) is read only under ReferenceVerl.
 func ReinforcePPBaseline(rewards []float64, groups []int, numGroups int, lengths []float64, eps float64, ref Reference, ws *Workspace, dst []float64) error {
-	if err := checkOutcome(rewards, groups, numGroups, dst); err != nil {
-		zero(dst)
-		return err
-	}
-	if err := groupMeans(rewards, groups, numGroups, ws); err != nil {
-		zero(dst)
+	if err := checkedMeans(rewards, groups, numGroups, ws, dst); err != nil {
 		return err
 	}
 	if ref == ReferenceRLLM {
@@ -317,12 +333,7 @@ func ReinforcePPBaseline(rewards []float64, groups []int, numGroups int, lengths
 		}
 		return finish(dst)
 	}
-	if err := sameLen("lengths", len(lengths), "rewards", len(rewards)); err != nil {
-		zero(dst)
-		return err
-	}
-	if err := checkFinite("lengths", lengths); err != nil {
-		zero(dst)
+	if err := checkLengths(lengths, rewards, dst); err != nil {
 		return err
 	}
 	var n, s float64
@@ -339,14 +350,7 @@ func ReinforcePPBaseline(rewards []float64, groups []int, numGroups int, lengths
 		zero(dst)
 		return nil
 	}
-	mu := s / (n + 1e-8)
-	var sq float64
-	for i, c := range dst {
-		d := c - mu
-		sq += lengths[i] * d * d
-	}
-	variance := sq / (n + 1e-8) * (n / (n - 1))
-	inv := 1 / math.Sqrt(variance+1e-8)
+	mu, inv := whitenScale(dst, lengths, n, s) // token.go
 	for i, c := range dst {
 		dst[i] = (c - mu) * inv
 	}
@@ -366,12 +370,7 @@ func OPO(rewards []float64, groups []int, numGroups int, lengths []float64, ws *
 		zero(dst)
 		return err
 	}
-	if err := sameLen("lengths", len(lengths), "rewards", len(rewards)); err != nil {
-		zero(dst)
-		return err
-	}
-	if err := checkFinite("lengths", lengths); err != nil {
-		zero(dst)
+	if err := checkLengths(lengths, rewards, dst); err != nil {
 		return err
 	}
 	ws.reset(numGroups)

@@ -71,30 +71,38 @@ func errOverflow(name string) error {
 	return &InputError{Name: name, Index: 0, Msg: "overflowed to ±Inf; the inputs are out of any sensible range"}
 }
 
-// maskedWhiten normalises xs in place over the mask as verl's
-// verl_F.masked_whiten (shift_mean=True) does, given N = Σ m and
-// S = Σ m·x:
+// whitenScale returns the μ and 1/sqrt(σ² + 1e-8) with which verl's
+// verl_F.masked_whiten (shift_mean=True) whitens xs weighted by w, given
+// N = Σ w ≥ 2 and S = Σ w·x:
 //
 //	μ = S / (N + 1e-8),
-//	σ² = Σ m·(x − μ)² / (N + 1e-8) · N/(N − 1)   (unbiased),
-//	x ← (x − μ) / sqrt(σ² + 1e-8)
+//	σ² = Σ w·(x − μ)² / (N + 1e-8) · N/(N − 1)   (unbiased),
+//	x ← (x − μ) / sqrt(σ² + 1e-8).
 //
-// then multiplies by the mask, so masked positions become 0 (verl leaves
-// them whitened but never reads them). It reports
-// false if a result is not finite (inputs near the float64 limit).
+// w is a 0/1 mask, or a per-element count such as a sequence's length
+// standing for that many equal tokens.
+func whitenScale(xs, w []float64, n, s float64) (mu, inv float64) {
+	mu = s / (n + 1e-8)
+	var sq float64
+	for t, x := range xs {
+		d := x - mu
+		sq += w[t] * d * d
+	}
+	variance := sq / (n + 1e-8) * (n / (n - 1))
+	return mu, 1 / math.Sqrt(variance+1e-8)
+}
+
+// maskedWhiten normalises xs in place over the mask as verl's
+// verl_F.masked_whiten (shift_mean=True) does, given N = Σ m and
+// S = Σ m·x (whitenScale), then multiplies by the mask, so masked
+// positions become 0 (verl leaves them whitened but never reads them). It
+// reports false if a result is not finite (inputs near the float64 limit).
 func maskedWhiten(xs, mask []float64, n, s float64) bool {
 	if n < 2 {
 		zero(xs)
 		return true
 	}
-	mu := s / (n + 1e-8)
-	var sq float64
-	for t, x := range xs {
-		d := x - mu
-		sq += d * d * mask[t]
-	}
-	variance := sq / (n + 1e-8) * (n / (n - 1))
-	inv := 1 / math.Sqrt(variance+1e-8)
+	mu, inv := whitenScale(xs, mask, n, s)
 	var chk float64
 	for t, x := range xs {
 		y := (x - mu) * inv * mask[t]

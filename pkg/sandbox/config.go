@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rllm-org/rllm-go/internal/childenv"
 	"github.com/rllm-org/rllm-go/pkg/usererr"
 )
 
@@ -50,19 +51,7 @@ const DefaultDockerImage = "python:3.12-slim"
 
 // environ is the sandbox's environment as sorted KEY=value pairs.
 func (c Config) environ() []string {
-	m := make(map[string]string, len(DefaultEnv)+len(c.Env))
-	for k, v := range DefaultEnv {
-		m[k] = v
-	}
-	for k, v := range c.Env {
-		m[k] = v
-	}
-	out := make([]string, 0, len(m))
-	for k, v := range m {
-		out = append(out, k+"="+v)
-	}
-	slices.Sort(out)
-	return out
+	return childenv.List(DefaultEnv, c.Env)
 }
 
 // Check validates c without probing any backend.

@@ -12,14 +12,5 @@ func newMemFile(name string, b []byte) (*os.File, error) {
 	if err != nil {
 		return nil, err
 	}
-	f := os.NewFile(uintptr(fd), name)
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return nil, err
-	}
-	if _, err := f.Seek(0, 0); err != nil {
-		f.Close()
-		return nil, err
-	}
-	return f, nil
+	return fillMemFile(os.NewFile(uintptr(fd), name), b)
 }

@@ -12,13 +12,5 @@ func newMemFile(name string, b []byte) (*os.File, error) {
 		return nil, err
 	}
 	os.Remove(f.Name())
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return nil, err
-	}
-	if _, err := f.Seek(0, 0); err != nil {
-		f.Close()
-		return nil, err
-	}
-	return f, nil
+	return fillMemFile(f, b)
 }

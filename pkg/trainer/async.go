@@ -404,17 +404,9 @@ func (t *Trainer) asyncMiniBatch(ctx context.Context, groups []Group, em rollout
 	m["rollout/retries"], m["rollout/episodes"] = float64(em.Retries), float64(em.Episodes)
 	m["rollout/errors"], m["rollout/response_tokens"] = float64(em.Errors+em.Timeouts), float64(em.ResponseTokens)
 	m["timing_s/gen"] = clock.lap().Seconds()
-	if err := score(groups, t.plan.Assemble, m); err != nil {
-		return nil, err
-	}
-	groups, skip, err := t.filter(groups, m)
+	groups, skip, err := t.prepare(ctx, groups, m) // loop.go
 	if err != nil {
 		return nil, err
-	}
-	if !skip {
-		if groups, err = t.advantages(ctx, groups, m); err != nil {
-			return nil, err
-		}
 	}
 	m["timing_s/adv"] = clock.lap().Seconds()
 	up := t.plan.Update

@@ -40,17 +40,9 @@ func (t *Trainer) runStep(ctx context.Context, tasks []episode.Task, clock *stop
 		return nil, err
 	}
 	m["timing_s/gen"] = clock.lap().Seconds()
-	if err := score(groups, t.plan.Assemble, m); err != nil {
-		return nil, err
-	}
-	groups, skip, err := t.filter(groups, m)
+	groups, skip, err := t.prepare(ctx, groups, m)
 	if err != nil {
 		return nil, err
-	}
-	if !skip {
-		if groups, err = t.advantages(ctx, groups, m); err != nil {
-			return nil, err
-		}
 	}
 	m["timing_s/adv"] = clock.lap().Seconds()
 	if err := t.trainOn(ctx, groups, skip, m); err != nil {
@@ -58,6 +50,25 @@ func (t *Trainer) runStep(ctx context.Context, tasks []episode.Task, clock *stop
 	}
 	m["timing_s/update_actor"] = clock.lap().Seconds()
 	return m, nil
+}
+
+// prepare turns sampled groups into what the update trains on, the same
+// way for synchronous and asynchronous steps: score them, filter them and,
+// unless the filters skip the step, compute their advantages.
+func (t *Trainer) prepare(ctx context.Context, groups []Group, m map[string]float64) ([]Group, bool, error) {
+	if err := score(groups, t.plan.Assemble, m); err != nil {
+		return nil, false, err
+	}
+	groups, skip, err := t.filter(groups, m)
+	if err != nil {
+		return nil, false, err
+	}
+	if !skip {
+		if groups, err = t.advantages(ctx, groups, m); err != nil {
+			return nil, false, err
+		}
+	}
+	return groups, skip, nil
 }
 
 // score lays the episodes out as training samples with their rewards,

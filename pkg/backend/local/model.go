@@ -127,20 +127,36 @@ func attention(c Config, b *blockBufs, pos0, n int) {
 		for h := range H {
 			q := b.qkv[p*3*d+h*hd : p*3*d+(h+1)*hd]
 			pr := b.probs[(h*n+r)*b.probStride : (h*n+r)*b.probStride+p+1]
-			maxS := float32(math.Inf(-1))
-			for j := range pr {
-				s := dot(q, b.qkv[j*3*d+d+h*hd:j*3*d+d+(h+1)*hd]) * scale
-				pr[j] = s
-				maxS = max(maxS, s)
-			}
-			inv := expScores(pr, maxS)
-			out := b.att[r*d+h*hd : r*d+(h+1)*hd]
-			clear(out)
-			for j := range pr {
-				pr[j] *= inv
-				axpy(pr[j], b.qkv[j*3*d+2*d+h*hd:j*3*d+2*d+(h+1)*hd], out)
-			}
+			attendHead(b.qkv, q, pr, b.att[r*d+h*hd:r*d+(h+1)*hd], d, h, scale, len(pr), 0)
 		}
+	}
+}
+
+// attendHead is head h's attention for query q: its scaled scores against
+// the keys, their softmax, left in pr, and the weighted sum of the values,
+// written to out. Key j is qkv row j, or row j+shift from j = nPre on (a
+// packed row skips the rows of the sequences packed before its own).
+func attendHead(qkv, q, pr, out []float32, d, h int, scale float32, nPre, shift int) {
+	hd := len(q)
+	maxS := float32(math.Inf(-1))
+	for j := range pr {
+		k := j
+		if j >= nPre {
+			k += shift
+		}
+		s := dot(q, qkv[k*3*d+d+h*hd:k*3*d+d+(h+1)*hd]) * scale
+		pr[j] = s
+		maxS = max(maxS, s)
+	}
+	inv := expScores(pr, maxS)
+	clear(out)
+	for j := range pr {
+		k := j
+		if j >= nPre {
+			k += shift
+		}
+		pr[j] *= inv
+		axpy(pr[j], qkv[k*3*d+2*d+h*hd:k*3*d+2*d+(h+1)*hd], out)
 	}
 }
 

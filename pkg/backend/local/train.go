@@ -125,27 +125,7 @@ func (ws *workspace) attention(b *blockBufs) {
 		for h := range H {
 			q := b.qkv[r*3*d+h*hd : r*3*d+(h+1)*hd]
 			pr := b.probs[(h*T+r)*stride : (h*T+r)*stride+nk]
-			maxS := float32(math.Inf(-1))
-			for j := range pr {
-				k := j
-				if j >= nPre {
-					k += shift
-				}
-				s := dot(q, b.qkv[k*3*d+d+h*hd:k*3*d+d+(h+1)*hd]) * scale
-				pr[j] = s
-				maxS = max(maxS, s)
-			}
-			inv := expScores(pr, maxS)
-			out := b.att[r*d+h*hd : r*d+(h+1)*hd]
-			clear(out)
-			for j := range pr {
-				k := j
-				if j >= nPre {
-					k += shift
-				}
-				pr[j] *= inv
-				axpy(pr[j], b.qkv[k*3*d+2*d+h*hd:k*3*d+2*d+(h+1)*hd], out)
-			}
+			attendHead(b.qkv, q, pr, b.att[r*d+h*hd:r*d+(h+1)*hd], d, h, scale, nPre, shift) // model.go
 		}
 	}
 }

@@ -54,8 +54,16 @@ func (m *inputMessage) text(i int) (string, *paramError) {
 
 // renderChat renders messages with the ChatML template. With
 // continueFinal the last (assistant) message is left open for the model
-// to continue.
-func renderChat(msgs []inputMessage, addGenerationPrompt, continueFinal bool) ([]int, *paramError) {
+// to continue. addGen is the request's add_generation_prompt: true when
+// unset, and off (refused when set true) with continueFinal, as in vLLM.
+func renderChat(msgs []inputMessage, addGen *bool, continueFinal bool) ([]int, *paramError) {
+	addGenerationPrompt := addGen == nil || *addGen
+	if continueFinal {
+		if addGen != nil && *addGen {
+			return nil, badParam("continue_final_message", "continue_final_message and add_generation_prompt cannot both be true")
+		}
+		addGenerationPrompt = false
+	}
 	if len(msgs) == 0 {
 		return nil, badParam("messages", "messages is required and must not be empty")
 	}
@@ -179,15 +187,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		writeParamError(w, perr)
 		return
 	}
-	addGen := req.AddGenerationPrompt == nil || *req.AddGenerationPrompt
-	if req.ContinueFinalMessage {
-		if req.AddGenerationPrompt != nil && *req.AddGenerationPrompt {
-			writeError(w, http.StatusBadRequest, "continue_final_message", "continue_final_message and add_generation_prompt cannot both be true")
-			return
-		}
-		addGen = false
-	}
-	prompt, perr := renderChat(req.Messages, addGen, req.ContinueFinalMessage)
+	prompt, perr := renderChat(req.Messages, req.AddGenerationPrompt, req.ContinueFinalMessage)
 	if perr != nil {
 		writeParamError(w, perr)
 		return

@@ -143,24 +143,25 @@ func (s *Server) authorized(r *http.Request) bool {
 	return ok && subtle.ConstantTimeCompare([]byte(strings.TrimSpace(token)), []byte(s.opts.APIKey)) == 1
 }
 
+// errorTypes is the error type vLLM names for a status; any other status
+// is a BadRequestError.
+var errorTypes = map[int]string{
+	http.StatusUnauthorized:          "AuthenticationError",
+	http.StatusNotFound:              "NotFoundError",
+	http.StatusTooManyRequests:       "RateLimitError",
+	http.StatusRequestEntityTooLarge: "RequestTooLargeError",
+	http.StatusServiceUnavailable:    "ServiceUnavailableError",
+	http.StatusGatewayTimeout:        "TimeoutError",
+	http.StatusInternalServerError:   "InternalServerError",
+}
+
 func writeError(w http.ResponseWriter, status int, param, format string, args ...any) {
 	e := wire.Error{Message: fmt.Sprintf(format, args...), Type: "BadRequestError", Code: status}
-	switch status {
-	case http.StatusUnauthorized:
-		e.Type = "AuthenticationError"
-	case http.StatusNotFound:
-		e.Type = "NotFoundError"
-	case http.StatusTooManyRequests:
-		e.Type = "RateLimitError"
+	if t, ok := errorTypes[status]; ok {
+		e.Type = t
+	}
+	if status == http.StatusTooManyRequests {
 		w.Header().Set("Retry-After", "1")
-	case http.StatusRequestEntityTooLarge:
-		e.Type = "RequestTooLargeError"
-	case http.StatusServiceUnavailable:
-		e.Type = "ServiceUnavailableError"
-	case http.StatusGatewayTimeout:
-		e.Type = "TimeoutError"
-	case http.StatusInternalServerError:
-		e.Type = "InternalServerError"
 	}
 	if param != "" {
 		e.Param = param
@@ -312,16 +313,8 @@ func (s *Server) tokenize(w http.ResponseWriter, r *http.Request) {
 	case req.Prompt != nil:
 		ids = local.Tokenizer{}.Encode(*req.Prompt, true)
 	case req.Messages != nil:
-		addGen := req.AddGenerationPrompt == nil || *req.AddGenerationPrompt
-		if req.ContinueFinalMessage {
-			if req.AddGenerationPrompt != nil && *req.AddGenerationPrompt {
-				writeError(w, http.StatusBadRequest, "continue_final_message", "continue_final_message and add_generation_prompt cannot both be true")
-				return
-			}
-			addGen = false
-		}
 		var perr *paramError
-		ids, perr = renderChat(req.Messages, addGen, req.ContinueFinalMessage)
+		ids, perr = renderChat(req.Messages, req.AddGenerationPrompt, req.ContinueFinalMessage)
 		if perr != nil {
 			writeParamError(w, perr)
 			return

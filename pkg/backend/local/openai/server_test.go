@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/rllm-org/rllm-go/pkg/backend/local"
+	wire "github.com/rllm-org/rllm-go/pkg/openaiwire"
 )
 
 var testConfig = local.Config{Layers: 1, DModel: 16, Heads: 2, Context: 40, Seed: 2}
@@ -188,6 +189,8 @@ func TestBadRequests(t *testing.T) {
 		{"n too large", "/v1/completions", `{"prompt":"a","n":65}`, 400, "n is 65; use 1 to 64"},
 		{"tools", "/v1/chat/completions", `{"messages":[{"role":"user","content":"a"}],"tools":[{"type":"function"}]}`, 400, "cannot call tools"},
 		{"no messages", "/v1/chat/completions", `{"messages":[]}`, 400, "messages is required"},
+		{"continue and add generation prompt", "/v1/chat/completions", `{"messages":[{"role":"assistant","content":"a"}],"continue_final_message":true,"add_generation_prompt":true}`, 400, "cannot both be true"},
+		{"tokenize continue and add generation prompt", "/tokenize", `{"messages":[{"role":"assistant","content":"a"}],"continue_final_message":true,"add_generation_prompt":true}`, 400, "cannot both be true"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -257,4 +260,36 @@ func FuzzCompletionsBody(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestErrorTypes(t *testing.T) {
+	for _, c := range []struct {
+		status     int
+		typ        string
+		retryAfter string
+	}{
+		{400, "BadRequestError", ""},
+		{401, "AuthenticationError", ""},
+		{404, "NotFoundError", ""},
+		{413, "RequestTooLargeError", ""},
+		{422, "BadRequestError", ""},
+		{429, "RateLimitError", "1"},
+		{500, "InternalServerError", ""},
+		{503, "ServiceUnavailableError", ""},
+		{504, "TimeoutError", ""},
+	} {
+		rec := httptest.NewRecorder()
+		writeError(rec, c.status, "p", "no %s", "way")
+		var body wire.ErrorResponse
+		if err := json.Unmarshal(rec.Body.Bytes(), &body); err != nil {
+			t.Fatal(err)
+		}
+		e := body.Error
+		if rec.Code != c.status || e.Code != float64(c.status) || e.Type != c.typ || e.Message != "no way" || e.Param != "p" {
+			t.Errorf("status %d: got %d %+v, want type %s", c.status, rec.Code, e, c.typ)
+		}
+		if got := rec.Header().Get("Retry-After"); got != c.retryAfter {
+			t.Errorf("status %d: Retry-After %q, want %q", c.status, got, c.retryAfter)
+		}
+	}
 }
