@@ -6,10 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
 	"strings"
 
 	"github.com/rllm-org/rllm-go/pkg/episode"
+	"github.com/rllm-org/rllm-go/pkg/openaiwire"
 	"github.com/rllm-org/rllm-go/pkg/sampler"
 )
 
@@ -197,9 +197,9 @@ func decodeCompletion(body []byte) (call, error) {
 	return c, nil
 }
 
-func usage(t *Trace) map[string]int {
-	return map[string]int{"prompt_tokens": len(t.PromptIDs), "completion_tokens": len(t.CompletionIDs),
-		"total_tokens": len(t.PromptIDs) + len(t.CompletionIDs)}
+func usage(t *Trace) openaiwire.Usage {
+	return openaiwire.Usage{PromptTokens: len(t.PromptIDs), CompletionTokens: len(t.CompletionIDs),
+		TotalTokens: len(t.PromptIDs) + len(t.CompletionIDs)}
 }
 
 // tokenStrings names sampled tokens as vLLM does with
@@ -207,22 +207,24 @@ func usage(t *Trace) map[string]int {
 func tokenStrings(ids []int) []string {
 	out := make([]string, len(ids))
 	for i, id := range ids {
-		out[i] = "token_id:" + strconv.Itoa(id)
+		out[i] = openaiwire.TokenIDString(id)
 	}
 	return out
 }
 
-func chatLogprobs(t *Trace) map[string]any {
+// chatLogprobs writes a trace's logprobs in the chat form, -inf as vLLM
+// sends it (JSON has no infinity).
+func chatLogprobs(t *Trace) openaiwire.ChatLogprobs {
 	names := tokenStrings(t.CompletionIDs)
-	content := make([]map[string]any, len(names))
+	content := make([]openaiwire.TokenLogprob, len(names))
 	for i, n := range names {
 		lp := 0.0
 		if i < len(t.Logprobs) {
-			lp = t.Logprobs[i]
+			lp = openaiwire.EncodeLogprob(t.Logprobs[i])
 		}
-		content[i] = map[string]any{"token": n, "logprob": lp, "bytes": nil, "top_logprobs": []any{}}
+		content[i] = openaiwire.TokenLogprob{Token: n, Logprob: lp, TopLogprobs: []openaiwire.TopLogprob{}}
 	}
-	return map[string]any{"content": content}
+	return openaiwire.ChatLogprobs{Content: content}
 }
 
 func wireToolCalls(calls []episode.ToolCall) []map[string]any {
@@ -359,10 +361,12 @@ func writeChatStream(w http.ResponseWriter, model string, t *Trace, c call, id s
 	s.send("", "[DONE]")
 }
 
-func completionLogprobs(t *Trace) map[string]any {
+func completionLogprobs(t *Trace) openaiwire.CompletionLogprobs {
 	lps := make([]float64, len(t.CompletionIDs))
-	copy(lps, t.Logprobs)
-	return map[string]any{"tokens": tokenStrings(t.CompletionIDs), "token_logprobs": lps, "top_logprobs": nil, "text_offset": nil}
+	for i := range min(len(lps), len(t.Logprobs)) {
+		lps[i] = openaiwire.EncodeLogprob(t.Logprobs[i])
+	}
+	return openaiwire.CompletionLogprobs{Tokens: tokenStrings(t.CompletionIDs), TokenLogprobs: lps}
 }
 
 func writeCompletion(w http.ResponseWriter, model string, t *Trace, c call) {
