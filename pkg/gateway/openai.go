@@ -227,14 +227,13 @@ func chatLogprobs(t *Trace) openaiwire.ChatLogprobs {
 	return openaiwire.ChatLogprobs{Content: content}
 }
 
-func wireToolCalls(calls []episode.ToolCall) []map[string]any {
-	out := make([]map[string]any, len(calls))
+func wireToolCalls(calls []episode.ToolCall) []episode.ToolCall {
+	out := make([]episode.ToolCall, len(calls))
 	for i, c := range calls {
-		typ := c.Type
-		if typ == "" {
-			typ = "function"
+		if c.Type == "" {
+			c.Type = "function"
 		}
-		out[i] = map[string]any{"id": c.ID, "type": typ, "function": map[string]any{"name": c.Function.Name, "arguments": c.Function.Arguments}}
+		out[i] = c
 	}
 	return out
 }
