@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"strconv"
 	"sync"
-	"syscall"
 	"time"
 )
 
@@ -64,14 +63,17 @@ func (w *capWriter) bytes() []byte {
 // (Python raises MemoryError, BlockingIOError and OSError EFBIG; C++
 // throws std::bad_alloc).
 func Classify(res *Result, cpu time.Duration, l Limits) {
+	// Signal numbers as Linux (and macOS) number them: sandboxed programs
+	// run on Linux (bwrap, docker), and Windows' syscall has no SIGXCPU.
+	const sigKILL, sigXCPU, sigXFSZ = 9, 24, 25
 	if res.Limit != LimitNone || res.ExitCode == 0 {
 		return
 	}
 	switch {
-	case res.ExitCode == 128+int(syscall.SIGXCPU),
-		res.ExitCode == 128+int(syscall.SIGKILL) && cpu >= l.CPUTime.Truncate(time.Second):
+	case res.ExitCode == 128+sigXCPU,
+		res.ExitCode == 128+sigKILL && cpu >= l.CPUTime.Truncate(time.Second):
 		res.Limit = LimitCPUTime
-	case res.ExitCode == 128+int(syscall.SIGXFSZ), bytes.Contains(res.Stderr, []byte("File too large")):
+	case res.ExitCode == 128+sigXFSZ, bytes.Contains(res.Stderr, []byte("File too large")):
 		res.Limit = LimitFileSize
 	case bytes.Contains(res.Stderr, []byte("MemoryError")), bytes.Contains(res.Stderr, []byte("std::bad_alloc")),
 		bytes.Contains(res.Stderr, []byte("Cannot allocate memory")), bytes.Contains(res.Stderr, []byte("out of memory")):
