@@ -6,6 +6,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rllm-org/rllm-go/pkg/config"
+	"github.com/rllm-org/rllm-go/pkg/dataset/catalog"
 )
 
 // configFlags are the layering flags every command that reads the
@@ -47,6 +48,9 @@ func (f *configFlags) load(a *App, args []string) (*config.Loaded, error) {
 	}
 	for _, n := range ld.Notices {
 		a.notef("%s", n)
+	}
+	if a.Getenv != nil {
+		ld.Config.Data.DatasetsDir = catalog.FollowXDG(ld.Config.Data.DatasetsDir, a.Getenv("XDG_DATA_HOME"))
 	}
 	return ld, nil
 }

@@ -77,17 +77,26 @@ func CheckName(what, name string) error {
 
 // DefaultDir is data.datasets_dir's default. Where $XDG_DATA_HOME is set
 // (an absolute path, as the XDG spec requires), it means
-// $XDG_DATA_HOME/rllm/datasets instead.
+// $XDG_DATA_HOME/rllm/datasets instead (FollowXDG).
 const DefaultDir = "~/.rllm/datasets"
+
+// FollowXDG returns the directory data.datasets_dir names given the value
+// of $XDG_DATA_HOME (the CLI reads the environment and passes it down):
+// the default moves to $XDG_DATA_HOME/rllm/datasets when that is an
+// absolute path; a relative one is ignored, as the spec says; a directory
+// the user set stays where it is.
+func FollowXDG(dir, xdgDataHome string) string {
+	if dir == DefaultDir && filepath.IsAbs(xdgDataHome) {
+		return filepath.Join(xdgDataHome, "rllm", "datasets")
+	}
+	return dir
+}
 
 // Open returns the catalog in dir ("~/" is the home directory). The
 // directory is created on the first Register.
 func Open(dir string) (*Catalog, error) {
 	if dir == "" {
 		return nil, usererr.Errorf("data.datasets_dir is empty; set it to the directory that holds registered datasets, e.g. ~/.rllm/datasets")
-	}
-	if xdg := os.Getenv("XDG_DATA_HOME"); dir == DefaultDir && filepath.IsAbs(xdg) {
-		return &Catalog{Dir: filepath.Join(xdg, "rllm", "datasets")}, nil
 	}
 	if dir == "~" || strings.HasPrefix(dir, "~/") {
 		home, err := os.UserHomeDir()

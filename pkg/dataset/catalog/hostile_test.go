@@ -130,19 +130,15 @@ func TestChecksumChanged(t *testing.T) {
 	}
 }
 
-func TestXDGDataHome(t *testing.T) {
-	xdg := t.TempDir()
-	t.Setenv("XDG_DATA_HOME", xdg)
-	c, err := Open(DefaultDir)
-	if err != nil || c.Dir != filepath.Join(xdg, "rllm", "datasets") {
-		t.Fatalf("%v %v", c, err)
-	}
-	other := t.TempDir()
-	if c, _ := Open(other); c.Dir != other {
-		t.Fatalf("an explicit directory moved: %s", c.Dir)
-	}
-	t.Setenv("XDG_DATA_HOME", "relative/path") // the spec says to ignore it
-	if c, _ := Open(DefaultDir); strings.HasPrefix(c.Dir, "relative") {
-		t.Fatalf("a relative XDG_DATA_HOME was used: %s", c.Dir)
+func TestFollowXDG(t *testing.T) {
+	for _, tc := range []struct{ dir, xdg, want string }{
+		{DefaultDir, "/x/data", "/x/data/rllm/datasets"},
+		{DefaultDir, "", DefaultDir},
+		{DefaultDir, "relative/path", DefaultDir}, // the spec says to ignore it
+		{"/my/datasets", "/x/data", "/my/datasets"},
+	} {
+		if got := FollowXDG(tc.dir, tc.xdg); got != tc.want {
+			t.Errorf("FollowXDG(%q, %q) = %q, want %q", tc.dir, tc.xdg, got, tc.want)
+		}
 	}
 }
