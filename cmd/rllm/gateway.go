@@ -3,10 +3,7 @@ package main
 import (
 	"context"
 	"errors"
-	"fmt"
-	"net"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
@@ -57,16 +54,8 @@ sessions need the token held in $NAME. See docs/gateway.md.`,
   rllm gateway --port 9090 rollout.engine=openai rollout.endpoints=[http://gpu1:8000] rollout.model=Qwen/Qwen3-4B`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.args = args
-			if opts.port < 0 || opts.port > 65535 {
-				return usagef("--port %d is not a TCP port; use 0 to 65535", opts.port)
-			}
-			for _, f := range []struct {
-				name string
-				v    int
-			}{{"--max-calls", opts.maxCalls}, {"--max-body-mb", opts.maxBodyMB}, {"--max-sessions", opts.maxSessions}} {
-				if f.v < 1 {
-					return usagef("%s is %d; use a positive number", f.name, f.v)
-				}
+			if err := checkServerFlags(opts.port, countFlag{"--max-calls", opts.maxCalls}, countFlag{"--max-body-mb", opts.maxBodyMB}, countFlag{"--max-sessions", opts.maxSessions}); err != nil {
+				return err
 			}
 			return runGateway(cmd.Context(), a, opts)
 		},
@@ -109,30 +98,26 @@ func runGateway(ctx context.Context, a *App, opts *gatewayOptions) error {
 		Model: opts.modelName, MaxBodyBytes: int64(opts.maxBodyMB) << 20, MaxSessions: opts.maxSessions,
 		MaxCalls: opts.maxCalls, AdminToken: admin,
 	})
-	addr := net.JoinHostPort(opts.host, strconv.Itoa(opts.port))
-	ln, err := net.Listen("tcp", addr)
+	ln, err := listen(opts.host, opts.port)
 	if err != nil {
-		return usagef("cannot listen on %s: %v; choose another --port or --host", addr, err)
+		return err
 	}
-	fmt.Fprintf(a.Stderr, "rllm: gateway serving %s (%s) on http://%s; create a session with POST /sessions\n", pol.where, pol.kind, ln.Addr())
+	a.infof("gateway serving %s (%s) on http://%s; create a session with POST /sessions", pol.where, pol.kind, ln.Addr())
 	if admin == "" && opts.host != "127.0.0.1" && opts.host != "localhost" && opts.host != "::1" {
 		a.warnf("the gateway listens on %s without --admin-key-env: anyone who reaches it can create sessions and sample", opts.host)
 	}
 	if opts.ready != nil {
 		opts.ready(ln.Addr().String())
 	}
-	srv := &http.Server{Handler: gw.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
-	select {
-	case err := <-errc:
-		return err
-	case <-ctx.Done():
-		shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	return serveUntilDone(ctx, ln, gw.Handler(), func(srv *http.Server) error {
+		// Calls in flight get 5 s to finish; what is left is closed.
+		wait, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		if err := srv.Shutdown(shutdown); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		if err := srv.Shutdown(wait); errors.Is(err, context.DeadlineExceeded) {
+			return srv.Close()
+		} else if err != nil {
 			return err
 		}
 		return nil
-	}
+	})
 }

@@ -82,3 +82,31 @@ func TestGatewayRecordsASession(t *testing.T) {
 		t.Fatalf("gateway returned %v after cancel", err)
 	}
 }
+
+// rllm gateway --output json keeps the CLI's contract: every stderr line
+// is a JSON object, its start line included.
+func TestGatewayJSONLines(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stderr := &syncBuffer{}
+	stderr.onLine = func(s string) {
+		if strings.Contains(s, "gateway serving") {
+			cancel()
+		}
+	}
+	a := testApp(io.Discard, stderr)
+	args := []string{"gateway", "--port", "0", "--output", "json", "backend.local.d_model=16", "backend.local.heads=2", "backend.local.layers=1", "backend.local.context=64"}
+	if code := a.Run(ctx, args); code != 0 {
+		t.Fatalf("exit %d:\n%s", code, stderr.String())
+	}
+	lines := strings.Split(strings.TrimSpace(stderr.String()), "\n")
+	if !strings.Contains(stderr.String(), "gateway serving") {
+		t.Fatalf("no start line:\n%s", stderr.String())
+	}
+	for _, line := range lines {
+		var obj map[string]any
+		if err := json.Unmarshal([]byte(line), &obj); err != nil {
+			t.Errorf("stderr line is not a JSON object: %q", line)
+		}
+	}
+}

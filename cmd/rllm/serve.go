@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
@@ -61,16 +59,8 @@ freshly initialised model sized by backend.local.*. See docs/serve.md.`,
   rllm serve --port 8001 --max-num-seqs 64 backend.local.d_model=32`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.args = args
-			if opts.port < 0 || opts.port > 65535 {
-				return usagef("--port %d is not a TCP port; use 0 to 65535", opts.port)
-			}
-			for _, f := range []struct {
-				name string
-				v    int
-			}{{"--max-num-seqs", opts.maxSeqs}, {"--max-waiting", opts.maxWait}, {"--max-n", opts.maxN}} {
-				if f.v < 1 {
-					return usagef("%s is %d; use a positive number", f.name, f.v)
-				}
+			if err := checkServerFlags(opts.port, countFlag{"--max-num-seqs", opts.maxSeqs}, countFlag{"--max-waiting", opts.maxWait}, countFlag{"--max-n", opts.maxN}); err != nil {
+				return err
 			}
 			if opts.timeout < 0 {
 				return usagef("--request-timeout is %s; use 0 (no limit) or a positive duration", opts.timeout)
@@ -133,10 +123,9 @@ func runServe(ctx context.Context, a *App, opts *serveOptions) error {
 	a.setUndone(func() string {
 		return fmt.Sprintf("answering the %d requests in flight (their connections are closed)", handler.InFlight())
 	})
-	addr := net.JoinHostPort(opts.host, strconv.Itoa(opts.port))
-	ln, err := net.Listen("tcp", addr)
+	ln, err := listen(opts.host, opts.port)
 	if err != nil {
-		return usagef("cannot listen on %s: %v; choose another --port or --host", addr, err)
+		return err
 	}
 	c := snap.Config()
 	guarded := ""
@@ -148,18 +137,9 @@ func runServe(ctx context.Context, a *App, opts *serveOptions) error {
 	if opts.ready != nil {
 		opts.ready(ln.Addr().String())
 	}
-	// Headers must arrive within 10 s and bodies within a minute (the
-	// handler's read deadline), writes have their own deadline: a stalled
-	// client cannot hold a connection.
-	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
-	select {
-	case err := <-errc:
-		return err
-	case <-ctx.Done():
+	return serveUntilDone(ctx, ln, handler, func(srv *http.Server) error {
 		return shutdownServe(a, srv, eng, handler, opts.grace)
-	}
+	})
 }
 
 // shutdownServe stops accepting requests and lets those in flight finish
