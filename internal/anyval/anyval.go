@@ -1,13 +1,48 @@
 // Package anyval reads the untyped values that YAML, JSON and koanf hand
 // over (any, []any, map[string]any): the one place pkg/config and
-// pkg/registry turn them into lists and maps and show them in messages.
+// pkg/registry turn them into lists and maps and show them in messages,
+// and the one place a Go number of any type (from YAML, JSON, parquet or
+// a caller's task row) is read as an int64 or a float64.
 package anyval
 
 import (
 	"fmt"
+	"math"
 	"reflect"
 	"strconv"
 )
+
+// Int64 returns v as an int64 when it is a Go integer of any type (named
+// types included) whose value fits. Floating-point numbers are not
+// integers here, even whole ones: callers that take 3.0 for 3 say so.
+func Int64(v any) (int64, bool) {
+	rv := reflect.ValueOf(v)
+	switch {
+	case rv.CanInt():
+		return rv.Int(), true
+	case rv.CanUint():
+		if u := rv.Uint(); u <= math.MaxInt64 {
+			return int64(u), true
+		}
+	}
+	return 0, false
+}
+
+// Float returns v as a float64 when it is a Go integer or floating-point
+// number of any type. Integers beyond 2^53 are rounded to the nearest
+// float64; NaN and infinities are returned as they are.
+func Float(v any) (float64, bool) {
+	rv := reflect.ValueOf(v)
+	switch {
+	case rv.CanInt():
+		return float64(rv.Int()), true
+	case rv.CanUint():
+		return float64(rv.Uint()), true
+	case rv.CanFloat():
+		return rv.Float(), true
+	}
+	return 0, false
+}
 
 // Slice returns v as a []any when it is a slice of any element type.
 func Slice(v any) ([]any, bool) {

@@ -1,6 +1,9 @@
 package anyval
 
-import "testing"
+import (
+	"math"
+	"testing"
+)
 
 func TestAnyval(t *testing.T) {
 	if l, ok := Slice([]string{"a", "b"}); !ok || len(l) != 2 || l[1] != "b" {
@@ -19,5 +22,39 @@ func TestAnyval(t *testing.T) {
 	}
 	if Show([]any{1}) != "a list" || Show(map[string]any{}) != "a mapping" {
 		t.Error("Show of a list or a mapping")
+	}
+}
+
+func TestNumbers(t *testing.T) {
+	type named int16
+	tests := []struct {
+		v   any
+		i   int64
+		iOK bool
+		f   float64
+		fOK bool
+	}{
+		{v: 3, i: 3, iOK: true, f: 3, fOK: true},
+		{v: int8(-7), i: -7, iOK: true, f: -7, fOK: true},
+		{v: int32(1 << 30), i: 1 << 30, iOK: true, f: 1 << 30, fOK: true},
+		{v: int64(math.MinInt64), i: math.MinInt64, iOK: true, f: math.MinInt64, fOK: true},
+		{v: uint8(255), i: 255, iOK: true, f: 255, fOK: true},
+		{v: uint64(math.MaxInt64), i: math.MaxInt64, iOK: true, f: math.MaxInt64, fOK: true},
+		{v: uint64(math.MaxUint64), f: math.MaxUint64, fOK: true}, // too large for int64
+		{v: named(12), i: 12, iOK: true, f: 12, fOK: true},
+		{v: 2.0, f: 2, fOK: true}, // a whole float is not an integer
+		{v: float32(0.5), f: 0.5, fOK: true},
+		{v: "3"},
+		{v: true},
+		{v: nil},
+		{v: []int{1}},
+	}
+	for _, tt := range tests {
+		if i, ok := Int64(tt.v); i != tt.i || ok != tt.iOK {
+			t.Errorf("Int64(%T %v) = %d %v, want %d %v", tt.v, tt.v, i, ok, tt.i, tt.iOK)
+		}
+		if f, ok := Float(tt.v); f != tt.f || ok != tt.fOK {
+			t.Errorf("Float(%T %v) = %g %v, want %g %v", tt.v, tt.v, f, ok, tt.f, tt.fOK)
+		}
 	}
 }

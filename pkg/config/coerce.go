@@ -107,20 +107,20 @@ func coerce(l *leaf, v any, raw string, hasRaw bool) (any, string) {
 
 func toInt(v any) (any, string) {
 	rv := reflect.ValueOf(v)
-	switch rv.Kind() {
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+	switch {
+	case rv.CanInt():
 		n := rv.Int()
 		if n < math.MinInt || n > math.MaxInt {
 			return nil, fmt.Sprintf("is out of range: %d", n)
 		}
 		return int(n), ""
-	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+	case rv.CanUint():
 		n := rv.Uint()
 		if n > math.MaxInt {
 			return nil, fmt.Sprintf("is out of range: %d", n)
 		}
 		return int(n), ""
-	case reflect.Float32, reflect.Float64:
+	case rv.CanFloat():
 		f := rv.Float()
 		switch {
 		case math.IsNaN(f) || math.IsInf(f, 0):
@@ -136,16 +136,8 @@ func toInt(v any) (any, string) {
 }
 
 func toFloat(v any) (any, string) {
-	rv := reflect.ValueOf(v)
-	var f float64
-	switch rv.Kind() {
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
-		f = float64(rv.Int())
-	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
-		f = float64(rv.Uint())
-	case reflect.Float32, reflect.Float64:
-		f = rv.Float()
-	default:
+	f, ok := anyval.Float(v)
+	if !ok {
 		return nil, fmt.Sprintf("must be a number, got %s", show(v))
 	}
 	if math.IsNaN(f) || math.IsInf(f, 0) {

@@ -15,6 +15,7 @@ import (
 	"github.com/knadh/koanf/v2"
 
 	"github.com/rllm-org/rllm-go/configs"
+	"github.com/rllm-org/rllm-go/internal/anyval"
 	"github.com/rllm-org/rllm-go/internal/boundedio"
 )
 
@@ -470,13 +471,13 @@ func setLeaf(f reflect.Value, l *leaf, v any) error {
 	}
 	switch l.kind {
 	case kindInt:
-		n, ok := numberOf(v)
+		n, ok := anyval.Float(v)
 		if !ok || n != float64(int(n)) {
 			return fmt.Errorf("%v is not a whole number", v)
 		}
 		f.SetInt(int64(n))
 	case kindFloat:
-		n, ok := numberOf(v)
+		n, ok := anyval.Float(v)
 		if !ok {
 			return fmt.Errorf("%v is not a number", v)
 		}
@@ -518,7 +519,7 @@ func setLeaf(f reflect.Value, l *leaf, v any) error {
 		}
 		out := make([]float64, len(items))
 		for i, it := range items {
-			if out[i], ok = numberOf(it); !ok {
+			if out[i], ok = anyval.Float(it); !ok {
 				return fmt.Errorf("item %d (%v) is not a number", i, it)
 			}
 		}
@@ -548,20 +549,4 @@ func setLeaf(f reflect.Value, l *leaf, v any) error {
 		f.Set(reflect.ValueOf(out))
 	}
 	return nil
-}
-
-func numberOf(v any) (float64, bool) {
-	switch n := v.(type) {
-	case int:
-		return float64(n), true
-	case int64:
-		return float64(n), true
-	case float64:
-		return n, true
-	case int32:
-		return float64(n), true
-	case uint64:
-		return float64(n), true
-	}
-	return 0, false
 }

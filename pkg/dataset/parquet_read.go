@@ -17,6 +17,7 @@ import (
 	"github.com/parquet-go/parquet-go/deprecated"
 	"github.com/parquet-go/parquet-go/format"
 
+	"github.com/rllm-org/rllm-go/internal/anyval"
 	"github.com/rllm-org/rllm-go/pkg/episode"
 )
 
@@ -400,35 +401,17 @@ func leafConverter(t parquet.Type) func(any) (any, error) {
 		scale := lt.Scale
 		return func(v any) (any, error) { return decimalValue(v, scale) }
 	case *format.DateType:
-		return func(v any) (any, error) {
-			if tm, ok := v.(time.Time); ok {
-				return tm.UTC(), nil
-			}
-			d, ok := asInt64(v)
-			if !ok {
-				return nil, errCorrupt
-			}
-			return time.Unix(d*86400, 0).UTC(), nil
-		}
+		return instantValue(func(days int64) time.Time { return time.Unix(days*86400, 0) })
 	case *format.TimestampType:
 		unit := timeUnit(lt.Unit)
-		return func(v any) (any, error) {
-			if tm, ok := v.(time.Time); ok {
-				return tm.UTC(), nil
-			}
-			n, ok := asInt64(v)
-			if !ok {
-				return nil, errCorrupt
-			}
-			return time.Unix(0, 0).Add(time.Duration(n) * unit).UTC(), nil
-		}
+		return instantValue(func(n int64) time.Time { return time.Unix(0, 0).Add(time.Duration(n) * unit) })
 	case *format.TimeType:
 		unit := timeUnit(lt.Unit)
 		return func(v any) (any, error) {
 			var d time.Duration
 			if x, ok := v.(time.Duration); ok {
 				d = x
-			} else if n, ok := asInt64(v); ok {
+			} else if n, ok := anyval.Int64(v); ok {
 				d = time.Duration(n) * unit
 			} else {
 				return nil, errCorrupt
@@ -457,7 +440,7 @@ func physicalValue(v any) (any, error) {
 	case time.Time:
 		return x.UTC(), nil
 	}
-	if i, ok := asInt64(v); ok {
+	if i, ok := anyval.Int64(v); ok {
 		return i, nil
 	}
 	if b, ok := asBytes(v); ok {
@@ -466,18 +449,19 @@ func physicalValue(v any) (any, error) {
 	return nil, fmt.Errorf("unsupported parquet value of Go type %T", v)
 }
 
-// asInt64 reads any Go integer that fits in int64.
-func asInt64(v any) (int64, bool) {
-	rv := reflect.ValueOf(v)
-	switch rv.Kind() {
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
-		return rv.Int(), true
-	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		if u := rv.Uint(); u <= math.MaxInt64 {
-			return int64(u), true
+// instantValue converts a DATE or TIMESTAMP value: a time.Time as
+// parquet-go decoded it, or the stored integer, which at turns into one.
+func instantValue(at func(int64) time.Time) func(any) (any, error) {
+	return func(v any) (any, error) {
+		if tm, ok := v.(time.Time); ok {
+			return tm.UTC(), nil
 		}
+		n, ok := anyval.Int64(v)
+		if !ok {
+			return nil, errCorrupt
+		}
+		return at(n).UTC(), nil
 	}
-	return 0, false
 }
 
 // asBytes reads a string, a []byte or a byte array.
@@ -506,7 +490,7 @@ func timeUnit(u format.TimeUnit) time.Duration {
 
 func decimalValue(v any, scale int32) (any, error) {
 	var unscaled *big.Int
-	if i, ok := asInt64(v); ok {
+	if i, ok := anyval.Int64(v); ok {
 		unscaled = big.NewInt(i)
 	} else if b, ok := asBytes(v); ok { // big-endian two's complement
 		unscaled = new(big.Int).SetBytes(b)

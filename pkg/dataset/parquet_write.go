@@ -4,13 +4,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"math"
 	"reflect"
 	"strconv"
 	"time"
 
 	"github.com/parquet-go/parquet-go"
 
+	"github.com/rllm-org/rllm-go/internal/anyval"
 	"github.com/rllm-org/rllm-go/pkg/episode"
 )
 
@@ -297,24 +297,12 @@ func plainValue(v any) (any, error) {
 	switch x := v.(type) {
 	case nil, bool, int64, float64, string, []byte, time.Time:
 		return x, nil
-	case int:
-		return int64(x), nil
-	case int8:
-		return int64(x), nil
-	case int16:
-		return int64(x), nil
-	case int32:
-		return int64(x), nil
-	case uint8:
-		return int64(x), nil
-	case uint16:
-		return int64(x), nil
-	case uint32:
-		return int64(x), nil
-	case uint:
-		return plainUint(uint64(x))
-	case uint64:
-		return plainUint(x)
+	case int, int8, int16, int32, uint, uint8, uint16, uint32, uint64:
+		n, ok := anyval.Int64(x)
+		if !ok {
+			return nil, fmt.Errorf("integer %d does not fit in int64", x)
+		}
+		return n, nil
 	case float32:
 		f, _ := strconv.ParseFloat(strconv.FormatFloat(float64(x), 'g', -1, 32), 64)
 		return f, nil
@@ -385,11 +373,4 @@ func plainValue(v any) (any, error) {
 		return nil, err
 	}
 	return normalizeJSON(j)
-}
-
-func plainUint(u uint64) (any, error) {
-	if u > math.MaxInt64 {
-		return nil, fmt.Errorf("integer %d does not fit in int64", u)
-	}
-	return int64(u), nil
 }

@@ -211,6 +211,8 @@ func TestWriteErrors(t *testing.T) {
 			"nested.parquet: row 0: column \"m.l[]\" holds a boolean here but a string in an earlier row; parquet holds one type per column (write .jsonl to keep mixed types)"},
 		{"no columns", "empty.parquet", []episode.Task{{}, {}}, "empty.parquet: cannot write parquet without columns: every task is empty"},
 		{"NaN in JSON", "nan.jsonl", []episode.Task{{"a": 1.0}, {"a": math.NaN()}}, "nan.jsonl: row 1: cannot encode the task as JSON: json: unsupported value: NaN"},
+		{"uint64 beyond int64", "big.parquet", []episode.Task{{"a": uint64(math.MaxUint64)}},
+			"big.parquet: row 0: cannot write the task: field \"a\": integer 18446744073709551615 does not fit in int64"},
 		{"csv", "out.csv", nil, "out.csv: writing CSV is not supported; write .parquet, .jsonl or .json"},
 		{"unknown extension", "out.yaml", nil, "out.yaml: unknown dataset extension \".yaml\"; use one of .parquet, .jsonl, .ndjson, .json, .csv or set the format explicitly"},
 	}

@@ -273,16 +273,7 @@ func number(raw any) (float64, bool) {
 		f, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
 		return f, err == nil
 	}
-	rv := reflect.ValueOf(raw)
-	switch rv.Kind() {
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
-		return float64(rv.Int()), true
-	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		return float64(rv.Uint()), true
-	case reflect.Float32, reflect.Float64:
-		return rv.Float(), true
-	}
-	return 0, false
+	return anyval.Float(raw)
 }
 
 func article(t string) string {

@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"sort"
 
+	"github.com/rllm-org/rllm-go/internal/anyval"
 	"github.com/rllm-org/rllm-go/pkg/episode"
 	"github.com/rllm-org/rllm-go/pkg/expr"
 	"github.com/rllm-org/rllm-go/pkg/registry"
@@ -106,20 +107,13 @@ func countdownTask(task episode.Task) (int64, []int64, error) {
 	return t, nums, nil
 }
 
+// asInt reads one of a task's nums: a Go integer (parquet, a caller's
+// row) or a whole float64 (JSON).
 func asInt(v any) (int64, bool) {
-	switch x := v.(type) {
-	case int:
+	if x, ok := v.(float64); ok && x == float64(int64(x)) {
 		return int64(x), true
-	case int64:
-		return x, true
-	case int32:
-		return int64(x), true
-	case float64:
-		if x == float64(int64(x)) {
-			return int64(x), true
-		}
 	}
-	return 0, false
+	return anyval.Int64(v)
 }
 
 func sameNumbers(used []*big.Int, given []int64) bool {

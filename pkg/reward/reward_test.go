@@ -132,6 +132,14 @@ func TestCountdown(t *testing.T) {
 	if res := DefaultCountdown.Grade(verl, "<answer>5*2</answer>"); !res.IsCorrect {
 		t.Errorf("verl layout: %+v", res)
 	}
+	// Any Go integer type (a parquet column, a caller's row) or a whole float.
+	typed := episode.Task{"target": int32(24), "nums": []any{int64(4), int32(6), uint8(1), 1.0}}
+	if res := DefaultCountdown.Grade(typed, "<answer>4*6*1*1</answer>"); !res.IsCorrect {
+		t.Errorf("typed nums: %+v", res)
+	}
+	if res := DefaultCountdown.Grade(episode.Task{"target": 24, "nums": []any{4, 6, 1, 1.5}}, "<answer>4*6*1*1</answer>"); res.IsCorrect || res.Reward != 0 {
+		t.Errorf("a fractional num: %+v", res)
+	}
 	if res := DefaultCountdown.Grade(episode.Task{}, "<answer>1</answer>"); res.Reward != 0 || res.Metadata["format_error"] == nil {
 		t.Errorf("task without target: %+v", res)
 	}
