@@ -90,3 +90,31 @@ func Show(v any) string {
 	}
 	return fmt.Sprint(v)
 }
+
+// ConvertList converts every item of a list with conv, which returns a
+// message (empty when the item is right). The first item that fails
+// stops it, its message prefixed with where it is: "item 2 must be ...".
+func ConvertList[T any](items []any, conv func(any) (T, string)) ([]T, string) {
+	out := make([]T, len(items))
+	for i, it := range items {
+		var msg string
+		if out[i], msg = conv(it); msg != "" {
+			return nil, fmt.Sprintf("item %d %s", i, msg)
+		}
+	}
+	return out, ""
+}
+
+// ConvertMap does what ConvertList does for the values of a mapping:
+// `value of "k" must be ...`.
+func ConvertMap[T any](m map[string]any, conv func(any) (T, string)) (map[string]T, string) {
+	out := make(map[string]T, len(m))
+	for k, it := range m {
+		x, msg := conv(it)
+		if msg != "" {
+			return nil, fmt.Sprintf("value of %q %s", k, msg)
+		}
+		out[k] = x
+	}
+	return out, ""
+}

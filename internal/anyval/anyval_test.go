@@ -58,3 +58,27 @@ func TestNumbers(t *testing.T) {
 		}
 	}
 }
+
+func TestConvert(t *testing.T) {
+	even := func(v any) (int, string) {
+		if n, ok := v.(int); ok && n%2 == 0 {
+			return n, ""
+		}
+		return 0, "must be even, got " + Show(v)
+	}
+	if l, msg := ConvertList([]any{2, 4}, even); msg != "" || len(l) != 2 || l[1] != 4 {
+		t.Errorf("ConvertList = %v %q", l, msg)
+	}
+	if l, msg := ConvertList([]any{}, even); msg != "" || l == nil || len(l) != 0 {
+		t.Errorf("ConvertList of no items = %#v %q, want an empty non-nil list", l, msg)
+	}
+	if _, msg := ConvertList([]any{2, "x", 3}, even); msg != `item 1 must be even, got "x"` {
+		t.Errorf("ConvertList message %q", msg)
+	}
+	if m, msg := ConvertMap(map[string]any{"a": 2}, even); msg != "" || m["a"] != 2 {
+		t.Errorf("ConvertMap = %v %q", m, msg)
+	}
+	if _, msg := ConvertMap(map[string]any{"k": 3}, even); msg != `value of "k" must be even, got 3` {
+		t.Errorf("ConvertMap message %q", msg)
+	}
+}

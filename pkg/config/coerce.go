@@ -51,58 +51,42 @@ func coerce(l *leaf, v any, raw string, hasRaw bool) (any, string) {
 		}
 		return nil, fmt.Sprintf("must be a string, got %s", show(v))
 	case kindStringList:
-		items, ok := asList(v)
-		if !ok {
-			return nil, fmt.Sprintf("must be %s, got %s", l.kind.describe(), show(v))
+		if items, ok := asList(v); ok {
+			return anyval.ConvertList(items, listString)
 		}
-		out := make([]string, 0, len(items))
-		for i, it := range items {
-			switch x := it.(type) {
-			case string:
-				out = append(out, x)
-			case bool, int, int64, float64:
-				out = append(out, fmt.Sprint(x))
-			default:
-				return nil, fmt.Sprintf("item %d must be a string, got %s", i, show(it))
-			}
-		}
-		return out, ""
 	case kindFloatList:
-		items, ok := asList(v)
-		if !ok {
-			return nil, fmt.Sprintf("must be %s, got %s", l.kind.describe(), show(v))
+		if items, ok := asList(v); ok {
+			return anyval.ConvertList(items, toFloat)
 		}
-		out := make([]float64, 0, len(items))
-		for i, it := range items {
-			f, msg := toFloat(it)
-			if msg != "" {
-				return nil, fmt.Sprintf("item %d %s", i, msg)
-			}
-			out = append(out, f.(float64))
-		}
-		return out, ""
 	case kindOpenMap:
-		m, ok := asMap(v)
-		if !ok {
-			return nil, fmt.Sprintf("must be %s, got %s", l.kind.describe(), show(v))
+		if m, ok := asMap(v); ok {
+			return m, ""
 		}
-		return m, ""
 	case kindStringMap:
-		m, ok := asMap(v)
-		if !ok {
-			return nil, fmt.Sprintf("must be %s, got %s", l.kind.describe(), show(v))
+		if m, ok := asMap(v); ok {
+			return anyval.ConvertMap(m, func(it any) (string, string) {
+				if s, ok := it.(string); ok {
+					return s, ""
+				}
+				return "", "must be a string, got " + show(it)
+			})
 		}
-		out := make(map[string]string, len(m))
-		for k, it := range m {
-			s, ok := it.(string)
-			if !ok {
-				return nil, fmt.Sprintf("value of %q must be a string, got %s", k, show(it))
-			}
-			out[k] = s
-		}
-		return out, ""
+	default:
+		return nil, "has an unsupported type"
 	}
-	return nil, "has an unsupported type"
+	return nil, fmt.Sprintf("must be %s, got %s", l.kind.describe(), show(v))
+}
+
+// listString reads an item of a list of strings; a scalar YAML read as
+// another type (a tag typed as 2024) is still a string.
+func listString(it any) (string, string) {
+	switch x := it.(type) {
+	case string:
+		return x, ""
+	case bool, int, int64, float64:
+		return fmt.Sprint(x), ""
+	}
+	return "", "must be a string, got " + show(it)
 }
 
 func toInt(v any) (any, string) {
@@ -135,13 +119,13 @@ func toInt(v any) (any, string) {
 	return nil, fmt.Sprintf("must be a whole number, got %s", show(v))
 }
 
-func toFloat(v any) (any, string) {
+func toFloat(v any) (float64, string) {
 	f, ok := anyval.Float(v)
 	if !ok {
-		return nil, fmt.Sprintf("must be a number, got %s", show(v))
+		return 0, fmt.Sprintf("must be a number, got %s", show(v))
 	}
 	if math.IsNaN(f) || math.IsInf(f, 0) {
-		return nil, fmt.Sprintf("must be a finite number, got %s", show(v))
+		return 0, fmt.Sprintf("must be a finite number, got %s", show(v))
 	}
 	return f, ""
 }

@@ -237,15 +237,7 @@ func decode(t argType, raw any) (any, string) {
 		if t.name == "list" {
 			return items, ""
 		}
-		out := make([]string, len(items))
-		for i, it := range items {
-			s, msg := decode(argType{name: "string"}, it)
-			if msg != "" {
-				return nil, fmt.Sprintf("item %d %s", i, msg)
-			}
-			out[i] = s.(string)
-		}
-		return out, ""
+		return anyval.ConvertList(items, decodeString)
 	case "map", "map of strings":
 		m, ok := asMap(raw)
 		if !ok {
@@ -254,17 +246,16 @@ func decode(t argType, raw any) (any, string) {
 		if t.name == "map" {
 			return m, ""
 		}
-		out := make(map[string]string, len(m))
-		for k, it := range m {
-			s, msg := decode(argType{name: "string"}, it)
-			if msg != "" {
-				return nil, fmt.Sprintf("value of %q %s", k, msg)
-			}
-			out[k] = s.(string)
-		}
-		return out, ""
+		return anyval.ConvertMap(m, decodeString)
 	}
 	return bad()
+}
+
+// decodeString decodes an item of a list or a map of strings.
+func decodeString(raw any) (string, string) {
+	s, msg := decode(argType{name: "string"}, raw)
+	str, _ := s.(string)
+	return str, msg
 }
 
 // number reads any Go number, or text that parses as one.
