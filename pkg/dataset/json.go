@@ -116,43 +116,46 @@ func (s *jsonSource) decodeRow() (episode.Task, error) {
 	return t, nil
 }
 
-// nextField reads the next field's key of the top-level object and skips
-// its value, or enters it when it is an array (isArray).
-func (s *jsonSource) nextField() (key json.Token, isArray bool, err error) {
-	if key, err = s.dec.Token(); err != nil {
-		return nil, false, s.syntax(err)
+// nextArrayField walks the fields of the top-level object, skipping their
+// values, up to the next array-valued one, which it enters (found); at
+// the end of the object found is false.
+func (s *jsonSource) nextArrayField() (key string, found bool, err error) {
+	for s.dec.More() {
+		tok, err := s.dec.Token()
+		if err != nil {
+			return "", false, s.syntax(err)
+		}
+		if found, err = s.enterOrSkipValue(); err != nil || found {
+			key, _ = tok.(string)
+			return key, found, err
+		}
 	}
-	isArray, err = s.enterOrSkipValue()
-	return key, isArray, err
+	return "", false, nil
 }
 
-// findArrayField walks the fields of the top-level object up to the first
-// array-valued one, skipping the others, and leaves the decoder inside it.
+// findArrayField leaves the decoder inside the top-level object's first
+// array field.
 func (s *jsonSource) findArrayField() error {
-	for s.dec.More() {
-		key, isArray, err := s.nextField()
-		if err != nil {
-			return err
-		}
-		if isArray {
-			s.field, _ = key.(string)
-			return nil
-		}
+	key, found, err := s.nextArrayField()
+	if err != nil {
+		return err
 	}
-	return fileError(s.path, nil, "the top-level object has no array field; a .json dataset is an array of objects or an object with one array field such as {\"data\": [...]} (for one object per line, name the file .jsonl)")
+	if !found {
+		return fileError(s.path, nil, "the top-level object has no array field; a .json dataset is an array of objects or an object with one array field such as {\"data\": [...]} (for one object per line, name the file .jsonl)")
+	}
+	s.field = key
+	return nil
 }
 
 // skipRestOfObject skips the fields after the array field and refuses a
 // second array field: which one holds the rows would be a guess.
 func (s *jsonSource) skipRestOfObject() error {
-	for s.dec.More() {
-		key, isArray, err := s.nextField()
-		if err != nil {
-			return err
-		}
-		if isArray {
-			return fileError(s.path, nil, "the top-level object has two array fields, %q and %q; keep the rows in one field", s.field, key)
-		}
+	key, found, err := s.nextArrayField()
+	if err != nil {
+		return err
+	}
+	if found {
+		return fileError(s.path, nil, "the top-level object has two array fields, %q and %q; keep the rows in one field", s.field, key)
 	}
 	if _, err := s.dec.Token(); err != nil { // the closing '}'
 		return s.syntax(err)
