@@ -146,24 +146,14 @@ func (t *Tokenizer) setPreTokenizer(c *componentJSON) error {
 	case "ByteLevel":
 		t.prefixSpace = c.AddPrefixSpace
 		if c.UseRegex {
-			pt, err := compilePattern(gpt2Pattern)
-			if err != nil {
-				return err
-			}
-			t.splits = append(t.splits, split{pattern: pt, behavior: "Isolated"})
+			return t.isolate(gpt2Pattern)
 		}
 		return nil
 	case "Digits":
-		src := `\p{N}+`
 		if c.Individual {
-			src = `\p{N}`
+			return t.isolate(`\p{N}`)
 		}
-		pt, err := compilePattern(src)
-		if err != nil {
-			return err
-		}
-		t.splits = append(t.splits, split{pattern: pt, behavior: "Isolated"})
-		return nil
+		return t.isolate(`\p{N}+`)
 	case "Split":
 		s := split{behavior: c.Behavior, invert: c.Invert}
 		switch s.behavior {
@@ -187,6 +177,17 @@ func (t *Tokenizer) setPreTokenizer(c *componentJSON) error {
 		return nil
 	}
 	return fileErrorf(TokenizerFile, ": pre-tokenizer %q is not supported (supported: Sequence, Split, ByteLevel, Digits)", c.Type)
+}
+
+// isolate adds a split that makes every match of the pattern src a piece
+// of its own (behavior Isolated).
+func (t *Tokenizer) isolate(src string) error {
+	pt, err := compilePattern(src)
+	if err != nil {
+		return err
+	}
+	t.splits = append(t.splits, split{pattern: pt, behavior: "Isolated"})
+	return nil
 }
 
 // setPostProcessor decides what Encode(text, true) adds: a
