@@ -74,42 +74,48 @@ func (s *jsonScanner) eat(c byte) bool {
 	return false
 }
 
+// sequence reads open item, item, ... close: a JSON object or array.
+// item reads one (from its first byte, whitespace skipped) and returns
+// false to give up.
+func (s *jsonScanner) sequence(open, close byte, item func() bool) bool {
+	if !s.eat(open) {
+		return false
+	}
+	if s.eat(close) {
+		return true
+	}
+	for {
+		s.ws()
+		if !item() {
+			return false
+		}
+		if !s.eat(',') {
+			return s.eat(close)
+		}
+	}
+}
+
 // object reads {"key": value, ...}; member reads each value and returns
 // false to give up. The object must end the input if it is the top level.
 func (s *jsonScanner) object(member func(rawKey []byte, key string) bool) bool {
 	top := s.pos == 0
-	if !s.eat('{') {
-		return false
-	}
-	if !s.eat('}') {
-		for {
-			s.ws()
-			start := s.pos
-			if !s.skipString() {
-				return false
-			}
-			rawKey := s.data[start:s.pos]
-			if bytes.IndexByte(rawKey, '\\') >= 0 || !s.eat(':') {
-				return false
-			}
-			s.ws()
-			if !member(rawKey, string(rawKey[1:len(rawKey)-1])) {
-				return false
-			}
-			if s.eat(',') {
-				continue
-			}
-			if s.eat('}') {
-				break
-			}
+	ok := s.sequence('{', '}', func() bool {
+		start := s.pos
+		if !s.skipString() {
 			return false
 		}
-	}
-	if top {
+		rawKey := s.data[start:s.pos]
+		if bytes.IndexByte(rawKey, '\\') >= 0 || !s.eat(':') {
+			return false
+		}
+		s.ws()
+		return member(rawKey, string(rawKey[1:len(rawKey)-1]))
+	})
+	if ok && top {
 		s.ws()
 		return s.pos == len(s.data)
 	}
-	return true
+	return ok
 }
 
 // copyMember appends "key": value, to dst for encoding/json to read.
@@ -142,93 +148,72 @@ func (s *jsonScanner) model(tables *modelTables, rest *[]byte) bool {
 }
 
 // vocab reads {"token": id, ...}. (Its keys have escapes such as
-// "\u0120", so it has its own loop rather than object's.)
+// "\u0120", so it reads them itself rather than through object.)
 func (s *jsonScanner) vocab(tables *modelTables) bool {
-	if !s.eat('{') {
-		return false
-	}
 	text := make([]byte, 0, len(s.data)/8)
-	if !s.eat('}') {
-		for {
-			s.ws()
-			var ok bool
-			if text, ok = s.appendString(text); !ok || !s.eat(':') {
-				return false
-			}
-			s.ws()
-			id, ok := s.integer()
-			if !ok || uint64(len(text)) >= 1<<32 {
-				return false
-			}
-			tables.vocabEnd = append(tables.vocabEnd, uint32(len(text)))
-			tables.vocabIDs = append(tables.vocabIDs, id)
-			if s.eat(',') {
-				continue
-			}
-			if s.eat('}') {
-				break
-			}
+	ok := s.sequence('{', '}', func() bool {
+		var ok bool
+		if text, ok = s.appendString(text); !ok || !s.eat(':') {
 			return false
 		}
+		s.ws()
+		id, ok := s.integer()
+		if !ok || uint64(len(text)) >= 1<<32 {
+			return false
+		}
+		tables.vocabEnd = append(tables.vocabEnd, uint32(len(text)))
+		tables.vocabIDs = append(tables.vocabIDs, id)
+		return true
+	})
+	if ok {
+		tables.vocabText = string(text)
 	}
-	tables.vocabText = string(text)
-	return true
+	return ok
 }
 
 // merges reads either spelling: ["a b", ...] or [["a", "b"], ...], the
 // first element deciding which (as parseMerges does).
 func (s *jsonScanner) merges(tables *modelTables) bool {
-	if !s.eat('[') {
-		return false
-	}
 	text := make([]byte, 0, len(s.data)/8)
-	if !s.eat(']') {
-		s.ws()
-		pairs := s.pos < len(s.data) && s.data[s.pos] == '['
-		for {
-			s.ws()
-			start := len(text)
-			var ok bool
-			if pairs {
-				if !s.eat('[') {
-					return false
-				}
-				s.ws()
-				if text, ok = s.appendString(text); !ok || !s.eat(',') {
-					return false
-				}
-				mid := len(text)
-				s.ws()
-				if text, ok = s.appendString(text); !ok || !s.eat(']') {
-					return false
-				}
-				tables.mergeEnd = append(tables.mergeEnd, uint32(mid), uint32(len(text)))
-			} else {
-				if text, ok = s.appendString(text); !ok {
-					return false
-				}
-				space := bytes.IndexByte(text[start:], ' ')
-				if space < 0 {
-					return false
-				}
-				mid := start + space
-				text = append(text[:mid], text[mid+1:]...)
-				tables.mergeEnd = append(tables.mergeEnd, uint32(mid), uint32(len(text)))
-			}
-			if uint64(len(text)) >= 1<<32 {
+	first, pairs := true, false
+	ok := s.sequence('[', ']', func() bool {
+		if first {
+			first, pairs = false, s.pos < len(s.data) && s.data[s.pos] == '['
+		}
+		start := len(text)
+		var ok bool
+		if pairs {
+			if !s.eat('[') {
 				return false
 			}
-			if s.eat(',') {
-				continue
+			s.ws()
+			if text, ok = s.appendString(text); !ok || !s.eat(',') {
+				return false
 			}
-			if s.eat(']') {
-				break
+			mid := len(text)
+			s.ws()
+			if text, ok = s.appendString(text); !ok || !s.eat(']') {
+				return false
 			}
-			return false
+			tables.mergeEnd = append(tables.mergeEnd, uint32(mid), uint32(len(text)))
+		} else {
+			if text, ok = s.appendString(text); !ok {
+				return false
+			}
+			space := bytes.IndexByte(text[start:], ' ')
+			if space < 0 {
+				return false
+			}
+			mid := start + space
+			text = append(text[:mid], text[mid+1:]...)
+			tables.mergeEnd = append(tables.mergeEnd, uint32(mid), uint32(len(text)))
 		}
+		return uint64(len(text)) < 1<<32
+	})
+	if ok {
+		tables.mergeText = string(text)
 	}
-	tables.mergeText = string(text)
-	return true
+	return ok
 }
 
 // skipString moves past the string at pos without decoding it.
