@@ -17,27 +17,38 @@ import (
 // written as 12 stays the integer 12 and 12.0 stays a float; an integer
 // too large for int64 becomes the nearest float64.
 func normalizeJSON(v any) (any, error) {
+	if n, ok := v.(json.Number); ok {
+		return jsonNumber(string(n))
+	}
+	if err := convertChildren(v, normalizeJSON); err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+// convertChildren replaces, in place, each field of a map[string]any or
+// element of a []any by f of it; an error names the field or element.
+// Other values are left as they are.
+func convertChildren(v any, f func(any) (any, error)) error {
 	switch x := v.(type) {
-	case json.Number:
-		return jsonNumber(string(x))
 	case map[string]any:
 		for k, e := range x {
-			n, err := normalizeJSON(e)
+			n, err := f(e)
 			if err != nil {
-				return nil, fmt.Errorf("field %q: %w", k, err)
+				return fmt.Errorf("field %q: %w", k, err)
 			}
 			x[k] = n
 		}
 	case []any:
 		for i, e := range x {
-			n, err := normalizeJSON(e)
+			n, err := f(e)
 			if err != nil {
-				return nil, fmt.Errorf("element %d: %w", i, err)
+				return fmt.Errorf("element %d: %w", i, err)
 			}
 			x[i] = n
 		}
 	}
-	return v, nil
+	return nil
 }
 
 func jsonNumber(s string) (any, error) {

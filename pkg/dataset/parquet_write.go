@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"reflect"
 	"strconv"
 	"time"
@@ -318,22 +319,15 @@ func plainValue(v any) (any, error) {
 		return plainValue(map[string]any(x))
 	case map[string]any:
 		out := make(map[string]any, len(x))
-		for k, e := range x {
-			p, err := plainValue(e)
-			if err != nil {
-				return nil, fmt.Errorf("field %q: %w", k, err)
-			}
-			out[k] = p
+		maps.Copy(out, x) // the caller's task is left as it is
+		if err := convertChildren(out, plainValue); err != nil {
+			return nil, err
 		}
 		return out, nil
 	case []any:
-		out := make([]any, len(x))
-		for i, e := range x {
-			p, err := plainValue(e)
-			if err != nil {
-				return nil, fmt.Errorf("element %d: %w", i, err)
-			}
-			out[i] = p
+		out := append([]any{}, x...)
+		if err := convertChildren(out, plainValue); err != nil {
+			return nil, err
 		}
 		return out, nil
 	}

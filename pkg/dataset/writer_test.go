@@ -130,6 +130,7 @@ func TestWriteGoValues(t *testing.T) {
 		"bytes":    []byte{0, 1, 2},
 		"when":     when,
 		"task":     episode.Task{"inner": "yes"},
+		"nested":   map[string]any{"n": 3, "l": []any{4}},
 	}}
 	want := episode.Task{
 		"int": int64(7), "int32": int64(-2), "uint8": int64(200), "float32": 0.1,
@@ -141,9 +142,13 @@ func TestWriteGoValues(t *testing.T) {
 		"bytes":    []byte{0, 1, 2},
 		"when":     when,
 		"task":     map[string]any{"inner": "yes"},
+		"nested":   map[string]any{"n": int64(3), "l": []any{int64(4)}},
 	}
 	path := filepath.Join(t.TempDir(), "go.parquet")
 	must(t, Write(context.Background(), path, in, WriteOptions{}))
+	if nested := in[0]["nested"]; !reflect.DeepEqual(nested, map[string]any{"n": 3, "l": []any{4}}) {
+		t.Errorf("Write changed the caller's task: %#v", nested)
+	}
 	got, err := ReadAll(context.Background(), path, Options{})
 	must(t, err)
 	assertTasks(t, got, []episode.Task{want})
