@@ -20,11 +20,11 @@ import (
 
 // listings maps what `rllm list` accepts to its registry.
 var listings = map[string]func() []registry.Info{
-	"agents":    agent.List,
-	"envs":      env.List,
-	"workflows": workflow.List,
-	"rewards":   reward.List,
-	"tools":     tool.List,
+	"agents":    agent.Registry.List,
+	"envs":      env.Registry.List,
+	"workflows": workflow.Registry.List,
+	"rewards":   reward.Registry.List,
+	"tools":     tool.Registry.List,
 }
 
 var listKinds = []string{"agents", "envs", "workflows", "rewards", "tools"}

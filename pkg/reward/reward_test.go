@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/rllm-org/rllm-go/pkg/episode"
+	"github.com/rllm-org/rllm-go/pkg/registry"
 )
 
 // TestMathGradingTable runs testdata/math_grading.tsv: one graded pair a
@@ -209,12 +210,12 @@ func TestArithCloseScore(t *testing.T) {
 
 func TestRegistered(t *testing.T) {
 	for _, name := range []string{"math", "countdown", "search", "arith"} {
-		fn, err := New(name, "env.args.reward_args", nil)
+		fn, err := registry.Build(Registry, name, "env.args.reward_args", nil)
 		if err != nil || fn == nil {
 			t.Errorf("%s: %v", name, err)
 		}
 	}
-	if _, err := New("countdown", "env.args.reward_args", map[string]any{"format": 0.2}); err == nil ||
+	if _, err := registry.Build(Registry, "countdown", "env.args.reward_args", map[string]any{"format": 0.2}); err == nil ||
 		!strings.Contains(err.Error(), "env.args.reward_args.format: is not an accepted argument; did you mean env.args.reward_args.format_score?") {
 		t.Errorf("err %v", err)
 	}
