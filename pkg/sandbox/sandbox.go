@@ -87,21 +87,23 @@ func (l Limits) Within(max Limits) Limits {
 	}
 }
 
-// Check reports the first limit that is not positive.
+// Check reports the first limit that is not positive, by its key under
+// sandbox.limits.
 func (l Limits) Check() error {
-	switch {
-	case l.WallTime <= 0:
-		return fmt.Errorf("wall_time_s must be positive")
-	case l.CPUTime <= 0:
-		return fmt.Errorf("cpu_time_s must be positive")
-	case l.MemoryBytes <= 0:
-		return fmt.Errorf("memory_mb must be positive")
-	case l.Processes <= 0:
-		return fmt.Errorf("processes must be positive")
-	case l.FileSizeBytes <= 0:
-		return fmt.Errorf("file_size_mb must be positive")
-	case l.OutputBytes <= 0:
-		return fmt.Errorf("output_kb must be positive")
+	for _, f := range []struct {
+		key   string
+		value int64
+	}{
+		{"wall_time_s", int64(l.WallTime)},
+		{"cpu_time_s", int64(l.CPUTime)},
+		{"memory_mb", l.MemoryBytes},
+		{"processes", int64(l.Processes)},
+		{"file_size_mb", l.FileSizeBytes},
+		{"output_kb", l.OutputBytes},
+	} {
+		if f.value <= 0 {
+			return fmt.Errorf("%s must be positive", f.key)
+		}
 	}
 	return nil
 }
@@ -117,6 +119,15 @@ type Request struct {
 	Stdin []byte
 	// Limits tighten the pool's limits for this run (zero: the pool's).
 	Limits Limits
+}
+
+// start begins every backend's Run: it checks the request and returns
+// the limits the run gets.
+func (r Request) start() (Limits, error) {
+	if err := r.Check(); err != nil {
+		return Limits{}, err
+	}
+	return r.Limits.Within(DefaultLimits), nil
 }
 
 // Check validates the request's shape (not its content, which is
