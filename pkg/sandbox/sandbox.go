@@ -71,19 +71,33 @@ var DefaultLimits = Limits{
 // Within returns l with every zero field taken from max and every field
 // larger than max's lowered to it.
 func (l Limits) Within(max Limits) Limits {
-	pick := func(v, m int64) int64 {
+	return l.merge(max, func(v, m int64) int64 {
 		if v <= 0 || (m > 0 && v > m) {
 			return m
 		}
 		return v
-	}
+	})
+}
+
+// orDefaults returns l with every zero field taken from DefaultLimits.
+func (l Limits) orDefaults() Limits {
+	return l.merge(DefaultLimits, func(v, d int64) int64 {
+		if v <= 0 {
+			return d
+		}
+		return v
+	})
+}
+
+// merge combines each field of l with the same field of o by pick.
+func (l Limits) merge(o Limits, pick func(v, o int64) int64) Limits {
 	return Limits{
-		WallTime:      time.Duration(pick(int64(l.WallTime), int64(max.WallTime))),
-		CPUTime:       time.Duration(pick(int64(l.CPUTime), int64(max.CPUTime))),
-		MemoryBytes:   pick(l.MemoryBytes, max.MemoryBytes),
-		Processes:     int(pick(int64(l.Processes), int64(max.Processes))),
-		FileSizeBytes: pick(l.FileSizeBytes, max.FileSizeBytes),
-		OutputBytes:   pick(l.OutputBytes, max.OutputBytes),
+		WallTime:      time.Duration(pick(int64(l.WallTime), int64(o.WallTime))),
+		CPUTime:       time.Duration(pick(int64(l.CPUTime), int64(o.CPUTime))),
+		MemoryBytes:   pick(l.MemoryBytes, o.MemoryBytes),
+		Processes:     int(pick(int64(l.Processes), int64(o.Processes))),
+		FileSizeBytes: pick(l.FileSizeBytes, o.FileSizeBytes),
+		OutputBytes:   pick(l.OutputBytes, o.OutputBytes),
 	}
 }
 
@@ -122,12 +136,13 @@ type Request struct {
 }
 
 // start begins every backend's Run: it checks the request and returns
-// the limits the run gets.
+// the limits the run gets: the request's (which the pool has already
+// bounded by sandbox.limits), with DefaultLimits for any left zero.
 func (r Request) start() (Limits, error) {
 	if err := r.Check(); err != nil {
 		return Limits{}, err
 	}
-	return r.Limits.Within(DefaultLimits), nil
+	return r.Limits.orDefaults(), nil
 }
 
 // Check validates the request's shape (not its content, which is
