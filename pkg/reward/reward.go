@@ -38,6 +38,21 @@ var Registry = registry.New[Factory]("reward")
 // Register makes a reward function selectable by name. Call it from init().
 func Register(d Definition) { Registry.Register(d) }
 
+// registerGrader registers reward function name: its arguments are the
+// tagged fields of G (see registry.ArgsOf), and its Func is grade with
+// the resolved arguments (registry.As).
+func registerGrader[G any](name, description string, grade func(G, episode.Task, string) Result) {
+	Register(Definition{
+		Name:        name,
+		Description: description,
+		Params:      *new(G),
+		New: func(v registry.Values) (Func, error) {
+			g := registry.As[G](v)
+			return func(task episode.Task, response string) Result { return grade(g, task, response) }, nil
+		},
+	})
+}
+
 // GroundTruth reads the reference answer of a task row, accepting the
 // column names rLLM datasets use: ground_truth, answer, target (in that
 // order). ok is false when none is present.
