@@ -111,3 +111,27 @@ func TestChatAgent(t *testing.T) {
 		t.Fatalf("%+v %+v", act, m)
 	}
 }
+
+func TestRegisterPrompt(t *testing.T) {
+	RegisterPrompt("test_prompt", "a prompt agent for this test", PromptParams{Instruction: "Answer briefly."})
+	for _, tt := range []struct {
+		args             map[string]any
+		system, instruct string
+	}{
+		{nil, "", "Answer briefly."},
+		{map[string]any{"system_prompt": "be kind", "instruction": ""}, "be kind", ""},
+	} {
+		d, v, err := Resolve("test_prompt", tt.args)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, err := d.New(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, ok := a.(*Prompt)
+		if !ok || p.System != tt.system || p.Instruction != tt.instruct {
+			t.Errorf("%v: %#v, want system %q instruction %q", tt.args, a, tt.system, tt.instruct)
+		}
+	}
+}
