@@ -22,6 +22,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/rllm-org/rllm-go/internal/ctxsleep"
 	"github.com/rllm-org/rllm-go/pkg/episode"
 	wire "github.com/rllm-org/rllm-go/pkg/openaiwire"
 )
@@ -172,7 +173,9 @@ type Server struct {
 	*httptest.Server
 	cfg   Config
 	vocab *Vocab
-	quit  chan struct{}
+	// life is done when the server closes: it releases requests that hang.
+	life context.Context
+	stop context.CancelFunc
 
 	requests    atomic.Int64
 	served      atomic.Int64
@@ -186,7 +189,6 @@ type Server struct {
 	recorded    []Recorded
 	adapters    map[string]string // loaded LoRA name → path
 	adapterLog  []string          // "load NAME" / "unload NAME", in order
-	closeOnce   sync.Once
 }
 
 // New starts a fake server.
@@ -203,7 +205,7 @@ func New(cfg Config) *Server {
 	if cfg.ReplyTokens <= 0 {
 		cfg.ReplyTokens = 12
 	}
-	s := &Server{cfg: cfg, vocab: DefaultVocab(), quit: make(chan struct{}),
+	s := &Server{cfg: cfg, vocab: DefaultVocab(),
 		faultRNG: uint64(cfg.Seed)*0x9E3779B97F4A7C15 + 1, faultCounts: map[Fault]int64{}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/chat/completions", s.generate)
@@ -217,6 +219,7 @@ func New(cfg Config) *Server {
 		mux.HandleFunc("POST /v1/load_lora_adapter", s.loadAdapter)
 		mux.HandleFunc("POST /v1/unload_lora_adapter", s.unloadAdapter)
 	}
+	s.life, s.stop = context.WithCancel(context.Background())
 	s.Server = httptest.NewUnstartedServer(mux)
 	s.Server.Config.ErrorLog = nil
 	s.Server.Start()
@@ -225,7 +228,7 @@ func New(cfg Config) *Server {
 
 // Close stops the server, releasing requests that hang.
 func (s *Server) Close() {
-	s.closeOnce.Do(func() { close(s.quit) })
+	s.stop()
 	s.Server.CloseClientConnections()
 	s.Server.Close()
 }
@@ -286,19 +289,11 @@ func (s *Server) pickFault(path string, n int64) Fault {
 	return f
 }
 
-func (s *Server) sleep(ctx context.Context, d time.Duration) bool {
-	if d <= 0 {
-		return true
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-	case <-s.quit:
-	}
-	return false
+// requestContext is r's context, also done when the server closes.
+func (s *Server) requestContext(r *http.Request) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(r.Context())
+	stop := context.AfterFunc(s.life, cancel)
+	return ctx, func() { stop(); cancel() }
 }
 
 // writeError answers in vLLM's error format.
@@ -359,11 +354,13 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request) {
 		s.recorded = append(s.recorded, Recorded{Path: r.URL.Path, Body: m})
 		s.mu.Unlock()
 	}
+	ctx, cancel := s.requestContext(r)
+	defer cancel()
 	if fault == FaultTimeout {
-		<-mergeDone(r.Context(), s.quit)
+		<-ctx.Done()
 		panic(http.ErrAbortHandler) // never answer, not even an empty 200
 	}
-	if !s.sleep(r.Context(), s.cfg.Latency) {
+	if ctxsleep.Sleep(ctx, s.cfg.Latency) != nil {
 		panic(http.ErrAbortHandler)
 	}
 	switch fault {
@@ -444,18 +441,6 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request) {
 		s.served.Add(1)
 	}
 	writeJSON(w, resp)
-}
-
-func mergeDone(ctx context.Context, quit chan struct{}) <-chan struct{} {
-	done := make(chan struct{})
-	go func() {
-		select {
-		case <-ctx.Done():
-		case <-quit:
-		}
-		close(done)
-	}()
-	return done
 }
 
 func readAll(r *http.Request) ([]byte, error) {
@@ -1006,7 +991,9 @@ func (s *Server) loadAdapter(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, 400, "InvalidUserInput", "Both 'lora_name' and 'lora_path' must be provided.")
 		return
 	}
-	if !s.sleep(r.Context(), s.cfg.LoadLatency) {
+	ctx, cancel := s.requestContext(r)
+	defer cancel()
+	if ctxsleep.Sleep(ctx, s.cfg.LoadLatency) != nil {
 		return
 	}
 	s.mu.Lock()

@@ -22,6 +22,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/rllm-org/rllm-go/internal/ctxsleep"
 	"github.com/rllm-org/rllm-go/pkg/openaiwire"
 	"github.com/rllm-org/rllm-go/pkg/sampler"
 	"github.com/rllm-org/rllm-go/pkg/usererr"
@@ -227,7 +228,7 @@ func NewClient(opts Options) (*Client, error) {
 	if strings.ContainsFunc(opts.APIKey, func(r rune) bool { return r < ' ' || r == 0x7f }) {
 		return nil, optionErrorf("the API key holds a line break or a control character, which no HTTP header may carry; keep only the key, on one line")
 	}
-	c := &Client{opts: opts, sleep: sleepCtx, stop: make(chan struct{})}
+	c := &Client{opts: opts, sleep: ctxsleep.Sleep, stop: make(chan struct{})}
 	seen := map[string]bool{}
 	for _, raw := range opts.Endpoints {
 		base, err := NormalizeEndpoint(raw)
@@ -299,20 +300,6 @@ func (c *Client) Close() { c.stopOnce.Do(func() { close(c.stop) }) }
 
 // Model is the model name the client requests.
 func (c *Client) Model() string { return c.model() }
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
 
 // Sample implements sampler.Sampler: a chat request, or a completions
 // request with a token-id prompt when req.PromptIDs is set. It always asks

@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rllm-org/rllm-go/internal/ctxsleep"
 	"github.com/rllm-org/rllm-go/pkg/usererr"
 )
 
@@ -271,17 +272,6 @@ func (c *Client) backoff(n int, err error) time.Duration {
 	return d*3/4 + time.Duration(rand.Int64N(int64(d/2)+1))
 }
 
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
 // call sends a request, retrying 408, 429, 5xx and dropped connections
 // up to MaxRetries times, and maps the final failure to a readable error.
 //
@@ -316,7 +306,7 @@ func (c *Client) call(ctx context.Context, method, path string, body ...[]byte) 
 		}
 		d := c.backoff(attempt+1, err)
 		c.logf("%s: %v; retrying in %s", path, err, d.Round(time.Millisecond))
-		if err := sleep(ctx, d); err != nil {
+		if err := ctxsleep.Sleep(ctx, d); err != nil {
 			return fail(err)
 		}
 	}
@@ -441,7 +431,7 @@ func (c *Client) await(ctx context.Context, path, requestID string, resubmit fun
 				}
 				lastState = probe.QueueState
 				pending++
-				if err := sleep(ctx, c.pollDelay(pending)); err != nil {
+				if err := ctxsleep.Sleep(ctx, c.pollDelay(pending)); err != nil {
 					return nil, err
 				}
 				continue
@@ -458,7 +448,7 @@ func (c *Client) await(ctx context.Context, path, requestID string, resubmit fun
 			// The long poll ended without a result (the server's 408, or
 			// our request_timeout_s): poll again.
 			pending++
-			if err := sleep(ctx, c.pollDelay(pending)); err != nil {
+			if err := ctxsleep.Sleep(ctx, c.pollDelay(pending)); err != nil {
 				return nil, err
 			}
 		case errors.As(err, &he) && he.Status == http.StatusGone:
@@ -479,7 +469,7 @@ func (c *Client) await(ctx context.Context, path, requestID string, resubmit fun
 			}
 			d := c.backoff(fails, err)
 			c.logf("waiting for %s: %v; retrying in %s", path, err, d.Round(time.Millisecond))
-			if err := sleep(ctx, d); err != nil {
+			if err := ctxsleep.Sleep(ctx, d); err != nil {
 				return nil, err
 			}
 		case errors.As(err, &he) && he.Status == http.StatusBadRequest && bad < badRequestRetries:
@@ -489,7 +479,7 @@ func (c *Client) await(ctx context.Context, path, requestID string, resubmit fun
 			bad++
 			d := c.backoff(bad, err)
 			c.logf("waiting for %s: %v; asking again in %s", path, err, d.Round(time.Millisecond))
-			if err := sleep(ctx, d); err != nil {
+			if err := ctxsleep.Sleep(ctx, d); err != nil {
 				return nil, err
 			}
 		default:
