@@ -20,6 +20,7 @@ import (
 
 	"github.com/rllm-org/rllm-go/internal/atomicfile"
 	"github.com/rllm-org/rllm-go/internal/ctxsleep"
+	"github.com/rllm-org/rllm-go/pkg/backend/tinker/wire"
 	"github.com/rllm-org/rllm-go/pkg/usererr"
 )
 
@@ -33,7 +34,7 @@ func (c *Client) ArchiveURL(ctx context.Context, tinkerPath string) (string, err
 	if err != nil {
 		return "", usererr.Wrap(err)
 	}
-	route := CheckpointPath(run, kind, name) + "/archive"
+	route := wire.CheckpointPath(run, kind, name) + "/archive"
 	noRedirect := *c.http
 	noRedirect.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	for attempt := 0; ; attempt++ {

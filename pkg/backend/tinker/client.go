@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/rllm-org/rllm-go/internal/ctxsleep"
+	"github.com/rllm-org/rllm-go/pkg/backend/tinker/wire"
 	"github.com/rllm-org/rllm-go/pkg/usererr"
 )
 
@@ -92,7 +93,7 @@ func NewClient(opts ClientOptions) (*Client, error) {
 	if hc == nil {
 		hc = &http.Client{}
 	}
-	return &Client{base: u, api: u.String() + APIPrefix, key: opts.APIKey, source: opts.KeySource, http: hc, opts: opts}, nil
+	return &Client{base: u, api: u.String() + wire.APIPrefix, key: opts.APIKey, source: opts.KeySource, http: hc, opts: opts}, nil
 }
 
 // BaseURL is the service URL (it holds no secret).
@@ -386,14 +387,14 @@ func requestError(path, msg, category string) error {
 }
 
 // submit posts a queued call and returns its request id.
-func (c *Client) submit(ctx context.Context, path string, body ...[]byte) (SubmitResponse, error) {
+func (c *Client) submit(ctx context.Context, path string, body ...[]byte) (wire.SubmitResponse, error) {
 	data, err := c.call(ctx, http.MethodPost, path, body...)
 	if err != nil {
-		return SubmitResponse{}, err
+		return wire.SubmitResponse{}, err
 	}
-	var s SubmitResponse
+	var s wire.SubmitResponse
 	if err := json.Unmarshal(data, &s); err != nil || s.RequestID == "" {
-		return SubmitResponse{}, fmt.Errorf("%s: the answer has no request_id: %s", path, c.serverMessage(data))
+		return wire.SubmitResponse{}, fmt.Errorf("%s: the answer has no request_id: %s", path, c.serverMessage(data))
 	}
 	return s, nil
 }
@@ -407,8 +408,8 @@ func (c *Client) await(ctx context.Context, path, requestID string, resubmit fun
 	pending := 0
 	lastState := ""
 	for {
-		body, _ := json.Marshal(RetrieveFutureRequest{RequestID: requestID})
-		data, err := c.once(ctx, http.MethodPost, PathRetrieveFuture, body)
+		body, _ := json.Marshal(wire.RetrieveFutureRequest{RequestID: requestID})
+		data, err := c.once(ctx, http.MethodPost, wire.PathRetrieveFuture, body)
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
@@ -513,14 +514,14 @@ func (c *Client) invoke(ctx context.Context, path string, body []byte) (json.Raw
 }
 
 // Capabilities asks the server which base models and losses it serves.
-func (c *Client) Capabilities(ctx context.Context) (Capabilities, error) {
-	data, err := c.call(ctx, http.MethodGet, PathCapabilities)
+func (c *Client) Capabilities(ctx context.Context) (wire.Capabilities, error) {
+	data, err := c.call(ctx, http.MethodGet, wire.PathCapabilities)
 	if err != nil {
-		return Capabilities{}, err
+		return wire.Capabilities{}, err
 	}
-	var caps Capabilities
+	var caps wire.Capabilities
 	if err := json.Unmarshal(data, &caps); err != nil {
-		return Capabilities{}, fmt.Errorf("%s at %s: the answer is not {supported_models: [...]}: %v", PathCapabilities, c.BaseURL(), err)
+		return wire.Capabilities{}, fmt.Errorf("%s at %s: the answer is not {supported_models: [...]}: %v", wire.PathCapabilities, c.BaseURL(), err)
 	}
 	return caps, nil
 }
