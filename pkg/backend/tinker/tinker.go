@@ -732,7 +732,7 @@ func (b *Backend) OptimStep(ctx context.Context, p backend.AdamParams) *backend.
 		return backend.Resolved(backend.OptimStepOutput{}, usererr.Wrap(err))
 	}
 	return enqueue(b, ctx, wire.PathOptimStep, jsonBody(func(seq int) any {
-		return wire.OptimStepRequest{Type: wire.PathOptimStep, ModelID: b.modelID, SeqID: seq, AdamParams: wire.AdamParamsWire(p)}
+		return wire.OptimStepRequest{Type: wire.PathOptimStep, ModelID: b.modelID, SeqID: seq, AdamParams: p}
 	}), func(raw json.RawMessage) (backend.OptimStepOutput, error) {
 		var r wire.OptimStepResult
 		if err := json.Unmarshal(raw, &r); err != nil {
