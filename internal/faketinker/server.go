@@ -23,6 +23,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -342,12 +343,7 @@ func (s *Server) Model(id string) *local.Backend {
 func (s *Server) ModelIDs() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var ids []string
-	for id := range s.models {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
-	return ids
+	return slices.Sorted(maps.Keys(s.models))
 }
 
 type logCtx struct {

@@ -13,9 +13,10 @@ import (
 	"fmt"
 	"hash/fnv"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -59,6 +60,19 @@ var faultNames = map[Fault]string{
 	FaultShortLogprobs: "short_logprobs", FaultBadTokenID: "bad_token_id",
 	FaultMissingFields: "missing_fields", FaultErrorOK: "error_with_200", FaultRedirect: "redirect",
 	FaultHugeBody: "huge_body", FaultGzipBomb: "gzip_bomb",
+}
+
+// errorFaults are the faults answered with a vLLM error body.
+var errorFaults = map[Fault]struct {
+	status   int
+	typ, msg string
+}{
+	FaultServerError:  {500, "InternalServerError", "fake: injected internal error"},
+	FaultUnavailable:  {503, "ServiceUnavailableError", "fake: injected overload"},
+	FaultRateLimit:    {429, "RateLimitError", "fake: injected rate limit"}, // with Retry-After
+	FaultBadRequest:   {400, "BadRequestError", "fake: injected bad request"},
+	FaultUnauthorized: {401, "AuthenticationError", "fake: injected unauthorized"},
+	FaultWrongModel:   {404, "NotFoundError", "The model `fake-injected-other-model` does not exist."},
 }
 
 func (f Fault) String() string {
@@ -363,28 +377,16 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request) {
 	if ctxsleep.Sleep(ctx, s.cfg.Latency) != nil {
 		panic(http.ErrAbortHandler)
 	}
+	if e, ok := errorFaults[fault]; ok {
+		if fault == FaultRateLimit {
+			w.Header().Set("Retry-After", strconv.Itoa(s.cfg.RetryAfter))
+		}
+		s.writeError(w, e.status, e.typ, e.msg)
+		return
+	}
 	switch fault {
-	case FaultServerError:
-		s.writeError(w, 500, "InternalServerError", "fake: injected internal error")
-		return
-	case FaultUnavailable:
-		s.writeError(w, 503, "ServiceUnavailableError", "fake: injected overload")
-		return
-	case FaultRateLimit:
-		w.Header().Set("Retry-After", strconv.Itoa(s.cfg.RetryAfter))
-		s.writeError(w, 429, "RateLimitError", "fake: injected rate limit")
-		return
 	case FaultDrop:
 		panic(http.ErrAbortHandler)
-	case FaultBadRequest:
-		s.writeError(w, 400, "BadRequestError", "fake: injected bad request")
-		return
-	case FaultUnauthorized:
-		s.writeError(w, 401, "AuthenticationError", "fake: injected unauthorized")
-		return
-	case FaultWrongModel:
-		s.writeError(w, 404, "NotFoundError", "The model `fake-injected-other-model` does not exist.")
-		return
 	case FaultErrorOK:
 		writeJSON(w, wire.ErrorResponse{Error: wire.Error{Message: "fake: model overloaded", Type: "overloaded_error", Code: 529}})
 		return
@@ -1052,12 +1054,7 @@ func (s *Server) hasAdapter(name string) bool {
 func (s *Server) Adapters() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make([]string, 0, len(s.adapters))
-	for n := range s.adapters {
-		out = append(out, n)
-	}
-	sort.Strings(out)
-	return out
+	return slices.Sorted(maps.Keys(s.adapters))
 }
 
 // AdapterLog lists the adapter loads and unloads, in order ("load NAME",
