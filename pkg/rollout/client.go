@@ -7,6 +7,7 @@ package rollout
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -384,21 +385,21 @@ func checkParams(req sampler.Request) error {
 // Chat sends a raw chat request (the caller sets every field) and returns
 // the decoded answer without checks beyond JSON.
 func (c *Client) Chat(ctx context.Context, req *openaiwire.ChatRequest) (*openaiwire.ChatResponse, error) {
-	if req.Model == "" {
-		req.Model = c.model()
-	}
-	var out openaiwire.ChatResponse
-	err := c.post(ctx, "/v1/chat/completions", req, nil, func(r io.Reader) error { return decodeJSON(r, &out) })
-	return &out, err
+	req.Model = cmp.Or(req.Model, c.model())
+	return postRaw[openaiwire.ChatResponse](ctx, c, "/v1/chat/completions", req)
 }
 
 // Complete sends a raw completions request.
 func (c *Client) Complete(ctx context.Context, req *openaiwire.CompletionRequest) (*openaiwire.CompletionResponse, error) {
-	if req.Model == "" {
-		req.Model = c.model()
-	}
-	var out openaiwire.CompletionResponse
-	err := c.post(ctx, "/v1/completions", req, nil, func(r io.Reader) error { return decodeJSON(r, &out) })
+	req.Model = cmp.Or(req.Model, c.model())
+	return postRaw[openaiwire.CompletionResponse](ctx, c, "/v1/completions", req)
+}
+
+// postRaw sends req to path and decodes the answer into a Resp, without
+// checks beyond JSON.
+func postRaw[Resp any](ctx context.Context, c *Client, path string, req any) (*Resp, error) {
+	var out Resp
+	err := c.post(ctx, path, req, nil, func(r io.Reader) error { return decodeJSON(r, &out) })
 	return &out, err
 }
 
