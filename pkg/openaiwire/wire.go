@@ -167,16 +167,31 @@ func (m *Metadata) Version() string {
 	return m.WeightVersion
 }
 
-// ChatChoice is one choice of a chat answer. StopReason is vLLM's
-// stop_reason, MatchedStop SGLang's name for the same thing.
+// ChatChoice is one choice of a chat answer.
 type ChatChoice struct {
-	Index        int           `json:"index"`
-	Message      *ChatMessage  `json:"message"`
-	Logprobs     *ChatLogprobs `json:"logprobs"`
-	FinishReason string        `json:"finish_reason"`
-	StopReason   StopReason    `json:"stop_reason"`
-	MatchedStop  StopReason    `json:"matched_stop"`
-	TokenIDs     []int         `json:"token_ids"`
+	Index    int           `json:"index"`
+	Message  *ChatMessage  `json:"message"`
+	Logprobs *ChatLogprobs `json:"logprobs"`
+	ChoiceEnd
+}
+
+// ChoiceEnd is how a choice of either route ended, and the token ids it
+// sampled. StopReason is vLLM's stop_reason, MatchedStop SGLang's name for
+// the same thing.
+type ChoiceEnd struct {
+	FinishReason string     `json:"finish_reason"`
+	StopReason   StopReason `json:"stop_reason"`
+	MatchedStop  StopReason `json:"matched_stop"`
+	TokenIDs     []int      `json:"token_ids"`
+}
+
+// Stop is the stop string or token id that matched, whichever of the two
+// names the server used ("" for end-of-sequence).
+func (e *ChoiceEnd) Stop() string {
+	if e.StopReason != "" {
+		return string(e.StopReason)
+	}
+	return string(e.MatchedStop)
 }
 
 // ChatMessage is the assistant message of a choice. Reasoning is vLLM's
@@ -223,14 +238,11 @@ type CompletionResponse struct {
 // CompletionChoice is one choice of a completions answer; vLLM puts the
 // prompt ids on each choice here.
 type CompletionChoice struct {
-	Index          int                 `json:"index"`
-	Text           *string             `json:"text"`
-	Logprobs       *CompletionLogprobs `json:"logprobs"`
-	FinishReason   string              `json:"finish_reason"`
-	StopReason     StopReason          `json:"stop_reason"`
-	MatchedStop    StopReason          `json:"matched_stop"`
-	TokenIDs       []int               `json:"token_ids"`
-	PromptTokenIDs []int               `json:"prompt_token_ids"`
+	Index    int                 `json:"index"`
+	Text     *string             `json:"text"`
+	Logprobs *CompletionLogprobs `json:"logprobs"`
+	ChoiceEnd
+	PromptTokenIDs []int `json:"prompt_token_ids"`
 }
 
 // CompletionLogprobs is the completions (legacy OpenAI) form of logprobs.

@@ -113,10 +113,7 @@ type leanChatChoice struct {
 			Logprob float64 `json:"logprob"`
 		} `json:"content"`
 	} `json:"logprobs"`
-	FinishReason string                `json:"finish_reason"`
-	StopReason   openaiwire.StopReason `json:"stop_reason"`
-	MatchedStop  openaiwire.StopReason `json:"matched_stop"`
-	TokenIDs     []int                 `json:"token_ids"`
+	openaiwire.ChoiceEnd
 }
 
 // decodeCompletion decodes and checks a completions answer.
@@ -144,7 +141,8 @@ func (rules responseRules) chat(r *leanChatResponse) (sampler.Response, error) {
 	if c.Message == nil {
 		return sampler.Response{}, invalidf("choice 0 has no message")
 	}
-	out := sampler.Response{Model: r.Model, WeightVersion: r.Metadata.Version(), ToolCalls: c.Message.ToolCalls, FinishReason: c.FinishReason}
+	out := sampler.Response{Model: r.Model, WeightVersion: r.Metadata.Version(), ToolCalls: c.Message.ToolCalls,
+		FinishReason: c.FinishReason, StopReason: c.Stop()}
 	if c.Message.Content != nil {
 		out.Text = *c.Message.Content
 	}
@@ -153,10 +151,6 @@ func (rules responseRules) chat(r *leanChatResponse) (sampler.Response, error) {
 		out.Reasoning = *c.Message.Reasoning
 	case c.Message.ReasoningContent != nil:
 		out.Reasoning = *c.Message.ReasoningContent
-	}
-	out.StopReason = string(c.StopReason)
-	if out.StopReason == "" {
-		out.StopReason = string(c.MatchedStop)
 	}
 	var toks []string
 	var lps []float64
@@ -182,11 +176,7 @@ func (rules responseRules) completion(r *openaiwire.CompletionResponse) (sampler
 	if c.Text == nil {
 		return sampler.Response{}, invalidf("choice 0 has no text")
 	}
-	out := sampler.Response{Model: r.Model, WeightVersion: r.Metadata.Version(), Text: *c.Text, FinishReason: c.FinishReason}
-	out.StopReason = string(c.StopReason)
-	if out.StopReason == "" {
-		out.StopReason = string(c.MatchedStop)
-	}
+	out := sampler.Response{Model: r.Model, WeightVersion: r.Metadata.Version(), Text: *c.Text, FinishReason: c.FinishReason, StopReason: c.Stop()}
 	var toks []string
 	var lps []float64
 	if c.Logprobs != nil {
