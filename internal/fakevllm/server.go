@@ -917,16 +917,8 @@ func corrupt(resp any, f Fault, vocabSize int) {
 	})
 }
 
-type tokenizeRequest struct {
-	Model               string    `json:"model"`
-	Prompt              *string   `json:"prompt"`
-	Messages            []Message `json:"messages"`
-	AddGenerationPrompt *bool     `json:"add_generation_prompt"`
-	AddSpecialTokens    *bool     `json:"add_special_tokens"`
-}
-
 func (s *Server) tokenize(w http.ResponseWriter, r *http.Request) {
-	var req tokenizeRequest
+	var req wire.TokenizeRequest[Message]
 	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
 		s.writeError(w, 400, "BadRequestError", "invalid JSON: "+err.Error())
 		return

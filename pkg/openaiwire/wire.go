@@ -68,6 +68,32 @@ type StreamOptions struct {
 	ContinuousUsageStats bool `json:"continuous_usage_stats"`
 }
 
+// InputMessage is a chat message as a server reads it from a client:
+// content stays raw (a string, null or a list of content parts) for the
+// server to read as it can. ReasoningContent is older vLLM's and SGLang's
+// name for reasoning. Shared by rllm serve and the gateway.
+type InputMessage struct {
+	Role             string             `json:"role"`
+	Content          json.RawMessage    `json:"content"`
+	Name             string             `json:"name"`
+	ToolCalls        []episode.ToolCall `json:"tool_calls"`
+	ToolCallID       string             `json:"tool_call_id"`
+	Reasoning        string             `json:"reasoning"`
+	ReasoningContent string             `json:"reasoning_content"`
+}
+
+// TokenizeRequest is vLLM's POST /tokenize body: a prompt or messages,
+// each message read as an M by the server (rllm serve, the fake).
+type TokenizeRequest[M any] struct {
+	Model                string  `json:"model"`
+	Prompt               *string `json:"prompt"`
+	Messages             []M     `json:"messages"`
+	AddGenerationPrompt  *bool   `json:"add_generation_prompt"`
+	AddSpecialTokens     *bool   `json:"add_special_tokens"`
+	ContinueFinalMessage bool    `json:"continue_final_message"`
+	ReturnTokenStrs      bool    `json:"return_token_strs"`
+}
+
 // SamplingFields are the parameters both generation routes take (OpenAI's
 // and vLLM's extras) as a server decodes them: a pointer is nil when the
 // field was left out, so the server can apply its own default. Shared by
