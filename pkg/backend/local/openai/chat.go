@@ -232,12 +232,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		})
 		return
 	}
-	if err := run.wait(ctx); err != nil {
-		run.failed(w, err)
-		return
-	}
-	choices := make([]chatChoice, len(run.choices))
-	for i, c := range run.choices {
+	choices, ok := answers(ctx, w, run, func(_ int, c *choice) chatChoice {
 		ch := chatChoice{Index: c.index, Message: chatMessage{Role: "assistant", Content: string(c.visible(&o)), ToolCalls: []any{}},
 			FinishReason: c.finishReason(), StopReason: c.stopReason()}
 		if k >= 0 {
@@ -246,7 +241,10 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		if o.returnIDs {
 			ch.TokenIDs = nonNil(c.ids)
 		}
-		choices[i] = ch
+		return ch
+	})
+	if !ok {
+		return
 	}
 	head.Object = "chat.completion"
 	u := run.usage()
