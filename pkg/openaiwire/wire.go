@@ -1,9 +1,10 @@
 // Package openaiwire holds the wire shapes of the OpenAI-compatible routes
 // of vLLM and SGLang that an RL rollout needs (completions, chat
 // completions, logprobs, token ids, /v1/models, error bodies), shared by
-// the client (pkg/rollout), the embedded server (pkg/backend/local/openai)
-// and the fake of the tests (internal/fakevllm), so that none of them can
-// disagree with the others on a name. It imports only the episode and
+// the client (pkg/rollout), the embedded server (pkg/backend/local/openai),
+// the recording gateway (pkg/gateway) and the fake of the tests
+// (internal/fakevllm), so that none of them can disagree with the others
+// on a name. It imports only the episode and
 // sampler vocabulary.
 package openaiwire
 
