@@ -208,7 +208,6 @@ func newRootCmd(a *App) *cobra.Command {
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return usererr.Errorf("%v; %s --help lists the flags", err, c.CommandPath())
 	})
-	defer groupsRejectUnknown(root)
 	root.AddCommand(
 		newServeCmd(a),
 		newGatewayCmd(a),
@@ -230,22 +229,23 @@ func newRootCmd(a *App) *cobra.Command {
 	return root
 }
 
-// groupsRejectUnknown makes a command that only groups others (config,
-// data) refuse an unknown subcommand, as the root does, instead of
-// printing its help and exiting 0.
-func groupsRejectUnknown(c *cobra.Command) {
-	for _, sub := range c.Commands() {
-		groupsRejectUnknown(sub)
-	}
-	if c.HasParent() && c.HasSubCommands() && !c.Runnable() {
-		c.Args = cobra.ArbitraryArgs
-		c.RunE = func(cmd *cobra.Command, args []string) error {
+// newGroupCmd builds a command that only groups others (config, data,
+// dataset, env, tools). It refuses an unknown subcommand, as the root
+// does, instead of printing its help and exiting 0.
+func newGroupCmd(use, short string, subs ...*cobra.Command) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   use,
+		Short: short,
+		Args:  cobra.ArbitraryArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) > 0 {
 				return fmt.Errorf("unknown command %q for %q", args[0], cmd.CommandPath())
 			}
 			return cmd.Help()
-		}
+		},
 	}
+	cmd.AddCommand(subs...)
+	return cmd
 }
 
 // checkOutput validates --output for cmd; a file name gets a pointer to

@@ -14,12 +14,7 @@ import (
 )
 
 func newConfigCmd(a *App) *cobra.Command {
-	cmd := &cobra.Command{
-		Use:   "config",
-		Short: "Inspect the resolved configuration",
-	}
-	cmd.AddCommand(newConfigShowCmd(a))
-	return cmd
+	return newGroupCmd("config", "Inspect the resolved configuration", newConfigShowCmd(a))
 }
 
 type configShowOptions struct {

@@ -16,12 +16,7 @@ import (
 )
 
 func newDataCmd(a *App) *cobra.Command {
-	cmd := &cobra.Command{
-		Use:   "data",
-		Short: "Work with datasets",
-	}
-	cmd.AddCommand(newDataGenerateCmd(a))
-	return cmd
+	return newGroupCmd("data", "Work with datasets", newDataGenerateCmd(a))
 }
 
 type dataGenerateOptions struct {

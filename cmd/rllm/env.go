@@ -16,12 +16,7 @@ import (
 )
 
 func newEnvCmd(a *App) *cobra.Command {
-	cmd := &cobra.Command{
-		Use:   "env",
-		Short: "Work with environments",
-	}
-	cmd.AddCommand(newEnvPlayCmd(a))
-	return cmd
+	return newGroupCmd("env", "Work with environments", newEnvPlayCmd(a))
 }
 
 type envPlayOptions struct {

@@ -28,12 +28,7 @@ func toolConfig(a *App, c *config.Config) tool.Config {
 }
 
 func newToolsCmd(a *App) *cobra.Command {
-	cmd := &cobra.Command{
-		Use:   "tools",
-		Short: "List and call the tools a run offers the model (tools.builtin, tools.mcp)",
-	}
-	cmd.AddCommand(newToolsListCmd(a), newToolsCallCmd(a))
-	return cmd
+	return newGroupCmd("tools", "List and call the tools a run offers the model (tools.builtin, tools.mcp)", newToolsListCmd(a), newToolsCallCmd(a))
 }
 
 type toolsListOptions struct {
