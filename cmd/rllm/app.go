@@ -72,6 +72,15 @@ var outputFileFlag = map[string]string{
 // jsonResults reports whether results on stdout are JSON.
 func (a *App) jsonResults() bool { return a.output == outputJSON }
 
+// resultFormat is the format of a command's results on stdout: json with
+// --output json, else the command's own text format (text, yaml).
+func (a *App) resultFormat(text string) string {
+	if a.jsonResults() {
+		return outputJSON
+	}
+	return text
+}
+
 // jsonEvents reports whether events and diagnostics on stderr are JSON
 // lines for cmd: with --output json always, with the default for the
 // commands that stream events when stderr is not a terminal.
@@ -214,15 +223,15 @@ func newRootCmd(a *App) *cobra.Command {
 		newSFTCmd(a),
 		newTrainCmd(a),
 		newValidateConfigCmd(a),
-		newConfigCmd(a),
+		newGroupCmd("config", "Inspect the resolved configuration", newConfigShowCmd(a)),
 		newTokenizeCmd(a),
 		newVersionCmd(a),
 		newListCmd(a),
-		newDataCmd(a),
+		newGroupCmd("data", "Work with datasets", newDataGenerateCmd(a)),
 		newEvalCmd(a),
 		newPlotCmd(a),
-		newToolsCmd(a),
-		newEnvCmd(a),
+		newGroupCmd("tools", "List and call the tools a run offers the model (tools.builtin, tools.mcp)", newToolsListCmd(a), newToolsCallCmd(a)),
+		newGroupCmd("env", "Work with environments", newEnvPlayCmd(a)),
 		newDatasetCmd(a),
 		newExportCmd(a),
 	)

@@ -15,10 +15,6 @@ import (
 	"github.com/rllm-org/rllm-go/pkg/usererr"
 )
 
-func newDataCmd(a *App) *cobra.Command {
-	return newGroupCmd("data", "Work with datasets", newDataGenerateCmd(a))
-}
-
 type dataGenerateOptions struct {
 	task   string
 	n      int

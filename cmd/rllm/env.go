@@ -15,10 +15,6 @@ import (
 	"github.com/rllm-org/rllm-go/pkg/episode"
 )
 
-func newEnvCmd(a *App) *cobra.Command {
-	return newGroupCmd("env", "Work with environments", newEnvPlayCmd(a))
-}
-
 type envPlayOptions struct {
 	config configFlags
 	task   string

@@ -72,10 +72,7 @@ embedded policy (backend.local.weights, or a fresh model).`,
 			if cmd.Flags().Changed("n") && (opts.n < 1 || opts.n > config.MaxN) {
 				return usagef("--n must be from 1 to %d, got %d", config.MaxN, opts.n)
 			}
-			opts.output = outputText
-			if a.jsonResults() {
-				opts.output = outputJSON
-			}
+			opts.output = a.resultFormat(outputText)
 			return runEval(cmd.Context(), a, opts)
 		},
 		ValidArgsFunction: completeConfigKeys,
