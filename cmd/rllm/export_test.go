@@ -14,6 +14,7 @@ import (
 	"github.com/rllm-org/rllm-go/internal/faketinker"
 	"github.com/rllm-org/rllm-go/pkg/backend"
 	"github.com/rllm-org/rllm-go/pkg/backend/tinker"
+	"github.com/rllm-org/rllm-go/pkg/backend/tinker/wire"
 )
 
 const exportTestKey = "tml-export-secret-4242"
@@ -50,7 +51,7 @@ func trainOneTinkerStep(url, dir string) error {
 	b, err := tinker.New(ctx, tinker.Options{
 		ClientOptions: tinker.ClientOptions{BaseURL: url, APIKey: exportTestKey},
 		BaseModel:     faketinker.BaseModel,
-		LoRA:          tinker.LoRAConfig{Rank: 2},
+		LoRA:          wire.LoRAConfig{Rank: 2},
 		Heartbeat:     time.Hour,
 	})
 	if err != nil {

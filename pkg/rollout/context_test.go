@@ -100,7 +100,7 @@ func newStrictServer(t *testing.T, ctxLen int, models string) *strictServer {
 			if chat {
 				json.NewEncoder(w).Encode(openaiwire.ChatResponse{ID: "c", Object: "chat.completion", Created: 1, Model: "m", Usage: usage, PromptTokenIDs: make([]int, n),
 					Choices: []openaiwire.ChatChoice{{Message: &openaiwire.ChatMessage{Role: "assistant", Content: &text}, Logprobs: &openaiwire.ChatLogprobs{Content: lps},
-						FinishReason: "length", TokenIDs: ids}}})
+						ChoiceEnd: openaiwire.ChoiceEnd{FinishReason: "length", TokenIDs: ids}}}})
 				return
 			}
 			tl := make([]float64, out)
@@ -110,7 +110,7 @@ func newStrictServer(t *testing.T, ctxLen int, models string) *strictServer {
 			}
 			json.NewEncoder(w).Encode(openaiwire.CompletionResponse{ID: "c", Object: "text_completion", Created: 1, Model: "m", Usage: usage,
 				Choices: []openaiwire.CompletionChoice{{Text: &text, Logprobs: &openaiwire.CompletionLogprobs{Tokens: toks, TokenLogprobs: tl},
-					FinishReason: "length", TokenIDs: ids, PromptTokenIDs: req.Prompt}}})
+					ChoiceEnd: openaiwire.ChoiceEnd{FinishReason: "length", TokenIDs: ids}, PromptTokenIDs: req.Prompt}}})
 		}
 	}
 	mux.HandleFunc("POST /v1/chat/completions", gen(true))
