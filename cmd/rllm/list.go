@@ -45,10 +45,7 @@ func newListCmd(a *App) *cobra.Command {
   rllm list --args frozenlake`,
 		ValidArgs: listKinds,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			opts.output = outputText
-			if a.jsonResults() {
-				opts.output = outputJSON
-			}
+			opts.output = a.resultFormat(outputText)
 			if opts.args != "" {
 				if len(args) > 1 {
 					return usagef("rllm list --args NAME takes at most one kind (%s), got %d arguments", strings.Join(listKinds, ", "), len(args))
