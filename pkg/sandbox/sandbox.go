@@ -79,8 +79,10 @@ func (l Limits) Within(max Limits) Limits {
 	})
 }
 
-// orDefaults returns l with every zero field taken from DefaultLimits.
-func (l Limits) orDefaults() Limits {
+// OrDefaults returns l with every zero field taken from DefaultLimits;
+// a field set above its default keeps its value (sandbox.limits may
+// raise any limit).
+func (l Limits) OrDefaults() Limits {
 	return l.merge(DefaultLimits, func(v, d int64) int64 {
 		if v <= 0 {
 			return d
@@ -142,7 +144,7 @@ func (r Request) start() (Limits, error) {
 	if err := r.Check(); err != nil {
 		return Limits{}, err
 	}
-	return r.Limits.orDefaults(), nil
+	return r.Limits.OrDefaults(), nil
 }
 
 // Check validates the request's shape (not its content, which is
