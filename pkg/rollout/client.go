@@ -529,10 +529,15 @@ type fitting struct {
 // maxTokensFor is the max_tokens to send to ep (0: none, up to the
 // context), or an error wrapping sampler.ErrPromptTooLong when a token-id
 // prompt leaves no room in ep's context. An endpoint whose context is
-// unknown gets max_tokens as asked.
+// unknown gets max_tokens as asked, but a token-id prompt must then ask
+// for a number.
 func (f *fitting) maxTokensFor(ep *endpoint, widened bool) (int, error) {
 	ctxLen := int(ep.maxLen.Load())
 	switch {
+	case ctxLen <= 0 && f.promptLen > 0 && f.maxTokens == 0:
+		// The completions API reads an absent max_tokens as 16 (vLLM's
+		// CompletionRequest default), not as "up to the context".
+		return 0, fmt.Errorf("max_tokens 0 (up to the context) with a token-id prompt needs %s's context, which its /v1/models does not report; set max_tokens", ep.url)
 	case ctxLen <= 0:
 		return f.maxTokens, nil
 	case f.promptLen > 0:

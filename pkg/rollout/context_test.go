@@ -261,3 +261,27 @@ func FuzzReadModels(f *testing.F) {
 		}
 	})
 }
+
+// Without a context, a token-id prompt asking for "up to the context"
+// (max_tokens 0) is refused before it is sent: the completions API would
+// read the absent max_tokens as 16.
+func TestUnknownContextTokenPromptNeedsMaxTokens(t *testing.T) {
+	s := newStrictServer(t, 128, "404")
+	c := newTestClient(t, Options{Endpoints: []string{s.URL}, Model: "m"})
+	if err := c.Check(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	req := sampler.Request{PromptIDs: make([]int, 10), Params: greedy()}
+	req.Params.MaxTokens = 0
+	_, err := c.Sample(context.Background(), req)
+	if err == nil || !strings.Contains(err.Error(), "set max_tokens") || errors.Is(err, sampler.ErrPromptTooLong) {
+		t.Fatalf("error %v, want one asking for max_tokens", err)
+	}
+	if got := s.maxTokensSent(); len(got) != 0 {
+		t.Fatalf("sent %v, want nothing sent", got)
+	}
+	req.Params.MaxTokens = 8
+	if _, err := c.Sample(context.Background(), req); err != nil {
+		t.Fatal(err)
+	}
+}
