@@ -72,6 +72,15 @@ var outputFileFlag = map[string]string{
 // jsonResults reports whether results on stdout are JSON.
 func (a *App) jsonResults() bool { return a.output == outputJSON }
 
+// resultFormat is the format of a command's results on stdout: json with
+// --output json, else the command's own text format (text, yaml).
+func (a *App) resultFormat(text string) string {
+	if a.jsonResults() {
+		return outputJSON
+	}
+	return text
+}
+
 // jsonEvents reports whether events and diagnostics on stderr are JSON
 // lines for cmd: with --output json always, with the default for the
 // commands that stream events when stderr is not a terminal.
@@ -208,44 +217,44 @@ func newRootCmd(a *App) *cobra.Command {
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return usererr.Errorf("%v; %s --help lists the flags", err, c.CommandPath())
 	})
-	defer groupsRejectUnknown(root)
 	root.AddCommand(
 		newServeCmd(a),
 		newGatewayCmd(a),
 		newSFTCmd(a),
 		newTrainCmd(a),
 		newValidateConfigCmd(a),
-		newConfigCmd(a),
+		newGroupCmd("config", "Inspect the resolved configuration", newConfigShowCmd(a)),
 		newTokenizeCmd(a),
 		newVersionCmd(a),
 		newListCmd(a),
-		newDataCmd(a),
+		newGroupCmd("data", "Work with datasets", newDataGenerateCmd(a)),
 		newEvalCmd(a),
 		newPlotCmd(a),
-		newToolsCmd(a),
-		newEnvCmd(a),
+		newGroupCmd("tools", "List and call the tools a run offers the model (tools.builtin, tools.mcp)", newToolsListCmd(a), newToolsCallCmd(a)),
+		newGroupCmd("env", "Work with environments", newEnvPlayCmd(a)),
 		newDatasetCmd(a),
 		newExportCmd(a),
 	)
 	return root
 }
 
-// groupsRejectUnknown makes a command that only groups others (config,
-// data) refuse an unknown subcommand, as the root does, instead of
-// printing its help and exiting 0.
-func groupsRejectUnknown(c *cobra.Command) {
-	for _, sub := range c.Commands() {
-		groupsRejectUnknown(sub)
-	}
-	if c.HasParent() && c.HasSubCommands() && !c.Runnable() {
-		c.Args = cobra.ArbitraryArgs
-		c.RunE = func(cmd *cobra.Command, args []string) error {
+// newGroupCmd builds a command that only groups others (config, data,
+// dataset, env, tools). It refuses an unknown subcommand, as the root
+// does, instead of printing its help and exiting 0.
+func newGroupCmd(use, short string, subs ...*cobra.Command) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   use,
+		Short: short,
+		Args:  cobra.ArbitraryArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) > 0 {
 				return fmt.Errorf("unknown command %q for %q", args[0], cmd.CommandPath())
 			}
 			return cmd.Help()
-		}
+		},
 	}
+	cmd.AddCommand(subs...)
+	return cmd
 }
 
 // checkOutput validates --output for cmd; a file name gets a pointer to

@@ -116,3 +116,16 @@ func TestTextLogger(t *testing.T) {
 		t.Fatalf("got %q, want %q", buf.String(), want)
 	}
 }
+
+func TestResultFormat(t *testing.T) {
+	for _, tc := range []struct{ output, text, want string }{
+		{outputJSON, outputText, outputJSON},
+		{outputJSON, "yaml", outputJSON},
+		{outputAuto, outputText, outputText},
+		{outputText, "yaml", "yaml"},
+	} {
+		if got := (&App{output: tc.output}).resultFormat(tc.text); got != tc.want {
+			t.Errorf("--output %s: resultFormat(%q) = %q, want %q", tc.output, tc.text, got, tc.want)
+		}
+	}
+}

@@ -23,9 +23,7 @@ func checkComponents(ld *config.Loaded) error {
 	spec := workflow.SpecFromConfig(ld.Config)
 	deps := spec.Deps
 	var errs []error
-	if d, err := workflow.Lookup(spec.Name); err != nil {
-		errs = append(errs, err)
-	} else if _, err := d.Resolve("workflow.args", spec.Args); err != nil {
+	if _, _, err := workflow.Registry.Resolve(spec.Name, "workflow.args", spec.Args); err != nil {
 		errs = append(errs, err)
 	}
 	if deps.Agent.Name != "" {

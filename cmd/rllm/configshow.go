@@ -13,15 +13,6 @@ import (
 	"github.com/rllm-org/rllm-go/pkg/usererr"
 )
 
-func newConfigCmd(a *App) *cobra.Command {
-	cmd := &cobra.Command{
-		Use:   "config",
-		Short: "Inspect the resolved configuration",
-	}
-	cmd.AddCommand(newConfigShowCmd(a))
-	return cmd
-}
-
 type configShowOptions struct {
 	config configFlags
 	args   []string
@@ -41,10 +32,7 @@ func newConfigShowCmd(a *App) *cobra.Command {
   rllm config show --doc data.train_batch_size
   rllm config show --doc rollout.retry`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			opts.output = "yaml"
-			if a.jsonResults() {
-				opts.output = outputJSON
-			}
+			opts.output = a.resultFormat("yaml")
 			opts.args = args
 			if opts.doc != "" {
 				return runConfigDoc(a, opts.doc)

@@ -15,15 +15,6 @@ import (
 	"github.com/rllm-org/rllm-go/pkg/usererr"
 )
 
-func newDataCmd(a *App) *cobra.Command {
-	cmd := &cobra.Command{
-		Use:   "data",
-		Short: "Work with datasets",
-	}
-	cmd.AddCommand(newDataGenerateCmd(a))
-	return cmd
-}
-
 type dataGenerateOptions struct {
 	task   string
 	n      int

@@ -15,16 +15,13 @@ import (
 )
 
 func newDatasetCmd(a *App) *cobra.Command {
-	cmd := &cobra.Command{
-		Use:   "dataset",
-		Short: "Register datasets by name (kept as parquet under data.datasets_dir) for data.train_files and eval --data",
-		Long: `The dataset registry: a dataset registered once under a name can be used
+	cmd := newGroupCmd("dataset", "Register datasets by name (kept as parquet under data.datasets_dir) for data.train_files and eval --data",
+		newDatasetRegisterCmd(a), newDatasetListCmd(a), newDatasetShowCmd(a), newDatasetRmCmd(a))
+	cmd.Long = `The dataset registry: a dataset registered once under a name can be used
 wherever a task file is expected: data.train_files=NAME (its train split),
 data.val_files=NAME or rllm eval --data NAME (its test, val or validation
 split), or NAME:SPLIT for any split. Datasets live under data.datasets_dir
-(default ~/.rllm/datasets), each split converted once to parquet.`,
-	}
-	cmd.AddCommand(newDatasetRegisterCmd(a), newDatasetListCmd(a), newDatasetShowCmd(a), newDatasetRmCmd(a))
+(default ~/.rllm/datasets), each split converted once to parquet.`
 	return cmd
 }
 
@@ -35,6 +32,18 @@ func openCatalog(a *App, cf *configFlags, args []string) (*catalog.Catalog, erro
 		return nil, err
 	}
 	return catalog.Open(ld.Config.Data.DatasetsDir)
+}
+
+// openCatalogArgs parses the arguments of a dataset command that names
+// datasets: exactly want positional ones (else usage is the error) and
+// key=value overrides, which open the catalog.
+func openCatalogArgs(a *App, cf *configFlags, args []string, want int, usage string) ([]string, *catalog.Catalog, error) {
+	pos, overrides := splitOverrides(args)
+	if len(pos) != want {
+		return nil, nil, usagef("%s", usage)
+	}
+	c, err := openCatalog(a, cf, overrides)
+	return pos, c, err
 }
 
 type datasetRegisterOptions struct {
@@ -51,11 +60,7 @@ func newDatasetRegisterCmd(a *App) *cobra.Command {
 		Example: `  rllm dataset register gsm8k --split train gsm8k_train.parquet
   rllm dataset register gsm8k --split test gsm8k_test.jsonl`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			pos, overrides := splitOverrides(args)
-			if len(pos) != 2 {
-				return usagef("rllm dataset register needs a NAME and a FILE, e.g. rllm dataset register gsm8k --split train train.parquet")
-			}
-			c, err := openCatalog(a, &opts.config, overrides)
+			pos, c, err := openCatalogArgs(a, &opts.config, args, 2, "rllm dataset register needs a NAME and a FILE, e.g. rllm dataset register gsm8k --split train train.parquet")
 			if err != nil {
 				return err
 			}
@@ -166,11 +171,7 @@ func newDatasetShowCmd(a *App) *cobra.Command {
 		Use:   "show NAME [key=value ...]",
 		Short: "Show a registered dataset: its splits, rows, columns and sources",
 		RunE: func(cmd *cobra.Command, args []string) error {
-			pos, overrides := splitOverrides(args)
-			if len(pos) != 1 {
-				return usagef("rllm dataset show needs one dataset NAME")
-			}
-			c, err := openCatalog(a, &opts.config, overrides)
+			pos, c, err := openCatalogArgs(a, &opts.config, args, 1, "rllm dataset show needs one dataset NAME")
 			if err != nil {
 				return err
 			}
@@ -209,11 +210,7 @@ func newDatasetRmCmd(a *App) *cobra.Command {
 		Use:   "rm NAME [--split SPLIT] [key=value ...]",
 		Short: "Remove a registered dataset, or one of its splits",
 		RunE: func(cmd *cobra.Command, args []string) error {
-			pos, overrides := splitOverrides(args)
-			if len(pos) != 1 {
-				return usagef("rllm dataset rm needs one dataset NAME")
-			}
-			c, err := openCatalog(a, &opts.config, overrides)
+			pos, c, err := openCatalogArgs(a, &opts.config, args, 1, "rllm dataset rm needs one dataset NAME")
 			if err != nil {
 				return err
 			}

@@ -15,15 +15,6 @@ import (
 	"github.com/rllm-org/rllm-go/pkg/episode"
 )
 
-func newEnvCmd(a *App) *cobra.Command {
-	cmd := &cobra.Command{
-		Use:   "env",
-		Short: "Work with environments",
-	}
-	cmd.AddCommand(newEnvPlayCmd(a))
-	return cmd
-}
-
 type envPlayOptions struct {
 	config configFlags
 	task   string

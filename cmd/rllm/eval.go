@@ -19,6 +19,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/rllm-org/rllm-go/internal/anyval"
 	"github.com/rllm-org/rllm-go/internal/atomicfile"
 	"github.com/rllm-org/rllm-go/pkg/config"
 	"github.com/rllm-org/rllm-go/pkg/dataset"
@@ -71,10 +72,7 @@ embedded policy (backend.local.weights, or a fresh model).`,
 			if cmd.Flags().Changed("n") && (opts.n < 1 || opts.n > config.MaxN) {
 				return usagef("--n must be from 1 to %d, got %d", config.MaxN, opts.n)
 			}
-			opts.output = outputText
-			if a.jsonResults() {
-				opts.output = outputJSON
-			}
+			opts.output = a.resultFormat(outputText)
 			return runEval(cmd.Context(), a, opts)
 		},
 		ValidArgsFunction: completeConfigKeys,
@@ -345,7 +343,7 @@ func checkScoredColumns(path, envName string, tasks []episode.Task) error {
 			return usagef("%s: row %d has no question column (%s); env %s reads the question from one of them: rename the column that holds it (columns: %s)",
 				path, i, strings.Join(questionColumns, ", "), envName, columnList(t))
 		case q == "" && t[col] != nil:
-			return usagef("%s: row %d: column %s holds %s, not text; env %s needs the question as a string", path, i, col, kindOf(t[col]), envName)
+			return usagef("%s: row %d: column %s holds %s, not text; env %s needs the question as a string", path, i, col, anyval.Kind(t[col]), envName)
 		case q == "":
 			return usagef("%s: row %d: column %s is empty; env %s needs a question in every row", path, i, col, envName)
 		}
@@ -367,20 +365,6 @@ func columnList(t episode.Task) string {
 		cols = append(cols[:20], "...")
 	}
 	return strings.Join(cols, ", ")
-}
-
-func kindOf(v any) string {
-	switch v.(type) {
-	case bool:
-		return "a boolean"
-	case int64, float64, json.Number, int:
-		return "a number"
-	case []any:
-		return "a list"
-	case map[string]any:
-		return "an object"
-	}
-	return fmt.Sprintf("a %T", v)
 }
 
 // checkEpisodesPath refuses an --episodes path that is one of the inputs

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rllm-org/rllm-go/pkg/backend/tinker"
+	"github.com/rllm-org/rllm-go/pkg/runs"
 )
 
 type exportOptions struct {
@@ -115,7 +116,8 @@ func runExport(cmd *cobra.Command, a *App, opts *exportOptions) error {
 
 // exportStepDir finds the checkpoint directory: RUN_DIR itself when it
 // holds tinker.json, else RUN_DIR/global_step_N for --step N or the
-// newest checkpoint.
+// newest checkpoint. (runs.Latest is stricter than a Tinker run needs: its
+// fallback wants the local backend's model manifest.)
 func exportStepDir(runDir string, step int) (string, error) {
 	st, err := os.Stat(runDir)
 	if err != nil || !st.IsDir() {
@@ -127,46 +129,45 @@ func exportStepDir(runDir string, step int) (string, error) {
 		}
 	}
 	if step >= 0 {
-		dir := filepath.Join(runDir, "global_step_"+strconv.Itoa(step))
+		dir := filepath.Join(runDir, runs.StepDir(step))
 		if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
-			return "", usagef("%s has no checkpoint for --step %d (no %s); steps saved: %s", runDir, step, dir, listOrNone(savedSteps(runDir)))
+			return "", usagef("%s has no checkpoint for --step %d (no %s); steps saved: %s", runDir, step, dir, stepList(savedSteps(runDir)))
 		}
 		return dir, nil
 	}
-	if b, err := os.ReadFile(filepath.Join(runDir, "latest_checkpointed_iteration.txt")); err == nil {
+	if b, err := os.ReadFile(filepath.Join(runDir, runs.LatestFile)); err == nil {
 		if n, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && n >= 0 {
-			return filepath.Join(runDir, "global_step_"+strconv.Itoa(n)), nil
+			return filepath.Join(runDir, runs.StepDir(n)), nil
 		}
 	}
 	steps := savedSteps(runDir)
 	if len(steps) == 0 {
 		return "", usagef("%s holds no global_step_N checkpoint; give the run directory of a Tinker run", runDir)
 	}
-	return filepath.Join(runDir, "global_step_"+steps[len(steps)-1]), nil
+	return filepath.Join(runDir, runs.StepDir(steps[len(steps)-1])), nil
 }
 
 // savedSteps lists the N of the global_step_N directories, ascending.
-func savedSteps(runDir string) []string {
+func savedSteps(runDir string) []int {
 	entries, _ := os.ReadDir(runDir)
-	var ns []int
+	var steps []int
 	for _, e := range entries {
-		if rest, ok := strings.CutPrefix(e.Name(), "global_step_"); ok && e.IsDir() {
-			if n, err := strconv.Atoi(rest); err == nil && n >= 0 {
-				ns = append(ns, n)
-			}
+		if n, ok := runs.StepOf(e.Name()); ok && e.IsDir() {
+			steps = append(steps, n)
 		}
 	}
-	sort.Ints(ns)
-	out := make([]string, len(ns))
-	for i, n := range ns {
-		out[i] = strconv.Itoa(n)
-	}
-	return out
+	sort.Ints(steps)
+	return steps
 }
 
-func listOrNone(xs []string) string {
-	if len(xs) == 0 {
+// stepList names steps in a message: "1, 2, 5", or "none".
+func stepList(steps []int) string {
+	if len(steps) == 0 {
 		return "none"
 	}
-	return strings.Join(xs, ", ")
+	names := make([]string, len(steps))
+	for i, n := range steps {
+		names[i] = strconv.Itoa(n)
+	}
+	return strings.Join(names, ", ")
 }

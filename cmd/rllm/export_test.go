@@ -5,6 +5,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/rllm-org/rllm-go/internal/faketinker"
 	"github.com/rllm-org/rllm-go/pkg/backend"
 	"github.com/rllm-org/rllm-go/pkg/backend/tinker"
+	"github.com/rllm-org/rllm-go/pkg/backend/tinker/wire"
 )
 
 const exportTestKey = "tml-export-secret-4242"
@@ -49,7 +51,7 @@ func trainOneTinkerStep(url, dir string) error {
 	b, err := tinker.New(ctx, tinker.Options{
 		ClientOptions: tinker.ClientOptions{BaseURL: url, APIKey: exportTestKey},
 		BaseModel:     faketinker.BaseModel,
-		LoRA:          tinker.LoRAConfig{Rank: 2},
+		LoRA:          wire.LoRAConfig{Rank: 2},
 		Heartbeat:     time.Hour,
 	})
 	if err != nil {
@@ -88,5 +90,47 @@ func TestExampleConfigsValidate(t *testing.T) {
 		if code != 0 {
 			t.Errorf("%s: exit %d: %s", f, code, errb.String())
 		}
+	}
+}
+
+func TestExportStepDir(t *testing.T) {
+	run := t.TempDir()
+	for _, d := range []string{"global_step_1", "global_step_3", "global_step_x", "global_step_+2"} {
+		if err := os.Mkdir(filepath.Join(run, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		name    string
+		latest  string
+		step    int
+		want    string
+		wantErr string
+	}{
+		{name: "newest without a pointer", step: -1, want: "global_step_3"},
+		{name: "the pointer wins", latest: "1\n", step: -1, want: "global_step_1"},
+		{name: "a broken pointer falls back", latest: "x", step: -1, want: "global_step_3"},
+		{name: "--step", step: 1, want: "global_step_1"},
+		{name: "--step not saved", step: 2, wantErr: "steps saved: 1, 3"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			latest := filepath.Join(run, "latest_checkpointed_iteration.txt")
+			os.Remove(latest)
+			if tc.latest != "" {
+				if err := os.WriteFile(latest, []byte(tc.latest), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got, err := exportStepDir(run, tc.step)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || got != filepath.Join(run, tc.want) {
+				t.Fatalf("exportStepDir = %q, %v; want %s", got, err, tc.want)
+			}
+		})
 	}
 }

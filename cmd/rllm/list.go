@@ -20,11 +20,11 @@ import (
 
 // listings maps what `rllm list` accepts to its registry.
 var listings = map[string]func() []registry.Info{
-	"agents":    agent.List,
-	"envs":      env.List,
-	"workflows": workflow.List,
-	"rewards":   reward.List,
-	"tools":     tool.List,
+	"agents":    agent.Registry.List,
+	"envs":      env.Registry.List,
+	"workflows": workflow.Registry.List,
+	"rewards":   reward.Registry.List,
+	"tools":     tool.Registry.List,
 }
 
 var listKinds = []string{"agents", "envs", "workflows", "rewards", "tools"}
@@ -45,10 +45,7 @@ func newListCmd(a *App) *cobra.Command {
   rllm list --args frozenlake`,
 		ValidArgs: listKinds,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			opts.output = outputText
-			if a.jsonResults() {
-				opts.output = outputJSON
-			}
+			opts.output = a.resultFormat(outputText)
 			if opts.args != "" {
 				if len(args) > 1 {
 					return usagef("rllm list --args NAME takes at most one kind (%s), got %d arguments", strings.Join(listKinds, ", "), len(args))

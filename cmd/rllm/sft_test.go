@@ -11,6 +11,7 @@ import (
 
 	"github.com/rllm-org/rllm-go/internal/faketinker"
 	"github.com/rllm-org/rllm-go/pkg/backend/tinker"
+	"github.com/rllm-org/rllm-go/pkg/backend/tinker/wire"
 	"github.com/rllm-org/rllm-go/pkg/episode"
 )
 
@@ -116,7 +117,7 @@ func TestSFTOnTinkerThenTrain(t *testing.T) {
 	loads := func() int {
 		n := 0
 		for _, e := range srv.Executions() {
-			if e.Path == tinker.PathLoadWeights {
+			if e.Path == wire.PathLoadWeights {
 				n++
 			}
 		}

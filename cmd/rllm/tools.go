@@ -27,15 +27,6 @@ func toolConfig(a *App, c *config.Config) tool.Config {
 	return tc
 }
 
-func newToolsCmd(a *App) *cobra.Command {
-	cmd := &cobra.Command{
-		Use:   "tools",
-		Short: "List and call the tools a run offers the model (tools.builtin, tools.mcp)",
-	}
-	cmd.AddCommand(newToolsListCmd(a), newToolsCallCmd(a))
-	return cmd
-}
-
 type toolsListOptions struct {
 	config configFlags
 	output string
@@ -49,10 +40,7 @@ func newToolsListCmd(a *App) *cobra.Command {
 		Example: `  rllm tools list tools.builtin=[calculator]
   rllm tools list --config tools.yaml --output json`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			opts.output = outputText
-			if a.jsonResults() {
-				opts.output = outputJSON
-			}
+			opts.output = a.resultFormat(outputText)
 			return runToolsList(cmd.Context(), a, opts, args)
 		},
 	}

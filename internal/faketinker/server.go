@@ -23,6 +23,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -234,16 +235,16 @@ func New(opts Options) (*Server, error) {
 	api("healthz", func(w http.ResponseWriter, _ *http.Request, _ []byte) {
 		writeJSON(w, 200, map[string]string{"status": "ok"})
 	})
-	api("create_session", s.createSession)
-	api("session_heartbeat", s.heartbeat)
-	api("create_model", s.createModel)
-	api("get_info", s.getInfo)
-	api("unload_model", s.unloadModel)
+	api("create_session", decoded("create_session", s.createSession))
+	api("session_heartbeat", decoded("session_heartbeat", s.heartbeat))
+	api("create_model", decoded("create_model", s.createModel))
+	api("get_info", decoded("get_info", s.getInfo))
+	api("unload_model", decoded("unload_model", s.unloadModel))
 	for _, p := range []string{"forward_backward", "forward", "optim_step", "save_weights", "load_weights", "save_weights_for_sampler"} {
 		api(p, func(w http.ResponseWriter, r *http.Request, body []byte) { s.training(p, w, r, body) })
 	}
 	api("asample", s.sample)
-	api("retrieve_future", s.retrieve)
+	api("retrieve_future", decoded("retrieve_future", s.retrieve))
 	mux.HandleFunc("GET /api/v1/training_runs/{run}/checkpoints/{kind}/{name}/archive", func(w http.ResponseWriter, r *http.Request) {
 		s.serve("archive", w, r, func(w http.ResponseWriter, r *http.Request, _ []byte) {
 			s.archive(w, r, r.PathValue("run"), r.PathValue("kind"), r.PathValue("name"))
@@ -342,12 +343,7 @@ func (s *Server) Model(id string) *local.Backend {
 func (s *Server) ModelIDs() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var ids []string
-	for id := range s.models {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
-	return ids
+	return slices.Sorted(maps.Keys(s.models))
 }
 
 type logCtx struct {
@@ -491,6 +487,32 @@ func decodeStrict(body []byte, v any) error {
 	return dec.Decode(v)
 }
 
+// decodeCall reads the body of call name strictly into its wire type T,
+// after checking it carries the fields required lists for the call.
+func decodeCall[T any](name string, body []byte) (*T, error) {
+	if err := requireFields(body, required[name]...); err != nil {
+		return nil, err
+	}
+	var v T
+	if err := decodeStrict(body, &v); err != nil {
+		return nil, err
+	}
+	return &v, nil
+}
+
+// decoded is the handler of call name, whose body decodes into T (see
+// decodeCall): a body that does not is a 400 naming the call.
+func decoded[T any](name string, h func(http.ResponseWriter, *http.Request, *T)) func(http.ResponseWriter, *http.Request, []byte) {
+	return func(w http.ResponseWriter, r *http.Request, body []byte) {
+		req, err := decodeCall[T](name, body)
+		if err != nil {
+			badRequest(w, "%s: %v", name, err)
+			return
+		}
+		h(w, r, req)
+	}
+}
+
 func (s *Server) capabilities(w http.ResponseWriter, r *http.Request, _ []byte) {
 	if r.Method != http.MethodGet {
 		writeJSON(w, http.StatusMethodNotAllowed, map[string]string{"detail": "GET only"})
@@ -515,12 +537,7 @@ func (s *Server) capabilities(w http.ResponseWriter, r *http.Request, _ []byte) 
 	writeJSON(w, 200, out)
 }
 
-func (s *Server) createSession(w http.ResponseWriter, _ *http.Request, body []byte) {
-	var req wire.CreateSessionRequest
-	if err := decodeStrict(body, &req); err != nil {
-		badRequest(w, "create_session: %v", err)
-		return
-	}
+func (s *Server) createSession(w http.ResponseWriter, _ *http.Request, _ *wire.CreateSessionRequest) {
 	s.mu.Lock()
 	s.nextID++
 	id := "session-" + strconv.Itoa(s.nextID)
@@ -529,12 +546,7 @@ func (s *Server) createSession(w http.ResponseWriter, _ *http.Request, body []by
 	writeJSON(w, 200, wire.CreateSessionResponse{SessionID: id})
 }
 
-func (s *Server) heartbeat(w http.ResponseWriter, _ *http.Request, body []byte) {
-	var req wire.SessionRequest
-	if err := decodeStrict(body, &req); err != nil {
-		badRequest(w, "session_heartbeat: %v", err)
-		return
-	}
+func (s *Server) heartbeat(w http.ResponseWriter, _ *http.Request, req *wire.SessionRequest) {
 	s.mu.Lock()
 	_, ok := s.sessions[req.SessionID]
 	if ok {
@@ -578,16 +590,7 @@ func resolve(f *future, v any, err error) {
 	close(f.done)
 }
 
-func (s *Server) createModel(w http.ResponseWriter, _ *http.Request, body []byte) {
-	var req wire.CreateModelRequest
-	if err := requireFields(body, "session_id", "base_model", "lora_config.rank"); err != nil {
-		badRequest(w, "create_model: %v", err)
-		return
-	}
-	if err := decodeStrict(body, &req); err != nil {
-		badRequest(w, "create_model: %v", err)
-		return
-	}
+func (s *Server) createModel(w http.ResponseWriter, _ *http.Request, req *wire.CreateModelRequest) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, ok := s.sessions[req.SessionID]; !ok {
@@ -621,12 +624,7 @@ func (s *Server) createModel(w http.ResponseWriter, _ *http.Request, body []byte
 	writeJSON(w, 200, wire.SubmitResponse{RequestID: f.id, ModelID: id})
 }
 
-func (s *Server) getInfo(w http.ResponseWriter, _ *http.Request, body []byte) {
-	var req wire.ModelRequest
-	if err := decodeStrict(body, &req); err != nil {
-		badRequest(w, "get_info: %v", err)
-		return
-	}
+func (s *Server) getInfo(w http.ResponseWriter, _ *http.Request, req *wire.ModelRequest) {
 	s.mu.Lock()
 	_, ok := s.models[req.ModelID]
 	s.mu.Unlock()
@@ -638,12 +636,7 @@ func (s *Server) getInfo(w http.ResponseWriter, _ *http.Request, body []byte) {
 		"arch": "rllm-embedded", "model_name": BaseModel, "tokenizer_id": local.TokenizerID}, "is_lora": true, "lora_rank": 1, "model_name": BaseModel})
 }
 
-func (s *Server) unloadModel(w http.ResponseWriter, _ *http.Request, body []byte) {
-	var req wire.ModelRequest
-	if err := decodeStrict(body, &req); err != nil {
-		badRequest(w, "unload_model: %v", err)
-		return
-	}
+func (s *Server) unloadModel(w http.ResponseWriter, _ *http.Request, req *wire.ModelRequest) {
 	s.mu.Lock()
 	m, ok := s.models[req.ModelID]
 	f := s.newFuture("unload_model")
@@ -659,12 +652,7 @@ func (s *Server) unloadModel(w http.ResponseWriter, _ *http.Request, body []byte
 	writeJSON(w, 200, wire.SubmitResponse{RequestID: f.id})
 }
 
-func (s *Server) retrieve(w http.ResponseWriter, r *http.Request, body []byte) {
-	var req wire.RetrieveFutureRequest
-	if err := decodeStrict(body, &req); err != nil {
-		badRequest(w, "retrieve_future: %v", err)
-		return
-	}
+func (s *Server) retrieve(w http.ResponseWriter, r *http.Request, req *wire.RetrieveFutureRequest) {
 	s.mu.Lock()
 	f := s.futures[req.RequestID]
 	if f != nil && f.pending > 0 {

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rllm-org/rllm-go/pkg/backend/tinker/wire"
 )
 
 func post(t *testing.T, s *Server, path, key, body string) (int, map[string]any) {
@@ -95,5 +97,33 @@ func TestFakeWireRules(t *testing.T) {
 	ex := s.Executions()
 	if len(ex) != 2 || ex[0].SeqID != 1 || ex[1].SeqID != 2 {
 		t.Errorf("executions %+v", ex)
+	}
+}
+
+// decodeCall checks the fields a call requires before decoding, and
+// refuses unknown fields.
+func TestDecodeCall(t *testing.T) {
+	tests := []struct {
+		name, call, body, wantErr string
+	}{
+		{"ok", "create_model", `{"session_id":"s","base_model":"b","lora_config":{"rank":1}}`, ""},
+		{"missing nested", "create_model", `{"session_id":"s","base_model":"b","lora_config":{}}`, "lora_config.rank is required"},
+		{"null is missing", "create_model", `{"session_id":null,"base_model":"b","lora_config":{"rank":1}}`, "session_id is required"},
+		{"unknown field", "create_model", `{"session_id":"s","base_model":"b","lora_config":{"rank":1},"extra":1}`, `unknown field "extra"`},
+		{"no required fields", "get_info", `{"model_id":"m"}`, ""},
+		{"wrong type", "get_info", `{"model_id":1}`, "cannot unmarshal"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var err error
+			if tt.call == "create_model" {
+				_, err = decodeCall[wire.CreateModelRequest](tt.call, []byte(tt.body))
+			} else {
+				_, err = decodeCall[wire.ModelRequest](tt.call, []byte(tt.body))
+			}
+			if tt.wantErr == "" && err != nil || tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)) {
+				t.Fatalf("decodeCall(%s) = %v, want %q", tt.body, err, tt.wantErr)
+			}
+		})
 	}
 }

@@ -25,15 +25,17 @@ type trainingRequest struct {
 	SeqID                int
 	ForwardBackwardInput *wire.ForwardBackwardInput
 	ForwardInput         *wire.ForwardBackwardInput
-	Adam                 wire.AdamParamsWire
+	Adam                 backend.AdamParams
 	Path                 string
 	Optimizer            bool
 	TTLSeconds           *int
 }
 
-// required names the fields each training call must carry (dotted for a
-// nested one): a zero value in the wire type cannot tell them missing.
+// required names the fields each call must carry (dotted for a nested
+// one): a zero value in the wire type cannot tell them missing.
 var required = map[string][]string{
+	"create_model":             {"session_id", "base_model", "lora_config.rank"},
+	"asample":                  {"sampling_params.max_tokens", "sampling_params.stop"},
 	"forward_backward":         {"model_id", "seq_id"},
 	"forward":                  {"model_id", "seq_id"},
 	"optim_step":               {"model_id", "seq_id", "adam_params.learning_rate", "adam_params.beta1", "adam_params.beta2", "adam_params.eps"},
@@ -42,40 +44,42 @@ var required = map[string][]string{
 	"load_weights":             {"model_id", "seq_id", "path", "optimizer"},
 }
 
-// decodeTraining reads a training call's body strictly into its wire type.
-func decodeTraining(path string, body []byte) (*trainingRequest, string, error) {
-	if err := requireFields(body, required[path]...); err != nil {
-		return nil, "", err
-	}
-	r := &trainingRequest{}
-	var typ string
+// decodeTraining reads a training call's body strictly into its wire type
+// (see decodeCall) and keeps what prepare needs.
+func decodeTraining(path string, body []byte) (r *trainingRequest, typ string, err error) {
+	r = &trainingRequest{}
 	switch path {
 	case "forward_backward", "forward":
-		var w wire.ForwardBackwardRequest
-		if err := decodeStrict(body, &w); err != nil {
-			return nil, "", err
-		}
-		typ, r.ModelID, r.SeqID, r.ForwardBackwardInput, r.ForwardInput = w.Type, w.ModelID, w.SeqID, w.ForwardBackwardInput, w.ForwardInput
+		err = decodeInto(path, body, func(w *wire.ForwardBackwardRequest) {
+			typ, r.ModelID, r.SeqID, r.ForwardBackwardInput, r.ForwardInput = w.Type, w.ModelID, w.SeqID, w.ForwardBackwardInput, w.ForwardInput
+		})
 	case "optim_step":
-		var w wire.OptimStepRequest
-		if err := decodeStrict(body, &w); err != nil {
-			return nil, "", err
-		}
-		typ, r.ModelID, r.SeqID, r.Adam = w.Type, w.ModelID, w.SeqID, w.AdamParams
+		err = decodeInto(path, body, func(w *wire.OptimStepRequest) {
+			typ, r.ModelID, r.SeqID, r.Adam = w.Type, w.ModelID, w.SeqID, w.AdamParams
+		})
 	case "save_weights", "save_weights_for_sampler":
-		var w wire.SaveWeightsRequest
-		if err := decodeStrict(body, &w); err != nil {
-			return nil, "", err
-		}
-		typ, r.ModelID, r.SeqID, r.Path, r.TTLSeconds = w.Type, w.ModelID, w.SeqID, w.Path, w.TTLSeconds
+		err = decodeInto(path, body, func(w *wire.SaveWeightsRequest) {
+			typ, r.ModelID, r.SeqID, r.Path, r.TTLSeconds = w.Type, w.ModelID, w.SeqID, w.Path, w.TTLSeconds
+		})
 	case "load_weights":
-		var w wire.LoadWeightsRequest
-		if err := decodeStrict(body, &w); err != nil {
-			return nil, "", err
-		}
-		typ, r.ModelID, r.SeqID, r.Path, r.Optimizer = w.Type, w.ModelID, w.SeqID, w.Path, w.Optimizer
+		err = decodeInto(path, body, func(w *wire.LoadWeightsRequest) {
+			typ, r.ModelID, r.SeqID, r.Path, r.Optimizer = w.Type, w.ModelID, w.SeqID, w.Path, w.Optimizer
+		})
+	}
+	if err != nil {
+		return nil, "", err
 	}
 	return r, typ, nil
+}
+
+// decodeInto decodes call name's body into T (see decodeCall) and hands
+// it to keep.
+func decodeInto[T any](name string, body []byte, keep func(*T)) error {
+	w, err := decodeCall[T](name, body)
+	if err == nil {
+		keep(w)
+	}
+	return err
 }
 
 // requireFields checks that body (a JSON object) holds every field, a
@@ -263,7 +267,7 @@ func (s *Server) prepare(m *model, path string, req *trainingRequest) (func() (a
 				Metrics: map[string]float64{"loss:sum": out.Metrics["loss:sum"]}}, nil
 		}, nil
 	case "optim_step":
-		p := backend.AdamParams(req.Adam)
+		p := req.Adam
 		if p.Eps <= 0 {
 			return nil, errors.New("adam_params.eps must be > 0")
 		}
@@ -440,12 +444,8 @@ func (s *Server) lossSupported(name string) bool {
 
 // sample handles asample: not ordered with training.
 func (s *Server) sample(w http.ResponseWriter, _ *http.Request, body []byte) {
-	var req wire.SampleRequestWire
-	if err := requireFields(body, "sampling_params.max_tokens", "sampling_params.stop"); err != nil {
-		writeJSON(w, http.StatusUnprocessableEntity, map[string]string{"detail": err.Error()})
-		return
-	}
-	if err := decodeStrict(body, &req); err != nil {
+	req, err := decodeCall[wire.SampleRequestWire]("asample", body)
+	if err != nil {
 		writeJSON(w, http.StatusUnprocessableEntity, map[string]string{"detail": err.Error()})
 		return
 	}

@@ -13,15 +13,17 @@ import (
 	"fmt"
 	"hash/fnv"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/rllm-org/rllm-go/internal/ctxsleep"
 	"github.com/rllm-org/rllm-go/pkg/episode"
 	wire "github.com/rllm-org/rllm-go/pkg/openaiwire"
 )
@@ -58,6 +60,19 @@ var faultNames = map[Fault]string{
 	FaultShortLogprobs: "short_logprobs", FaultBadTokenID: "bad_token_id",
 	FaultMissingFields: "missing_fields", FaultErrorOK: "error_with_200", FaultRedirect: "redirect",
 	FaultHugeBody: "huge_body", FaultGzipBomb: "gzip_bomb",
+}
+
+// errorFaults are the faults answered with a vLLM error body.
+var errorFaults = map[Fault]struct {
+	status   int
+	typ, msg string
+}{
+	FaultServerError:  {500, "InternalServerError", "fake: injected internal error"},
+	FaultUnavailable:  {503, "ServiceUnavailableError", "fake: injected overload"},
+	FaultRateLimit:    {429, "RateLimitError", "fake: injected rate limit"}, // with Retry-After
+	FaultBadRequest:   {400, "BadRequestError", "fake: injected bad request"},
+	FaultUnauthorized: {401, "AuthenticationError", "fake: injected unauthorized"},
+	FaultWrongModel:   {404, "NotFoundError", "The model `fake-injected-other-model` does not exist."},
 }
 
 func (f Fault) String() string {
@@ -172,7 +187,9 @@ type Server struct {
 	*httptest.Server
 	cfg   Config
 	vocab *Vocab
-	quit  chan struct{}
+	// life is done when the server closes: it releases requests that hang.
+	life context.Context
+	stop context.CancelFunc
 
 	requests    atomic.Int64
 	served      atomic.Int64
@@ -186,7 +203,6 @@ type Server struct {
 	recorded    []Recorded
 	adapters    map[string]string // loaded LoRA name → path
 	adapterLog  []string          // "load NAME" / "unload NAME", in order
-	closeOnce   sync.Once
 }
 
 // New starts a fake server.
@@ -203,7 +219,7 @@ func New(cfg Config) *Server {
 	if cfg.ReplyTokens <= 0 {
 		cfg.ReplyTokens = 12
 	}
-	s := &Server{cfg: cfg, vocab: DefaultVocab(), quit: make(chan struct{}),
+	s := &Server{cfg: cfg, vocab: DefaultVocab(),
 		faultRNG: uint64(cfg.Seed)*0x9E3779B97F4A7C15 + 1, faultCounts: map[Fault]int64{}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/chat/completions", s.generate)
@@ -217,6 +233,7 @@ func New(cfg Config) *Server {
 		mux.HandleFunc("POST /v1/load_lora_adapter", s.loadAdapter)
 		mux.HandleFunc("POST /v1/unload_lora_adapter", s.unloadAdapter)
 	}
+	s.life, s.stop = context.WithCancel(context.Background())
 	s.Server = httptest.NewUnstartedServer(mux)
 	s.Server.Config.ErrorLog = nil
 	s.Server.Start()
@@ -225,7 +242,7 @@ func New(cfg Config) *Server {
 
 // Close stops the server, releasing requests that hang.
 func (s *Server) Close() {
-	s.closeOnce.Do(func() { close(s.quit) })
+	s.stop()
 	s.Server.CloseClientConnections()
 	s.Server.Close()
 }
@@ -286,19 +303,11 @@ func (s *Server) pickFault(path string, n int64) Fault {
 	return f
 }
 
-func (s *Server) sleep(ctx context.Context, d time.Duration) bool {
-	if d <= 0 {
-		return true
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-	case <-s.quit:
-	}
-	return false
+// requestContext is r's context, also done when the server closes.
+func (s *Server) requestContext(r *http.Request) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(r.Context())
+	stop := context.AfterFunc(s.life, cancel)
+	return ctx, func() { stop(); cancel() }
 }
 
 // writeError answers in vLLM's error format.
@@ -359,35 +368,25 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request) {
 		s.recorded = append(s.recorded, Recorded{Path: r.URL.Path, Body: m})
 		s.mu.Unlock()
 	}
+	ctx, cancel := s.requestContext(r)
+	defer cancel()
 	if fault == FaultTimeout {
-		<-mergeDone(r.Context(), s.quit)
+		<-ctx.Done()
 		panic(http.ErrAbortHandler) // never answer, not even an empty 200
 	}
-	if !s.sleep(r.Context(), s.cfg.Latency) {
+	if ctxsleep.Sleep(ctx, s.cfg.Latency) != nil {
 		panic(http.ErrAbortHandler)
 	}
+	if e, ok := errorFaults[fault]; ok {
+		if fault == FaultRateLimit {
+			w.Header().Set("Retry-After", strconv.Itoa(s.cfg.RetryAfter))
+		}
+		s.writeError(w, e.status, e.typ, e.msg)
+		return
+	}
 	switch fault {
-	case FaultServerError:
-		s.writeError(w, 500, "InternalServerError", "fake: injected internal error")
-		return
-	case FaultUnavailable:
-		s.writeError(w, 503, "ServiceUnavailableError", "fake: injected overload")
-		return
-	case FaultRateLimit:
-		w.Header().Set("Retry-After", strconv.Itoa(s.cfg.RetryAfter))
-		s.writeError(w, 429, "RateLimitError", "fake: injected rate limit")
-		return
 	case FaultDrop:
 		panic(http.ErrAbortHandler)
-	case FaultBadRequest:
-		s.writeError(w, 400, "BadRequestError", "fake: injected bad request")
-		return
-	case FaultUnauthorized:
-		s.writeError(w, 401, "AuthenticationError", "fake: injected unauthorized")
-		return
-	case FaultWrongModel:
-		s.writeError(w, 404, "NotFoundError", "The model `fake-injected-other-model` does not exist.")
-		return
 	case FaultErrorOK:
 		writeJSON(w, wire.ErrorResponse{Error: wire.Error{Message: "fake: model overloaded", Type: "overloaded_error", Code: 529}})
 		return
@@ -444,18 +443,6 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request) {
 		s.served.Add(1)
 	}
 	writeJSON(w, resp)
-}
-
-func mergeDone(ctx context.Context, quit chan struct{}) <-chan struct{} {
-	done := make(chan struct{})
-	go func() {
-		select {
-		case <-ctx.Done():
-		case <-quit:
-		}
-		close(done)
-	}()
-	return done
 }
 
 func readAll(r *http.Request) ([]byte, error) {
@@ -930,16 +917,8 @@ func corrupt(resp any, f Fault, vocabSize int) {
 	})
 }
 
-type tokenizeRequest struct {
-	Model               string    `json:"model"`
-	Prompt              *string   `json:"prompt"`
-	Messages            []Message `json:"messages"`
-	AddGenerationPrompt *bool     `json:"add_generation_prompt"`
-	AddSpecialTokens    *bool     `json:"add_special_tokens"`
-}
-
 func (s *Server) tokenize(w http.ResponseWriter, r *http.Request) {
-	var req tokenizeRequest
+	var req wire.TokenizeRequest[Message]
 	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
 		s.writeError(w, 400, "BadRequestError", "invalid JSON: "+err.Error())
 		return
@@ -1006,7 +985,9 @@ func (s *Server) loadAdapter(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, 400, "InvalidUserInput", "Both 'lora_name' and 'lora_path' must be provided.")
 		return
 	}
-	if !s.sleep(r.Context(), s.cfg.LoadLatency) {
+	ctx, cancel := s.requestContext(r)
+	defer cancel()
+	if ctxsleep.Sleep(ctx, s.cfg.LoadLatency) != nil {
 		return
 	}
 	s.mu.Lock()
@@ -1065,12 +1046,7 @@ func (s *Server) hasAdapter(name string) bool {
 func (s *Server) Adapters() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make([]string, 0, len(s.adapters))
-	for n := range s.adapters {
-		out = append(out, n)
-	}
-	sort.Strings(out)
-	return out
+	return slices.Sorted(maps.Keys(s.adapters))
 }
 
 // AdapterLog lists the adapter loads and unloads, in order ("load NAME",

@@ -39,26 +39,16 @@ type Factory func(args registry.Values) (Agent, error)
 // arguments and factory.
 type Definition = registry.Entry[Factory]
 
-var agents = registry.New[Factory]("agent")
+// Registry holds the agents selectable by agent.name.
+var Registry = registry.New[Factory]("agent")
 
 // Register makes an agent selectable by name. Call it from init();
 // registering a name twice panics.
-func Register(d Definition) { agents.Register(d) }
-
-// Lookup returns the definition registered under name.
-func Lookup(name string) (Definition, error) { return agents.Lookup(name) }
-
-// List describes every registered agent, sorted by name.
-func List() []registry.Info { return agents.List() }
+func Register(d Definition) { Registry.Register(d) }
 
 // Resolve checks the agent.args map of agent name once, before any
 // episode runs, rejecting unknown names and arguments with configuration
 // errors (as env.Resolve does for env.args); d.New(v) builds an agent.
 func Resolve(name string, args map[string]any) (Definition, registry.Values, error) {
-	d, err := Lookup(name)
-	if err != nil {
-		return d, nil, err
-	}
-	v, err := d.Resolve("agent.args", args)
-	return d, v, err
+	return Registry.Resolve(name, "agent.args", args)
 }

@@ -55,8 +55,40 @@ func TestObservationMessage(t *testing.T) {
 		{map[string]any{"board": []any{1.0, 2.0}}, `{"board":[1,2]}`},
 		{[]any{"a"}, `["a"]`},
 		{nil, ""},
+		{map[string]any{}, `{}`},
+		{map[string]any{"text": 1, "prompt": "p"}, "p"},
 	} {
 		if got := ObservationMessage(tt.obs); got != tt.want {
+			t.Errorf("%v: %q, want %q", tt.obs, got, tt.want)
+		}
+	}
+}
+
+type stringer struct{}
+
+func (stringer) String() string { return "stringer" }
+
+// TestObservationText: how agents of built-in tasks see an observation,
+// by other fields than ObservationMessage and with fmt for the rest.
+func TestObservationText(t *testing.T) {
+	for _, tt := range []struct {
+		obs  any
+		want string
+	}{
+		{"plain", "plain"},
+		{nil, ""},
+		{stringer{}, "stringer"},
+		{map[string]any{}, ""},
+		{map[string]any(nil), ""},
+		{map[string]any{"question": "q", "problem": "p"}, "q"},
+		{map[string]any{"problem": "p", "prompt": "x"}, "p"},
+		{map[string]any{"prompt": "x", "observation": "o"}, "x"},
+		{map[string]any{"observation": "o", "text": "t"}, "o"},
+		{map[string]any{"text": "t"}, "map[text:t]"},
+		{map[string]any{"question": 3}, "map[question:3]"},
+		{[]any{"a", 1}, "[a 1]"},
+	} {
+		if got := ObservationText(tt.obs); got != tt.want {
 			t.Errorf("%v: %q, want %q", tt.obs, got, tt.want)
 		}
 	}
@@ -77,5 +109,29 @@ func TestChatAgent(t *testing.T) {
 	m := a.Messages()
 	if act.Content != "hi" || len(m) != 3 || m[0].Content != "be brief" || m[1].Content != "hello" || m[2].Role != "assistant" {
 		t.Fatalf("%+v %+v", act, m)
+	}
+}
+
+func TestRegisterPrompt(t *testing.T) {
+	RegisterPrompt("test_prompt", "a prompt agent for this test", PromptParams{Instruction: "Answer briefly."})
+	for _, tt := range []struct {
+		args             map[string]any
+		system, instruct string
+	}{
+		{nil, "", "Answer briefly."},
+		{map[string]any{"system_prompt": "be kind", "instruction": ""}, "be kind", ""},
+	} {
+		d, v, err := Resolve("test_prompt", tt.args)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, err := d.New(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, ok := a.(*Prompt)
+		if !ok || p.System != tt.system || p.Instruction != tt.instruct {
+			t.Errorf("%v: %#v, want system %q instruction %q", tt.args, a, tt.system, tt.instruct)
+		}
 	}
 }

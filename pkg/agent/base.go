@@ -76,24 +76,38 @@ func thought(resp sampler.Response) string {
 }
 
 // ObservationText renders an observation as message text: strings as
-// they are, anything else with fmt.
+// they are; of an object its question, problem, prompt or observation
+// field (the first that is a string); anything else with fmt.
 func ObservationText(obs any) string {
+	if s, ok := observationString(obs, "question", "problem", "prompt", "observation"); ok {
+		return s
+	}
 	switch o := obs.(type) {
-	case nil:
-		return ""
-	case string:
-		return o
 	case fmt.Stringer:
 		return o.String()
 	case map[string]any:
 		if len(o) == 0 {
 			return ""
 		}
-		for _, k := range []string{"question", "problem", "prompt", "observation"} {
+	}
+	return fmt.Sprint(obs)
+}
+
+// observationString is what ObservationText and ObservationMessage share:
+// obs itself when it is a string ("" for nil), or the first of fields
+// that holds a string when it is an object; ok is false for anything else.
+func observationString(obs any, fields ...string) (string, bool) {
+	switch o := obs.(type) {
+	case nil:
+		return "", true
+	case string:
+		return o, true
+	case map[string]any:
+		for _, k := range fields {
 			if s, ok := o[k].(string); ok {
-				return s
+				return s, true
 			}
 		}
 	}
-	return fmt.Sprint(obs)
+	return "", false
 }

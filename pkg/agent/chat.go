@@ -53,17 +53,8 @@ func (c *Chat) UpdateFromModel(resp sampler.Response) episode.Action {
 // as a user message: a string as it is; of an object its text, prompt or
 // question field (the first that is a string); anything else as JSON.
 func ObservationMessage(obs any) string {
-	switch o := obs.(type) {
-	case nil:
-		return ""
-	case string:
-		return o
-	case map[string]any:
-		for _, k := range []string{"text", "prompt", "question"} {
-			if s, ok := o[k].(string); ok {
-				return s
-			}
-		}
+	if s, ok := observationString(obs, "text", "prompt", "question"); ok {
+		return s
 	}
 	b, err := json.Marshal(obs)
 	if err != nil {

@@ -19,12 +19,18 @@ type Prompt struct {
 }
 
 // PromptParams are the arguments of every Prompt-based agent. Register
-// them as Params with the task's own defaults filled in:
+// such an agent with the task's own defaults filled in:
 //
-//	Params: agent.PromptParams{Instruction: MathInstruction}
+//	agent.RegisterPrompt("math", description, agent.PromptParams{Instruction: MathInstruction})
 type PromptParams struct {
 	SystemPrompt string `arg:"system_prompt" doc:"system message sent first (empty: none)"`
 	Instruction  string `arg:"instruction" doc:"text appended to the question after a space (empty: none)"`
+}
+
+// RegisterPrompt registers a Prompt agent, the agent of a single-turn
+// task, under name; defaults are its arguments' defaults.
+func RegisterPrompt(name, description string, defaults PromptParams) {
+	Register(Definition{Name: name, Description: description, Params: defaults, New: NewPrompt})
 }
 
 // NewPrompt builds a Prompt agent from PromptParams values.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/rllm-org/rllm-go/internal/anyval"
 	"github.com/rllm-org/rllm-go/internal/boundedio"
 	"github.com/rllm-org/rllm-go/pkg/episode"
 )
@@ -65,7 +66,7 @@ func (s *jsonSource) next() (episode.Task, error) {
 				}
 				s.state = jsonInField
 			default:
-				return nil, fileError(s.path, nil, "top-level value is %s; a .json dataset is an array of objects or an object with one array field such as {\"data\": [...]} (for one object per line, name the file .jsonl)", jsonKind(tokenValue(tok)))
+				return nil, fileError(s.path, nil, "top-level value is %s; a .json dataset is an array of objects or an object with one array field such as {\"data\": [...]} (for one object per line, name the file .jsonl)", anyval.Kind(tokenValue(tok)))
 			}
 		case jsonInArray, jsonInField:
 			if s.dec.More() {
@@ -218,7 +219,7 @@ func (s *jsonSource) syntax(err error) error {
 	return fileError(s.path, nil, "invalid JSON near byte %d: %s", s.dec.InputOffset(), jsonErrorText(err))
 }
 
-// tokenValue turns a scalar token back into the value jsonKind describes.
+// tokenValue turns a scalar token back into the value anyval.Kind describes.
 func tokenValue(tok json.Token) any {
 	if d, ok := tok.(json.Delim); ok {
 		return string(d)

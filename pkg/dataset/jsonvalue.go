@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/rllm-org/rllm-go/internal/anyval"
 	"github.com/rllm-org/rllm-go/pkg/episode"
 )
 
@@ -68,30 +69,12 @@ func jsonNumber(s string) (any, error) {
 func asTask(v any) (episode.Task, error) {
 	m, ok := v.(map[string]any)
 	if !ok {
-		return nil, fmt.Errorf("row is %s, not a JSON object", jsonKind(v))
+		return nil, fmt.Errorf("row is %s, not a JSON object", anyval.Kind(v))
 	}
 	if _, err := normalizeJSON(m); err != nil {
 		return nil, err
 	}
 	return episode.Task(m), nil
-}
-
-func jsonKind(v any) string {
-	switch v.(type) {
-	case nil:
-		return "null"
-	case bool:
-		return "a boolean"
-	case json.Number, float64:
-		return "a number"
-	case string:
-		return "a string"
-	case []any:
-		return "an array"
-	case map[string]any:
-		return "an object"
-	}
-	return fmt.Sprintf("a %T", v)
 }
 
 func decodeJSONValue(b []byte, v *any) error {

@@ -47,26 +47,16 @@ type Factory func(task episode.Task, args registry.Values) (Env, error)
 // Definition registers an env: name, description, arguments, factory.
 type Definition = registry.Entry[Factory]
 
-var envs = registry.New[Factory]("env")
+// Registry holds the envs selectable by env.name.
+var Registry = registry.New[Factory]("env")
 
 // Register makes an env selectable by name. Call it from init().
-func Register(d Definition) { envs.Register(d) }
-
-// Lookup returns the definition registered under name.
-func Lookup(name string) (Definition, error) { return envs.Lookup(name) }
-
-// List describes every registered env, sorted by name.
-func List() []registry.Info { return envs.List() }
+func Register(d Definition) { Registry.Register(d) }
 
 // Resolve checks the env.args map of env name once, before any episode
 // runs, so configuration mistakes surface early.
 func Resolve(name string, args map[string]any) (Definition, registry.Values, error) {
-	d, err := Lookup(name)
-	if err != nil {
-		return d, nil, err
-	}
-	v, err := d.Resolve("env.args", args)
-	return d, v, err
+	return Registry.Resolve(name, "env.args", args)
 }
 
 // New builds env name for task: the task row's columns that are declared

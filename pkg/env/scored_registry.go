@@ -22,11 +22,11 @@ func RegisterScored(name, rewardName, description string) {
 		// reward_args is documented per reward function, so it is
 		// declared by hand rather than with an args struct.
 		Validate: func(args registry.Values) error {
-			_, err := reward.New(rewardName, "env.args.reward_args", args.Map("reward_args"))
+			_, err := registry.Build(reward.Registry, rewardName, "env.args.reward_args", args.Map("reward_args"))
 			return err
 		},
 		New: func(task episode.Task, args registry.Values) (Env, error) {
-			fn, err := reward.New(rewardName, "env.args.reward_args", args.Map("reward_args"))
+			fn, err := registry.Build(reward.Registry, rewardName, "env.args.reward_args", args.Map("reward_args"))
 			if err != nil {
 				return nil, err
 			}

@@ -17,10 +17,10 @@ import (
 // Sampling fields (temperature, top_p, max_tokens, stop, seed...) and
 // model are pinned to the session's and so not read at all.
 type chatRequest struct {
-	Messages      []chatMessage   `json:"messages"`
-	Tools         []sampler.Tool  `json:"tools"`
-	ToolChoice    json.RawMessage `json:"tool_choice"`
-	Stream        bool            `json:"stream"`
+	Messages      []openaiwire.InputMessage `json:"messages"`
+	Tools         []sampler.Tool            `json:"tools"`
+	ToolChoice    json.RawMessage           `json:"tool_choice"`
+	Stream        bool                      `json:"stream"`
 	StreamOptions *struct {
 		IncludeUsage bool `json:"include_usage"`
 	} `json:"stream_options"`
@@ -28,16 +28,6 @@ type chatRequest struct {
 	ReturnTokenIDs bool            `json:"return_token_ids"`
 	N              *int            `json:"n"`
 	ResponseFormat json.RawMessage `json:"response_format"`
-}
-
-type chatMessage struct {
-	Role             string             `json:"role"`
-	Content          json.RawMessage    `json:"content"`
-	Name             string             `json:"name"`
-	ToolCalls        []episode.ToolCall `json:"tool_calls"`
-	ToolCallID       string             `json:"tool_call_id"`
-	Reasoning        string             `json:"reasoning"`
-	ReasoningContent string             `json:"reasoning_content"`
 }
 
 // textContent reads OpenAI message content: a string, null, or a list of

@@ -1,9 +1,10 @@
 // Package openaiwire holds the wire shapes of the OpenAI-compatible routes
 // of vLLM and SGLang that an RL rollout needs (completions, chat
 // completions, logprobs, token ids, /v1/models, error bodies), shared by
-// the client (pkg/rollout), the embedded server (pkg/backend/local/openai)
-// and the fake of the tests (internal/fakevllm), so that none of them can
-// disagree with the others on a name. It imports only the episode and
+// the client (pkg/rollout), the embedded server (pkg/backend/local/openai),
+// the recording gateway (pkg/gateway) and the fake of the tests
+// (internal/fakevllm), so that none of them can disagree with the others
+// on a name. It imports only the episode and
 // sampler vocabulary.
 package openaiwire
 
@@ -66,6 +67,32 @@ type CompletionRequest struct {
 type StreamOptions struct {
 	IncludeUsage         bool `json:"include_usage"`
 	ContinuousUsageStats bool `json:"continuous_usage_stats"`
+}
+
+// InputMessage is a chat message as a server reads it from a client:
+// content stays raw (a string, null or a list of content parts) for the
+// server to read as it can. ReasoningContent is older vLLM's and SGLang's
+// name for reasoning. Shared by rllm serve and the gateway.
+type InputMessage struct {
+	Role             string             `json:"role"`
+	Content          json.RawMessage    `json:"content"`
+	Name             string             `json:"name"`
+	ToolCalls        []episode.ToolCall `json:"tool_calls"`
+	ToolCallID       string             `json:"tool_call_id"`
+	Reasoning        string             `json:"reasoning"`
+	ReasoningContent string             `json:"reasoning_content"`
+}
+
+// TokenizeRequest is vLLM's POST /tokenize body: a prompt or messages,
+// each message read as an M by the server (rllm serve, the fake).
+type TokenizeRequest[M any] struct {
+	Model                string  `json:"model"`
+	Prompt               *string `json:"prompt"`
+	Messages             []M     `json:"messages"`
+	AddGenerationPrompt  *bool   `json:"add_generation_prompt"`
+	AddSpecialTokens     *bool   `json:"add_special_tokens"`
+	ContinueFinalMessage bool    `json:"continue_final_message"`
+	ReturnTokenStrs      bool    `json:"return_token_strs"`
 }
 
 // SamplingFields are the parameters both generation routes take (OpenAI's
@@ -167,16 +194,31 @@ func (m *Metadata) Version() string {
 	return m.WeightVersion
 }
 
-// ChatChoice is one choice of a chat answer. StopReason is vLLM's
-// stop_reason, MatchedStop SGLang's name for the same thing.
+// ChatChoice is one choice of a chat answer.
 type ChatChoice struct {
-	Index        int           `json:"index"`
-	Message      *ChatMessage  `json:"message"`
-	Logprobs     *ChatLogprobs `json:"logprobs"`
-	FinishReason string        `json:"finish_reason"`
-	StopReason   StopReason    `json:"stop_reason"`
-	MatchedStop  StopReason    `json:"matched_stop"`
-	TokenIDs     []int         `json:"token_ids"`
+	Index    int           `json:"index"`
+	Message  *ChatMessage  `json:"message"`
+	Logprobs *ChatLogprobs `json:"logprobs"`
+	ChoiceEnd
+}
+
+// ChoiceEnd is how a choice of either route ended, and the token ids it
+// sampled. StopReason is vLLM's stop_reason, MatchedStop SGLang's name for
+// the same thing.
+type ChoiceEnd struct {
+	FinishReason string     `json:"finish_reason"`
+	StopReason   StopReason `json:"stop_reason"`
+	MatchedStop  StopReason `json:"matched_stop"`
+	TokenIDs     []int      `json:"token_ids"`
+}
+
+// Stop is the stop string or token id that matched, whichever of the two
+// names the server used ("" for end-of-sequence).
+func (e *ChoiceEnd) Stop() string {
+	if e.StopReason != "" {
+		return string(e.StopReason)
+	}
+	return string(e.MatchedStop)
 }
 
 // ChatMessage is the assistant message of a choice. Reasoning is vLLM's
@@ -223,14 +265,11 @@ type CompletionResponse struct {
 // CompletionChoice is one choice of a completions answer; vLLM puts the
 // prompt ids on each choice here.
 type CompletionChoice struct {
-	Index          int                 `json:"index"`
-	Text           *string             `json:"text"`
-	Logprobs       *CompletionLogprobs `json:"logprobs"`
-	FinishReason   string              `json:"finish_reason"`
-	StopReason     StopReason          `json:"stop_reason"`
-	MatchedStop    StopReason          `json:"matched_stop"`
-	TokenIDs       []int               `json:"token_ids"`
-	PromptTokenIDs []int               `json:"prompt_token_ids"`
+	Index    int                 `json:"index"`
+	Text     *string             `json:"text"`
+	Logprobs *CompletionLogprobs `json:"logprobs"`
+	ChoiceEnd
+	PromptTokenIDs []int `json:"prompt_token_ids"`
 }
 
 // CompletionLogprobs is the completions (legacy OpenAI) form of logprobs.

@@ -62,7 +62,7 @@ func TestWireBytes(t *testing.T) {
 			`{"model":"m","messages":null,"temperature":0,"top_p":0,"top_k":0,"n":0,"logprobs":false,"return_token_ids":false}`},
 		{"completion request with ids", CompletionRequest{Model: "m", Prompt: Prompt{IDs: []int{1, 2}}, Sampling: Sampling{MaxTokens: 4, Seed: &seed, N: 1}, Logprobs: &lp, ReturnTokenIDs: true},
 			`{"model":"m","prompt":[1,2],"temperature":0,"top_p":0,"top_k":0,"max_tokens":4,"seed":3,"n":1,"logprobs":0,"return_token_ids":true}`},
-		{"completion choice", CompletionChoice{Text: &text, FinishReason: "stop", TokenIDs: []int{5}},
+		{"completion choice", CompletionChoice{Text: &text, ChoiceEnd: ChoiceEnd{FinishReason: "stop", TokenIDs: []int{5}}},
 			`{"index":0,"text":"hi","logprobs":null,"finish_reason":"stop","stop_reason":"","matched_stop":"","token_ids":[5],"prompt_token_ids":null}`},
 		{"error", ErrorResponse{Error{Message: "x", Type: "BadRequestError", Code: 400}},
 			`{"error":{"message":"x","type":"BadRequestError","param":null,"code":400}}`},
@@ -88,5 +88,24 @@ func TestStopReason(t *testing.T) {
 	var s StopReason
 	if json.Unmarshal([]byte(`{}`), &s) == nil {
 		t.Error("an object was read as a stop reason")
+	}
+}
+
+func TestChoiceEndStop(t *testing.T) {
+	for _, tc := range []struct {
+		body, want string
+	}{
+		{`{"finish_reason":"stop","stop_reason":"."}`, "."}, // vLLM
+		{`{"finish_reason":"stop","matched_stop":7}`, "7"},  // SGLang, a token id
+		{`{"finish_reason":"stop","stop_reason":null,"matched_stop":"</s>"}`, "</s>"},
+		{`{"finish_reason":"length"}`, ""},
+	} {
+		var c ChatChoice
+		if err := json.Unmarshal([]byte(tc.body), &c); err != nil {
+			t.Fatal(err)
+		}
+		if got := c.Stop(); got != tc.want {
+			t.Errorf("%s: Stop() = %q, want %q", tc.body, got, tc.want)
+		}
 	}
 }

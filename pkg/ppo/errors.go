@@ -37,6 +37,16 @@ func (e *NonFiniteError) Error() string {
 // naming the key.
 func configError(key, msg string) error { return &usererr.Error{Subject: key, Msg: msg} }
 
+// parseName looks up s, a setting's value, in names (every spelling
+// accepted, aliases included). Anything else is a config error on key:
+// unknown what "s"; use choices.
+func parseName[K ~string](names map[string]K, s, key, what, choices string) (K, error) {
+	if k, ok := names[s]; ok {
+		return k, nil
+	}
+	return "", configError(key, "unknown "+what+" \""+s+"\"; use "+choices)
+}
+
 // rekey names another key in a config error, for a setting checked by a
 // helper that knows only the value.
 func rekey(err error, key string) error {

@@ -22,15 +22,14 @@ const (
 	LossGSPO PolicyLossKind = "gspo"
 )
 
+var policyLosses = map[string]PolicyLossKind{
+	"vanilla": LossPPO, "ppo": LossPPO,
+	"importance_sampling": LossImportanceSampling, "cispo": LossCISPO, "gspo": LossGSPO,
+}
+
 // ParsePolicyLoss accepts verl's and Tinker's names ("ppo" is "vanilla").
 func ParsePolicyLoss(s string) (PolicyLossKind, error) {
-	switch s {
-	case "vanilla", "ppo":
-		return LossPPO, nil
-	case "importance_sampling", "cispo", "gspo":
-		return PolicyLossKind(s), nil
-	}
-	return "", configError("policy_loss.loss_mode", "unknown policy loss \""+s+"\"; use vanilla (ppo), importance_sampling, cispo or gspo")
+	return parseName(policyLosses, s, "policy_loss.loss_mode", "policy loss", "vanilla (ppo), importance_sampling, cispo or gspo")
 }
 
 // AggMode names how per-token losses become one number (verl's
@@ -44,13 +43,14 @@ const (
 	AggSeqMeanTokenSumNorm AggMode = "seq-mean-token-sum-norm"
 )
 
+var aggModes = map[string]AggMode{
+	"token-mean": AggTokenMean, "seq-mean-token-sum": AggSeqMeanTokenSum,
+	"seq-mean-token-mean": AggSeqMeanTokenMean, "seq-mean-token-sum-norm": AggSeqMeanTokenSumNorm,
+}
+
 // ParseAggMode accepts verl's four names.
 func ParseAggMode(s string) (AggMode, error) {
-	switch m := AggMode(s); m {
-	case AggTokenMean, AggSeqMeanTokenSum, AggSeqMeanTokenMean, AggSeqMeanTokenSumNorm:
-		return m, nil
-	}
-	return "", configError("actor.loss_agg_mode", "unknown aggregation \""+s+"\"; use token-mean, seq-mean-token-sum, seq-mean-token-mean or seq-mean-token-sum-norm")
+	return parseName(aggModes, s, "actor.loss_agg_mode", "aggregation", "token-mean, seq-mean-token-sum, seq-mean-token-mean or seq-mean-token-sum-norm")
 }
 
 // LossConfig holds the actor's loss settings. Start from DefaultLossConfig.

@@ -16,15 +16,11 @@ const (
 	RolloutISSequence RolloutISMode = "sequence"
 )
 
+var rolloutISModes = map[string]RolloutISMode{"": RolloutISNone, "null": RolloutISNone, "token": RolloutISToken, "sequence": RolloutISSequence}
+
 // ParseRolloutIS accepts verl's names; "" and "null" mean none.
 func ParseRolloutIS(s string) (RolloutISMode, error) {
-	switch s {
-	case "", "null":
-		return RolloutISNone, nil
-	case "token", "sequence":
-		return RolloutISMode(s), nil
-	}
-	return "", configError("algorithm.rollout_correction.rollout_is", "unknown level \""+s+"\"; use token, sequence or null")
+	return parseName(rolloutISModes, s, "algorithm.rollout_correction.rollout_is", "level", "token, sequence or null")
 }
 
 // ISMetrics summarise a batch's rollout importance weights over its

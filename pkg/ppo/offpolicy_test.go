@@ -3,6 +3,8 @@ package ppo
 import (
 	"math"
 	"testing"
+
+	"github.com/rllm-org/rllm-go/pkg/usererr"
 )
 
 // The expected values below are worked by hand from verl's formulas
@@ -110,5 +112,45 @@ func TestParseRolloutIS(t *testing.T) {
 	}
 	if _, err := ParseRolloutIS("geo"); err == nil {
 		t.Error("accepted geo")
+	}
+}
+
+// TestParseNames pins every accepted spelling (verl's and Tinker's
+// aliases) of the named settings and the words of their errors.
+func TestParseNames(t *testing.T) {
+	parse := map[string]func(string) (string, error){
+		"loss": func(s string) (string, error) { k, err := ParsePolicyLoss(s); return string(k), err },
+		"agg":  func(s string) (string, error) { k, err := ParseAggMode(s); return string(k), err },
+		"is":   func(s string) (string, error) { k, err := ParseRolloutIS(s); return string(k), err },
+	}
+	tests := []struct{ kind, in, want, wantErr string }{
+		{"loss", "vanilla", "vanilla", ""},
+		{"loss", "ppo", "vanilla", ""},
+		{"loss", "importance_sampling", "importance_sampling", ""},
+		{"loss", "cispo", "cispo", ""},
+		{"loss", "gspo", "gspo", ""},
+		{"loss", "PPO", "", `policy_loss.loss_mode: unknown policy loss "PPO"; use vanilla (ppo), importance_sampling, cispo or gspo`},
+		{"agg", "token-mean", "token-mean", ""},
+		{"agg", "seq-mean-token-sum", "seq-mean-token-sum", ""},
+		{"agg", "seq-mean-token-mean", "seq-mean-token-mean", ""},
+		{"agg", "seq-mean-token-sum-norm", "seq-mean-token-sum-norm", ""},
+		{"agg", "", "", `actor.loss_agg_mode: unknown aggregation ""; use token-mean, seq-mean-token-sum, seq-mean-token-mean or seq-mean-token-sum-norm`},
+		{"is", "", "", ""},
+		{"is", "null", "", ""},
+		{"is", "token", "token", ""},
+		{"is", "sequence", "sequence", ""},
+		{"is", "geo", "", `algorithm.rollout_correction.rollout_is: unknown level "geo"; use token, sequence or null`},
+	}
+	for _, tt := range tests {
+		got, err := parse[tt.kind](tt.in)
+		if tt.wantErr != "" {
+			if err == nil || err.Error() != tt.wantErr || !usererr.Is(err) {
+				t.Errorf("%s %q: %q, %v; want the user error %q", tt.kind, tt.in, got, err, tt.wantErr)
+			}
+			continue
+		}
+		if err != nil || got != tt.want {
+			t.Errorf("%s %q: %q, %v; want %q", tt.kind, tt.in, got, err, tt.want)
+		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 
@@ -508,6 +509,37 @@ func TestAggregationWeightsMatchAggregate(t *testing.T) {
 		}
 		if math.Abs(got-want) > 1e-12 {
 			t.Errorf("%s: Σ w·v = %g, Aggregate = %g", mode, got, want)
+		}
+	}
+}
+
+// TestTokenEstimatorsZeroOnError: ReinforcePP and GAE leave adv and ret
+// zeroed whatever stops them: a malformed input, a non-finite one, or a
+// whitening that overflows.
+func TestTokenEstimatorsZeroOnError(t *testing.T) {
+	big := 1.7e308
+	tests := []struct {
+		name string
+		in   TokenInput
+		want string
+	}{
+		{"length", TokenInput{Offsets: []int{0, 3}, Rewards: []float64{1, 2, 3}, Mask: []float64{1, 1}, Values: []float64{0, 0, 0}}, "mask has length 2"},
+		{"nan", TokenInput{Offsets: []int{0, 3}, Rewards: []float64{1, math.NaN(), 3}, Mask: []float64{1, 1, 1}, Values: []float64{0, 0, 0}}, "rewards[1] is NaN"},
+		{"overflow", TokenInput{Offsets: []int{0, 1, 2, 3}, Rewards: []float64{big, -big, big}, Mask: []float64{1, 1, 1}, Values: []float64{0, 0, 0}}, "overflowed to ±Inf"},
+	}
+	estimators := map[string]func(*TokenInput, *Config, []float64, []float64) error{"reinforce_plus_plus": ReinforcePP, "gae": GAE}
+	for _, tt := range tests {
+		for name, est := range estimators {
+			cfg := DefaultConfig()
+			cfg.Whiten = true
+			adv, ret := []float64{7, 7, 7}, []float64{7, 7, 7}
+			err := est(&tt.in, &cfg, adv, ret)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("%s %s: err %v, want %q", name, tt.name, err, tt.want)
+			}
+			if slices.ContainsFunc(append(adv, ret...), func(x float64) bool { return x != 0 }) {
+				t.Errorf("%s %s: adv %v ret %v not zeroed", name, tt.name, adv, ret)
+			}
 		}
 	}
 }

@@ -45,6 +45,38 @@ func (in *TokenInput) validate(cfg *Config, needValues bool, adv, ret []float64)
 	return cfg.Validate()
 }
 
+// begin starts a token-level estimator (ReinforcePP, GAE): it validates
+// the inputs, zeroing adv and ret when they are wrong, and returns the
+// estimator of the KL penalty in the reward.
+func (in *TokenInput) begin(cfg *Config, needValues bool, adv, ret []float64) (KLType, error) {
+	if err := in.validate(cfg, needValues, adv, ret); err != nil {
+		zero(adv)
+		zero(ret)
+		return "", err
+	}
+	kind, _ := ParseKLType(string(cfg.KLInRewardType))
+	return kind, nil
+}
+
+// finish ends a token-level estimator whose pass over the tokens summed
+// x·0 of every value it read into chk (non-zero: a NaN or ±Inf), the mask
+// into n and the masked advantages into s: it whitens adv over the mask
+// when whiten is set (maskedWhiten). On an error adv and ret are zeroed.
+func (in *TokenInput) finish(adv, ret []float64, chk, n, s float64, whiten bool) error {
+	var err error
+	switch {
+	case chk+s*0 != 0:
+		err = in.nonFinite()
+	case whiten && !maskedWhiten(adv, in.Mask, n, s):
+		err = errOverflow("advantages")
+	default:
+		return nil
+	}
+	zero(adv)
+	zero(ret)
+	return err
+}
+
 func (in *TokenInput) nonFinite() error {
 	for _, c := range []struct {
 		name string
@@ -126,12 +158,10 @@ func maskedWhiten(xs, mask []float64, n, s float64) bool {
 // r_t − β·kl(old_t, ref_t)·m_t first (verl apply_kl_penalty). Allocates
 // nothing.
 func ReinforcePP(in *TokenInput, cfg *Config, adv, ret []float64) error {
-	if err := in.validate(cfg, false, adv, ret); err != nil {
-		zero(adv)
-		zero(ret)
+	kind, err := in.begin(cfg, false, adv, ret)
+	if err != nil {
 		return err
 	}
-	kind, _ := ParseKLType(string(cfg.KLInRewardType))
 	gamma := cfg.Gamma
 	var chk, n, s float64
 	for i := 0; i+1 < len(in.Offsets); i++ {
@@ -154,18 +184,7 @@ func ReinforcePP(in *TokenInput, cfg *Config, adv, ret []float64) error {
 	if cfg.KLInRewardCoef != 0 {
 		chk += sumZero(in.OldLogprobs) + sumZero(in.RefLogprobs)
 	}
-	chk += s * 0
-	if chk != 0 {
-		zero(adv)
-		zero(ret)
-		return in.nonFinite()
-	}
-	if !maskedWhiten(adv, in.Mask, n, s) {
-		zero(adv)
-		zero(ret)
-		return errOverflow("advantages")
-	}
-	return nil
+	return in.finish(adv, ret, chk, n, s, true)
 }
 
 func sumZero(xs []float64) float64 {
@@ -191,12 +210,10 @@ func sumZero(xs []float64) float64 {
 // values there, which nothing reads). With Config.KLInRewardCoef = β ≠ 0
 // the rewards are r_t − β·kl(old_t, ref_t)·m_t first.
 func GAE(in *TokenInput, cfg *Config, adv, ret []float64) error {
-	if err := in.validate(cfg, true, adv, ret); err != nil {
-		zero(adv)
-		zero(ret)
+	kind, err := in.begin(cfg, true, adv, ret)
+	if err != nil {
 		return err
 	}
-	kind, _ := ParseKLType(string(cfg.KLInRewardType))
 	gamma, gl := cfg.Gamma, cfg.Gamma*cfg.Lam
 	kl := cfg.KLInRewardCoef != 0
 	var chk, n, s float64
@@ -229,16 +246,5 @@ func GAE(in *TokenInput, cfg *Config, adv, ret []float64) error {
 			s += last * m
 		}
 	}
-	chk += s * 0
-	if chk != 0 {
-		zero(adv)
-		zero(ret)
-		return in.nonFinite()
-	}
-	if cfg.Whiten && !maskedWhiten(adv, in.Mask, n, s) {
-		zero(adv)
-		zero(ret)
-		return errOverflow("advantages")
-	}
-	return nil
+	return in.finish(adv, ret, chk, n, s, cfg.Whiten)
 }

@@ -8,6 +8,8 @@ package registry
 import (
 	"fmt"
 	"github.com/rllm-org/rllm-go/internal/suggest"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -142,12 +144,7 @@ func (r *Registry[T]) Lookup(name string) (Entry[T], error) {
 func (r *Registry[T]) Names() []string {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	names := make([]string, 0, len(r.entries))
-	for n := range r.entries {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
+	return slices.Sorted(maps.Keys(r.entries))
 }
 
 // List describes every entry, sorted by name.
@@ -196,6 +193,18 @@ func (r *Registry[T]) Resolve(name, keyPrefix string, args map[string]any) (Entr
 	}
 	v, err := e.Resolve(keyPrefix, args)
 	return e, v, err
+}
+
+// Build resolves args against entry name of r and calls its factory: the
+// way to build an entry whose factory takes nothing but its resolved
+// arguments (reward functions, tools).
+func Build[R any, F ~func(Values) (R, error)](r *Registry[F], name, keyPrefix string, args map[string]any) (R, error) {
+	e, v, err := r.Resolve(name, keyPrefix, args)
+	if err != nil {
+		var zero R
+		return zero, err
+	}
+	return e.New(v)
 }
 
 // Suggest returns the candidate closest to name by edit distance, or ""

@@ -207,3 +207,39 @@ func FuzzResolve(f *testing.F) {
 		_ = As[lakeArgs](v)
 	})
 }
+
+func TestBuild(t *testing.T) {
+	type factory func(Values) (string, error)
+	r := New[factory]("reward")
+	r.Register(Entry[factory]{
+		Name: "echo",
+		Args: []Arg{{Name: "word", Type: "string", Default: "hi"}},
+		New:  func(v Values) (string, error) { return v.String("word"), nil },
+	})
+	tests := []struct {
+		name    string
+		args    map[string]any
+		want    string
+		wantErr string
+	}{
+		{"echo", nil, "hi", ""},
+		{"echo", map[string]any{"word": "yo"}, "yo", ""},
+		{"echo", map[string]any{"wrod": "yo"}, "", "env.args.reward_args.wrod"},
+		{"ecko", nil, "", `reward.name: "ecko" is not a registered reward`},
+	}
+	for _, tt := range tests {
+		got, err := Build(r, tt.name, "env.args.reward_args", tt.args)
+		if tt.wantErr == "" {
+			if err != nil || got != tt.want {
+				t.Errorf("%s %v: %q, %v; want %q", tt.name, tt.args, got, err, tt.want)
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), tt.wantErr) || !usererr.Is(err) {
+			t.Errorf("%s %v: err %v, want a user error with %q", tt.name, tt.args, err, tt.wantErr)
+		}
+	}
+	if got := r.Names(); !reflect.DeepEqual(got, []string{"echo"}) {
+		t.Errorf("Names() = %v", got)
+	}
+}

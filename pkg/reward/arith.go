@@ -7,21 +7,10 @@ import (
 	"strings"
 
 	"github.com/rllm-org/rllm-go/pkg/episode"
-	"github.com/rllm-org/rllm-go/pkg/registry"
 )
 
 func init() {
-	Register(Definition{
-		Name:        "arith",
-		Description: "the reply is exactly the integer answer (1), a wrong bare integer (format_score, plus close_score/(1+|error|)) or anything else (0)",
-		Args: []registry.Arg{
-			{Name: "format_score", Type: "float", Default: 0.1, Doc: "reward of a bare integer that is wrong"},
-			{Name: "close_score", Type: "float", Default: 0.4, Doc: "extra reward of a wrong integer, divided by 1+|its distance to the answer| (0 turns it off)"},
-		},
-		New: func(v registry.Values) (Func, error) {
-			return Arith{FormatScore: v.Float("format_score"), CloseScore: v.Float("close_score")}.Grade, nil
-		},
-	})
+	registerGrader("arith", "the reply is exactly the integer answer (1), a wrong bare integer (format_score, plus close_score/(1+|error|)) or anything else (0)", Arith.Grade)
 }
 
 // Arith scores the tiny arithmetic task: the whole reply, trimmed, must
@@ -31,7 +20,10 @@ func init() {
 // group of episodes that all missed still says which misses were nearer
 // (with exact-or-nothing rewards such groups carry no signal, and a small
 // policy that starts at chance rarely gets anything else).
-type Arith struct{ FormatScore, CloseScore float64 }
+type Arith struct {
+	FormatScore float64 `arg:"format_score" default:"0.1" doc:"reward of a bare integer that is wrong"`
+	CloseScore  float64 `arg:"close_score" default:"0.4" doc:"extra reward of a wrong integer, divided by 1+|its distance to the answer| (0 turns it off)"`
+}
 
 var reBareInt = regexp.MustCompile(`^[-+]?\d{1,18}$`)
 

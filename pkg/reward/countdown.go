@@ -9,22 +9,10 @@ import (
 	"github.com/rllm-org/rllm-go/internal/anyval"
 	"github.com/rllm-org/rllm-go/pkg/episode"
 	"github.com/rllm-org/rllm-go/pkg/expr"
-	"github.com/rllm-org/rllm-go/pkg/registry"
 )
 
 func init() {
-	Register(Definition{
-		Name:        "countdown",
-		Description: "<answer>expr</answer> uses every given number once and equals the target (exact arithmetic)",
-		Args: []registry.Arg{
-			{Name: "score", Type: "float", Default: 1.0, Doc: "reward of a correct equation"},
-			{Name: "format_score", Type: "float", Default: 0.1, Doc: "reward of an answer that is present but wrong, invalid or uses the wrong numbers"},
-		},
-		New: func(v registry.Values) (Func, error) {
-			c := Countdown{Score: v.Float("score"), FormatScore: v.Float("format_score")}
-			return c.Grade, nil
-		},
-	})
+	registerGrader("countdown", "<answer>expr</answer> uses every given number once and equals the target (exact arithmetic)", Countdown.Grade)
 }
 
 // Countdown scores countdown answers as verl's (and rLLM's) countdown
@@ -32,7 +20,8 @@ func init() {
 // the given numbers, does not evaluate (syntax, division by zero) or
 // misses the target → FormatScore; a correct equation → Score.
 type Countdown struct {
-	Score, FormatScore float64
+	Score       float64 `arg:"score" default:"1" doc:"reward of a correct equation"`
+	FormatScore float64 `arg:"format_score" default:"0.1" doc:"reward of an answer that is present but wrong, invalid or uses the wrong numbers"`
 }
 
 // DefaultCountdown has verl's scores: 1.0 and format score 0.1.

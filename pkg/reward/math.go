@@ -8,23 +8,10 @@ import (
 	"strings"
 
 	"github.com/rllm-org/rllm-go/pkg/episode"
-	"github.com/rllm-org/rllm-go/pkg/registry"
 )
 
 func init() {
-	Register(Definition{
-		Name:        "math",
-		Description: `last \boxed{} after </think> equals the ground truth after LaTeX normalisation`,
-		Args: []registry.Arg{
-			{Name: "correct_reward", Type: "float", Default: 1.0, Doc: "reward of a correct answer"},
-			{Name: "incorrect_reward", Type: "float", Default: 0.0, Doc: "reward of a wrong answer"},
-			{Name: "format_error_reward", Type: "float", Default: 0.0, Doc: `reward of a reply with no readable \boxed{} answer`},
-		},
-		New: func(v registry.Values) (Func, error) {
-			g := MathGrader{Correct: v.Float("correct_reward"), Incorrect: v.Float("incorrect_reward"), FormatError: v.Float("format_error_reward")}
-			return g.Score, nil
-		},
-	})
+	registerGrader("math", `last \boxed{} after </think> equals the ground truth after LaTeX normalisation`, MathGrader.Score)
 }
 
 // MathGrader scores math answers the way rLLM's math reward does: the
@@ -32,7 +19,9 @@ func init() {
 // task's ground truth (a string, a number or a list of acceptable
 // answers) after normalisation.
 type MathGrader struct {
-	Correct, Incorrect, FormatError float64
+	Correct     float64 `arg:"correct_reward" default:"1" doc:"reward of a correct answer"`
+	Incorrect   float64 `arg:"incorrect_reward" default:"0" doc:"reward of a wrong answer"`
+	FormatError float64 `arg:"format_error_reward" default:"0" doc:"reward of a reply with no readable \\boxed{} answer"`
 }
 
 // DefaultMath is the grader with rLLM's default rewards (1, 0, 0).

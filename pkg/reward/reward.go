@@ -30,29 +30,27 @@ type Factory func(args registry.Values) (Func, error)
 // Definition registers a reward function.
 type Definition = registry.Entry[Factory]
 
-var rewards = registry.New[Factory]("reward")
+// Registry holds the reward functions selectable by name;
+// registry.Build(Registry, name, keyPrefix, args) builds one, keyPrefix
+// being the config path of args (e.g. "env.args.reward_args").
+var Registry = registry.New[Factory]("reward")
 
 // Register makes a reward function selectable by name. Call it from init().
-func Register(d Definition) { rewards.Register(d) }
+func Register(d Definition) { Registry.Register(d) }
 
-// Lookup returns the definition registered under name.
-func Lookup(name string) (Definition, error) { return rewards.Lookup(name) }
-
-// List describes every registered reward function.
-func List() []registry.Info { return rewards.List() }
-
-// New builds reward function name; keyPrefix is the config path of args
-// (e.g. "env.args.reward_args") for error messages.
-func New(name, keyPrefix string, args map[string]any) (Func, error) {
-	d, err := Lookup(name)
-	if err != nil {
-		return nil, err
-	}
-	v, err := d.Resolve(keyPrefix, args)
-	if err != nil {
-		return nil, err
-	}
-	return d.New(v)
+// registerGrader registers reward function name: its arguments are the
+// tagged fields of G (see registry.ArgsOf), and its Func is grade with
+// the resolved arguments (registry.As).
+func registerGrader[G any](name, description string, grade func(G, episode.Task, string) Result) {
+	Register(Definition{
+		Name:        name,
+		Description: description,
+		Params:      *new(G),
+		New: func(v registry.Values) (Func, error) {
+			g := registry.As[G](v)
+			return func(task episode.Task, response string) Result { return grade(g, task, response) }, nil
+		},
+	})
 }
 
 // GroundTruth reads the reference answer of a task row, accepting the

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/rllm-org/rllm-go/pkg/episode"
+	"github.com/rllm-org/rllm-go/pkg/registry"
 )
 
 // TestMathGradingTable runs testdata/math_grading.tsv: one graded pair a
@@ -215,14 +216,46 @@ func TestArithCloseScore(t *testing.T) {
 	}
 }
 
+// TestRegisteredArgs: each reward function gets its configured
+// arguments (registerGrader: the tagged fields of its grader).
+func TestRegisteredArgs(t *testing.T) {
+	tests := []struct {
+		name  string
+		args  map[string]any
+		task  episode.Task
+		reply string
+		want  Result
+	}{
+		{"arith", nil, episode.Task{"ground_truth": "7"}, "7", Result{Reward: 1, IsCorrect: true}},
+		{"arith", map[string]any{"format_score": 0.25, "close_score": 0}, episode.Task{"ground_truth": "7"}, "3", Result{Reward: 0.25}},
+		{"countdown", map[string]any{"score": 2}, episode.Task{"target": 6, "nums": []any{2, 3}}, "<answer>2*3</answer>", Result{Reward: 2, IsCorrect: true}},
+		{"countdown", map[string]any{"format_score": 0.5}, episode.Task{"target": 6, "nums": []any{2, 3}}, "<answer>2+3</answer>", Result{Reward: 0.5}},
+		{"math", map[string]any{"correct_reward": 3}, episode.Task{"ground_truth": "1"}, `\boxed{1}`, Result{Reward: 3, IsCorrect: true}},
+		{"math", map[string]any{"incorrect_reward": -1}, episode.Task{"ground_truth": "1"}, `\boxed{2}`, Result{Reward: -1}},
+		{"math", map[string]any{"format_error_reward": -2}, episode.Task{"ground_truth": "1"}, "1", Result{Reward: -2}},
+		{"search", nil, episode.Task{"ground_truth": "new york"}, "<answer>new york city</answer>", Result{Reward: 0.8, IsCorrect: true}},
+		{"search", map[string]any{"f1_threshold": 0.9}, episode.Task{"ground_truth": "new york"}, "<answer>new york city</answer>", Result{}},
+	}
+	for _, tt := range tests {
+		fn, err := registry.Build(Registry, tt.name, "env.args.reward_args", tt.args)
+		if err != nil {
+			t.Fatalf("%s %v: %v", tt.name, tt.args, err)
+		}
+		got := fn(tt.task, tt.reply)
+		if math.Abs(got.Reward-tt.want.Reward) > 1e-12 || got.IsCorrect != tt.want.IsCorrect {
+			t.Errorf("%s %v %q: %+v, want reward %v correct %v", tt.name, tt.args, tt.reply, got, tt.want.Reward, tt.want.IsCorrect)
+		}
+	}
+}
+
 func TestRegistered(t *testing.T) {
 	for _, name := range []string{"math", "countdown", "search", "arith"} {
-		fn, err := New(name, "env.args.reward_args", nil)
+		fn, err := registry.Build(Registry, name, "env.args.reward_args", nil)
 		if err != nil || fn == nil {
 			t.Errorf("%s: %v", name, err)
 		}
 	}
-	if _, err := New("countdown", "env.args.reward_args", map[string]any{"format": 0.2}); err == nil ||
+	if _, err := registry.Build(Registry, "countdown", "env.args.reward_args", map[string]any{"format": 0.2}); err == nil ||
 		!strings.Contains(err.Error(), "env.args.reward_args.format: is not an accepted argument; did you mean env.args.reward_args.format_score?") {
 		t.Errorf("err %v", err)
 	}

@@ -6,26 +6,18 @@ import (
 	"unicode"
 
 	"github.com/rllm-org/rllm-go/pkg/episode"
-	"github.com/rllm-org/rllm-go/pkg/registry"
 )
 
 func init() {
-	Register(Definition{
-		Name:        "search",
-		Description: "QA answer: exact match after SQuAD normalisation, else token F1 (correct at F1 ≥ threshold)",
-		Args: []registry.Arg{
-			{Name: "f1_threshold", Type: "float", Default: 0.3, Doc: "token F1 from which an answer counts as correct"},
-		},
-		New: func(v registry.Values) (Func, error) {
-			return QA{Threshold: v.Float("f1_threshold")}.Grade, nil
-		},
-	})
+	registerGrader("search", "QA answer: exact match after SQuAD normalisation, else token F1 (correct at F1 ≥ threshold)", QA.Grade)
 }
 
 // QA scores short answers against one or more references: exact match
 // (after SQuAD normalisation) earns 1; otherwise the best token F1 is the
 // reward and counts as correct from Threshold on.
-type QA struct{ Threshold float64 }
+type QA struct {
+	Threshold float64 `arg:"f1_threshold" default:"0.3" doc:"token F1 from which an answer counts as correct"`
+}
 
 var reArticles = regexp.MustCompile(`\b(a|an|the)\b`)
 

@@ -7,6 +7,7 @@ package rollout
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -22,6 +23,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/rllm-org/rllm-go/internal/ctxsleep"
 	"github.com/rllm-org/rllm-go/pkg/openaiwire"
 	"github.com/rllm-org/rllm-go/pkg/sampler"
 	"github.com/rllm-org/rllm-go/pkg/usererr"
@@ -227,7 +229,7 @@ func NewClient(opts Options) (*Client, error) {
 	if strings.ContainsFunc(opts.APIKey, func(r rune) bool { return r < ' ' || r == 0x7f }) {
 		return nil, optionErrorf("the API key holds a line break or a control character, which no HTTP header may carry; keep only the key, on one line")
 	}
-	c := &Client{opts: opts, sleep: sleepCtx, stop: make(chan struct{})}
+	c := &Client{opts: opts, sleep: ctxsleep.Sleep, stop: make(chan struct{})}
 	seen := map[string]bool{}
 	for _, raw := range opts.Endpoints {
 		base, err := NormalizeEndpoint(raw)
@@ -299,20 +301,6 @@ func (c *Client) Close() { c.stopOnce.Do(func() { close(c.stop) }) }
 
 // Model is the model name the client requests.
 func (c *Client) Model() string { return c.model() }
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
 
 // Sample implements sampler.Sampler: a chat request, or a completions
 // request with a token-id prompt when req.PromptIDs is set. It always asks
@@ -397,21 +385,21 @@ func checkParams(req sampler.Request) error {
 // Chat sends a raw chat request (the caller sets every field) and returns
 // the decoded answer without checks beyond JSON.
 func (c *Client) Chat(ctx context.Context, req *openaiwire.ChatRequest) (*openaiwire.ChatResponse, error) {
-	if req.Model == "" {
-		req.Model = c.model()
-	}
-	var out openaiwire.ChatResponse
-	err := c.post(ctx, "/v1/chat/completions", req, nil, func(r io.Reader) error { return decodeJSON(r, &out) })
-	return &out, err
+	req.Model = cmp.Or(req.Model, c.model())
+	return postRaw[openaiwire.ChatResponse](ctx, c, "/v1/chat/completions", req)
 }
 
 // Complete sends a raw completions request.
 func (c *Client) Complete(ctx context.Context, req *openaiwire.CompletionRequest) (*openaiwire.CompletionResponse, error) {
-	if req.Model == "" {
-		req.Model = c.model()
-	}
-	var out openaiwire.CompletionResponse
-	err := c.post(ctx, "/v1/completions", req, nil, func(r io.Reader) error { return decodeJSON(r, &out) })
+	req.Model = cmp.Or(req.Model, c.model())
+	return postRaw[openaiwire.CompletionResponse](ctx, c, "/v1/completions", req)
+}
+
+// postRaw sends req to path and decodes the answer into a Resp, without
+// checks beyond JSON.
+func postRaw[Resp any](ctx context.Context, c *Client, path string, req any) (*Resp, error) {
+	var out Resp
+	err := c.post(ctx, path, req, nil, func(r io.Reader) error { return decodeJSON(r, &out) })
 	return &out, err
 }
 
@@ -541,10 +529,15 @@ type fitting struct {
 // maxTokensFor is the max_tokens to send to ep (0: none, up to the
 // context), or an error wrapping sampler.ErrPromptTooLong when a token-id
 // prompt leaves no room in ep's context. An endpoint whose context is
-// unknown gets max_tokens as asked.
+// unknown gets max_tokens as asked, but a token-id prompt must then ask
+// for a number.
 func (f *fitting) maxTokensFor(ep *endpoint, widened bool) (int, error) {
 	ctxLen := int(ep.maxLen.Load())
 	switch {
+	case ctxLen <= 0 && f.promptLen > 0 && f.maxTokens == 0:
+		// The completions API reads an absent max_tokens as 16 (vLLM's
+		// CompletionRequest default), not as "up to the context".
+		return 0, fmt.Errorf("max_tokens 0 (up to the context) with a token-id prompt needs %s's context, which its /v1/models does not report; set max_tokens", ep.url)
 	case ctxLen <= 0:
 		return f.maxTokens, nil
 	case f.promptLen > 0:

@@ -13,6 +13,7 @@ import (
 
 	"github.com/rllm-org/rllm-go/internal/fakevllm"
 	"github.com/rllm-org/rllm-go/pkg/episode"
+	"github.com/rllm-org/rllm-go/pkg/openaiwire"
 	"github.com/rllm-org/rllm-go/pkg/sampler"
 )
 
@@ -454,5 +455,28 @@ func TestConcurrentSamplesAcrossEndpoints(t *testing.T) {
 	wg.Wait()
 	if a.Stats().Requests == 0 || b.Stats().Requests == 0 || a.Stats().Requests+b.Stats().Requests != 64 {
 		t.Errorf("requests a=%d b=%d", a.Stats().Requests, b.Stats().Requests)
+	}
+}
+
+// Chat and Complete send the caller's request as it is (the client's model
+// when it names none) and decode the answer.
+func TestRawChatAndComplete(t *testing.T) {
+	s := fakevllm.New(fakevllm.Config{Record: true})
+	defer s.Close()
+	c := newTestClient(t, Options{Endpoints: []string{s.URL}})
+	ctx := context.Background()
+	chat, err := c.Chat(ctx, &openaiwire.ChatRequest{Messages: []episode.Message{{Role: "user", Content: "the cat"}},
+		Sampling: openaiwire.Sampling{TopP: 1, TopK: -1, MaxTokens: 4, N: 1}, ReturnTokenIDs: true})
+	if err != nil || len(chat.Choices) != 1 || chat.Choices[0].Message == nil || len(chat.Choices[0].TokenIDs) == 0 {
+		t.Fatalf("Chat = %+v, %v", chat, err)
+	}
+	comp, err := c.Complete(ctx, &openaiwire.CompletionRequest{Model: "fake-model", Prompt: openaiwire.Prompt{IDs: s.Vocab().Encode("the cat")},
+		Sampling: openaiwire.Sampling{TopP: 1, TopK: -1, MaxTokens: 4, N: 1}})
+	if err != nil || len(comp.Choices) != 1 || comp.Choices[0].Text == nil {
+		t.Fatalf("Complete = %+v, %v", comp, err)
+	}
+	recs := s.Requests()
+	if len(recs) != 2 || recs[0].Path != "/v1/chat/completions" || recs[1].Path != "/v1/completions" || recs[0].Body["model"] != "fake-model" {
+		t.Fatalf("requests = %+v", recs)
 	}
 }

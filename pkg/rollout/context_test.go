@@ -100,7 +100,7 @@ func newStrictServer(t *testing.T, ctxLen int, models string) *strictServer {
 			if chat {
 				json.NewEncoder(w).Encode(openaiwire.ChatResponse{ID: "c", Object: "chat.completion", Created: 1, Model: "m", Usage: usage, PromptTokenIDs: make([]int, n),
 					Choices: []openaiwire.ChatChoice{{Message: &openaiwire.ChatMessage{Role: "assistant", Content: &text}, Logprobs: &openaiwire.ChatLogprobs{Content: lps},
-						FinishReason: "length", TokenIDs: ids}}})
+						ChoiceEnd: openaiwire.ChoiceEnd{FinishReason: "length", TokenIDs: ids}}}})
 				return
 			}
 			tl := make([]float64, out)
@@ -110,7 +110,7 @@ func newStrictServer(t *testing.T, ctxLen int, models string) *strictServer {
 			}
 			json.NewEncoder(w).Encode(openaiwire.CompletionResponse{ID: "c", Object: "text_completion", Created: 1, Model: "m", Usage: usage,
 				Choices: []openaiwire.CompletionChoice{{Text: &text, Logprobs: &openaiwire.CompletionLogprobs{Tokens: toks, TokenLogprobs: tl},
-					FinishReason: "length", TokenIDs: ids, PromptTokenIDs: req.Prompt}}})
+					ChoiceEnd: openaiwire.ChoiceEnd{FinishReason: "length", TokenIDs: ids}, PromptTokenIDs: req.Prompt}}})
 		}
 	}
 	mux.HandleFunc("POST /v1/chat/completions", gen(true))
@@ -260,4 +260,28 @@ func FuzzReadModels(f *testing.F) {
 			t.Fatalf("readModels = %d, %q, %v", n, why, ids)
 		}
 	})
+}
+
+// Without a context, a token-id prompt asking for "up to the context"
+// (max_tokens 0) is refused before it is sent: the completions API would
+// read the absent max_tokens as 16.
+func TestUnknownContextTokenPromptNeedsMaxTokens(t *testing.T) {
+	s := newStrictServer(t, 128, "404")
+	c := newTestClient(t, Options{Endpoints: []string{s.URL}, Model: "m"})
+	if err := c.Check(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	req := sampler.Request{PromptIDs: make([]int, 10), Params: greedy()}
+	req.Params.MaxTokens = 0
+	_, err := c.Sample(context.Background(), req)
+	if err == nil || !strings.Contains(err.Error(), "set max_tokens") || errors.Is(err, sampler.ErrPromptTooLong) {
+		t.Fatalf("error %v, want one asking for max_tokens", err)
+	}
+	if got := s.maxTokensSent(); len(got) != 0 {
+		t.Fatalf("sent %v, want nothing sent", got)
+	}
+	req.Params.MaxTokens = 8
+	if _, err := c.Sample(context.Background(), req); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -65,11 +65,11 @@ type serverError struct {
 	Error json.RawMessage `json:"error"`
 }
 
-// check turns an error object in place of choices into the server's own
-// message and type.
-func (e serverError) check() error {
+// noChoices is the error of an answer without choices: the server's own
+// message and type when it sent an error object instead.
+func (e serverError) noChoices() error {
 	if len(e.Error) == 0 || string(e.Error) == "null" {
-		return nil
+		return invalidf("the response has no choices")
 	}
 	msg, typ := openaiwire.ErrorMessage([]byte(`{"error":` + string(e.Error) + `}`))
 	if typ != "" {
@@ -78,31 +78,31 @@ func (e serverError) check() error {
 	return invalidf("the server answered 200 with an error instead of choices: %s", msg)
 }
 
-// decodeChat decodes and checks a chat answer and returns its first choice.
-func decodeChat(body io.Reader, rules responseRules) (sampler.Response, error) {
-	var r struct {
-		leanChatResponse
-		serverError
-	}
+// decodeAnswer decodes an answer R as it streams in (see decodeJSON) and
+// checks it with check.
+func decodeAnswer[R any](body io.Reader, check func(*R) (sampler.Response, error)) (sampler.Response, error) {
+	var r R
 	if err := decodeJSON(body, &r); err != nil {
 		return sampler.Response{}, err
 	}
-	if len(r.Choices) == 0 {
-		if err := r.check(); err != nil {
-			return sampler.Response{}, err
-		}
-	}
-	return rules.chat(&r.leanChatResponse)
+	return check(&r)
+}
+
+// decodeChat decodes and checks a chat answer and returns its first choice.
+func decodeChat(body io.Reader, rules responseRules) (sampler.Response, error) {
+	return decodeAnswer(body, rules.chat)
 }
 
 // leanChatResponse is ChatResponse without the fields Sample never reads
 // (per-token bytes and alternatives): decoding them was a third of the
-// client's CPU per request.
+// client's CPU per request. Like completionAnswer, it keeps the error
+// object some servers send in place of choices.
 type leanChatResponse struct {
 	Model          string               `json:"model"`
 	Choices        []leanChatChoice     `json:"choices"`
 	PromptTokenIDs []int                `json:"prompt_token_ids"`
 	Metadata       *openaiwire.Metadata `json:"metadata"`
+	serverError
 }
 
 type leanChatChoice struct {
@@ -113,38 +113,31 @@ type leanChatChoice struct {
 			Logprob float64 `json:"logprob"`
 		} `json:"content"`
 	} `json:"logprobs"`
-	FinishReason string                `json:"finish_reason"`
-	StopReason   openaiwire.StopReason `json:"stop_reason"`
-	MatchedStop  openaiwire.StopReason `json:"matched_stop"`
-	TokenIDs     []int                 `json:"token_ids"`
+	openaiwire.ChoiceEnd
+}
+
+// completionAnswer is a completions answer as the client decodes it,
+// with the error object some servers send in place of choices.
+type completionAnswer struct {
+	openaiwire.CompletionResponse
+	serverError
 }
 
 // decodeCompletion decodes and checks a completions answer.
 func decodeCompletion(body io.Reader, rules responseRules) (sampler.Response, error) {
-	var r struct {
-		openaiwire.CompletionResponse
-		serverError
-	}
-	if err := decodeJSON(body, &r); err != nil {
-		return sampler.Response{}, err
-	}
-	if len(r.Choices) == 0 {
-		if err := r.check(); err != nil {
-			return sampler.Response{}, err
-		}
-	}
-	return rules.completion(&r.CompletionResponse)
+	return decodeAnswer(body, rules.completion)
 }
 
 func (rules responseRules) chat(r *leanChatResponse) (sampler.Response, error) {
 	if len(r.Choices) == 0 {
-		return sampler.Response{}, invalidf("the response has no choices")
+		return sampler.Response{}, r.noChoices()
 	}
 	c := r.Choices[0]
 	if c.Message == nil {
 		return sampler.Response{}, invalidf("choice 0 has no message")
 	}
-	out := sampler.Response{Model: r.Model, WeightVersion: r.Metadata.Version(), ToolCalls: c.Message.ToolCalls, FinishReason: c.FinishReason}
+	out := sampler.Response{Model: r.Model, WeightVersion: r.Metadata.Version(), ToolCalls: c.Message.ToolCalls,
+		FinishReason: c.FinishReason, StopReason: c.Stop()}
 	if c.Message.Content != nil {
 		out.Text = *c.Message.Content
 	}
@@ -153,10 +146,6 @@ func (rules responseRules) chat(r *leanChatResponse) (sampler.Response, error) {
 		out.Reasoning = *c.Message.Reasoning
 	case c.Message.ReasoningContent != nil:
 		out.Reasoning = *c.Message.ReasoningContent
-	}
-	out.StopReason = string(c.StopReason)
-	if out.StopReason == "" {
-		out.StopReason = string(c.MatchedStop)
 	}
 	var toks []string
 	var lps []float64
@@ -174,19 +163,15 @@ func (rules responseRules) chat(r *leanChatResponse) (sampler.Response, error) {
 	return rules.finish(out, prompt, c.TokenIDs, toks, lps, c.Logprobs != nil)
 }
 
-func (rules responseRules) completion(r *openaiwire.CompletionResponse) (sampler.Response, error) {
+func (rules responseRules) completion(r *completionAnswer) (sampler.Response, error) {
 	if len(r.Choices) == 0 {
-		return sampler.Response{}, invalidf("the response has no choices")
+		return sampler.Response{}, r.noChoices()
 	}
 	c := r.Choices[0]
 	if c.Text == nil {
 		return sampler.Response{}, invalidf("choice 0 has no text")
 	}
-	out := sampler.Response{Model: r.Model, WeightVersion: r.Metadata.Version(), Text: *c.Text, FinishReason: c.FinishReason}
-	out.StopReason = string(c.StopReason)
-	if out.StopReason == "" {
-		out.StopReason = string(c.MatchedStop)
-	}
+	out := sampler.Response{Model: r.Model, WeightVersion: r.Metadata.Version(), Text: *c.Text, FinishReason: c.FinishReason, StopReason: c.Stop()}
 	var toks []string
 	var lps []float64
 	if c.Logprobs != nil {

@@ -98,10 +98,10 @@ func (b *bwrap) Name() string { return BackendBwrap }
 func (b *bwrap) Close() error { return nil }
 
 func (b *bwrap) Run(ctx context.Context, req Request) (Result, error) {
-	if err := req.Check(); err != nil {
+	l, err := req.start()
+	if err != nil {
 		return Result{}, err
 	}
-	l := req.Limits.Within(DefaultLimits)
 	var total int64
 	for _, c := range req.Files {
 		total += int64(len(c))

@@ -72,10 +72,10 @@ func dockerScript(req Request) string {
 }
 
 func (d *docker) Run(ctx context.Context, req Request) (Result, error) {
-	if err := req.Check(); err != nil {
+	l, err := req.start()
+	if err != nil {
 		return Result{}, err
 	}
-	l := req.Limits.Within(DefaultLimits)
 	for name := range req.Files {
 		if strings.ContainsRune(name, '\'') {
 			return Result{}, fmt.Errorf("sandbox: docker: file name %q contains a quote", name)

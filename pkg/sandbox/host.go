@@ -37,10 +37,10 @@ func (h *host) Name() string { return BackendUnsafeHost }
 func (h *host) Close() error { return nil }
 
 func (h *host) Run(ctx context.Context, req Request) (Result, error) {
-	if err := req.Check(); err != nil {
+	l, err := req.start()
+	if err != nil {
 		return Result{}, err
 	}
-	l := req.Limits.Within(DefaultLimits)
 	dir, err := os.MkdirTemp("", "rllm-unsafe-host-*")
 	if err != nil {
 		return Result{}, err

@@ -3,6 +3,7 @@ package sandbox
 import (
 	"context"
 	"os/exec"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -111,5 +112,19 @@ func TestDockerScript(t *testing.T) {
 	out, err := cmd.Output()
 	if err != nil || string(out) != "x'y\n\x00\x01\xff\n" {
 		t.Fatalf("%q %v", out, err)
+	}
+}
+
+// TestPoolLimitsAboveDefaults: sandbox.limits larger than the defaults
+// act (a backend fills only zero fields from DefaultLimits; it used to
+// lower the configured 2 MiB of output to the default 1 MiB).
+func TestPoolLimitsAboveDefaults(t *testing.T) {
+	lim := small
+	lim.OutputBytes = 2 * DefaultLimits.OutputBytes
+	p := NewPool(backendFor(t, BackendUnsafeHost), 1, lim)
+	const n = 1_500_000
+	res, err := p.Run(context.Background(), Request{Command: []string{"head", "-c", strconv.Itoa(n), "/dev/zero"}})
+	if err != nil || res.Limit != LimitNone || len(res.Stdout) != n {
+		t.Fatalf("limit %q, %d bytes of stdout, err %v; want all %d bytes within output_kb %d", res.Limit, len(res.Stdout), err, n, lim.OutputBytes>>10)
 	}
 }

@@ -71,37 +71,55 @@ var DefaultLimits = Limits{
 // Within returns l with every zero field taken from max and every field
 // larger than max's lowered to it.
 func (l Limits) Within(max Limits) Limits {
-	pick := func(v, m int64) int64 {
+	return l.merge(max, func(v, m int64) int64 {
 		if v <= 0 || (m > 0 && v > m) {
 			return m
 		}
 		return v
-	}
+	})
+}
+
+// OrDefaults returns l with every zero field taken from DefaultLimits;
+// a field set above its default keeps its value (sandbox.limits may
+// raise any limit).
+func (l Limits) OrDefaults() Limits {
+	return l.merge(DefaultLimits, func(v, d int64) int64 {
+		if v <= 0 {
+			return d
+		}
+		return v
+	})
+}
+
+// merge combines each field of l with the same field of o by pick.
+func (l Limits) merge(o Limits, pick func(v, o int64) int64) Limits {
 	return Limits{
-		WallTime:      time.Duration(pick(int64(l.WallTime), int64(max.WallTime))),
-		CPUTime:       time.Duration(pick(int64(l.CPUTime), int64(max.CPUTime))),
-		MemoryBytes:   pick(l.MemoryBytes, max.MemoryBytes),
-		Processes:     int(pick(int64(l.Processes), int64(max.Processes))),
-		FileSizeBytes: pick(l.FileSizeBytes, max.FileSizeBytes),
-		OutputBytes:   pick(l.OutputBytes, max.OutputBytes),
+		WallTime:      time.Duration(pick(int64(l.WallTime), int64(o.WallTime))),
+		CPUTime:       time.Duration(pick(int64(l.CPUTime), int64(o.CPUTime))),
+		MemoryBytes:   pick(l.MemoryBytes, o.MemoryBytes),
+		Processes:     int(pick(int64(l.Processes), int64(o.Processes))),
+		FileSizeBytes: pick(l.FileSizeBytes, o.FileSizeBytes),
+		OutputBytes:   pick(l.OutputBytes, o.OutputBytes),
 	}
 }
 
-// Check reports the first limit that is not positive.
+// Check reports the first limit that is not positive, by its key under
+// sandbox.limits.
 func (l Limits) Check() error {
-	switch {
-	case l.WallTime <= 0:
-		return fmt.Errorf("wall_time_s must be positive")
-	case l.CPUTime <= 0:
-		return fmt.Errorf("cpu_time_s must be positive")
-	case l.MemoryBytes <= 0:
-		return fmt.Errorf("memory_mb must be positive")
-	case l.Processes <= 0:
-		return fmt.Errorf("processes must be positive")
-	case l.FileSizeBytes <= 0:
-		return fmt.Errorf("file_size_mb must be positive")
-	case l.OutputBytes <= 0:
-		return fmt.Errorf("output_kb must be positive")
+	for _, f := range []struct {
+		key   string
+		value int64
+	}{
+		{"wall_time_s", int64(l.WallTime)},
+		{"cpu_time_s", int64(l.CPUTime)},
+		{"memory_mb", l.MemoryBytes},
+		{"processes", int64(l.Processes)},
+		{"file_size_mb", l.FileSizeBytes},
+		{"output_kb", l.OutputBytes},
+	} {
+		if f.value <= 0 {
+			return fmt.Errorf("%s must be positive", f.key)
+		}
 	}
 	return nil
 }
@@ -117,6 +135,16 @@ type Request struct {
 	Stdin []byte
 	// Limits tighten the pool's limits for this run (zero: the pool's).
 	Limits Limits
+}
+
+// start begins every backend's Run: it checks the request and returns
+// the limits the run gets: the request's (which the pool has already
+// bounded by sandbox.limits), with DefaultLimits for any left zero.
+func (r Request) start() (Limits, error) {
+	if err := r.Check(); err != nil {
+		return Limits{}, err
+	}
+	return r.Limits.OrDefaults(), nil
 }
 
 // Check validates the request's shape (not its content, which is

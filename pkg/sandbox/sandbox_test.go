@@ -199,6 +199,32 @@ func TestRequestCheck(t *testing.T) {
 	}
 }
 
+// TestLimitsCheck: each limit that is not positive is named by its key,
+// the first one in the order of the struct.
+func TestLimitsCheck(t *testing.T) {
+	tests := []struct {
+		zero func(*Limits)
+		want string
+	}{
+		{func(l *Limits) {}, ""},
+		{func(l *Limits) { l.WallTime = 0 }, "wall_time_s must be positive"},
+		{func(l *Limits) { l.CPUTime = -time.Second }, "cpu_time_s must be positive"},
+		{func(l *Limits) { l.MemoryBytes = 0 }, "memory_mb must be positive"},
+		{func(l *Limits) { l.Processes = -1 }, "processes must be positive"},
+		{func(l *Limits) { l.FileSizeBytes = 0 }, "file_size_mb must be positive"},
+		{func(l *Limits) { l.OutputBytes = 0 }, "output_kb must be positive"},
+		{func(l *Limits) { l.Processes, l.CPUTime = 0, 0 }, "cpu_time_s must be positive"},
+	}
+	for _, tt := range tests {
+		l := DefaultLimits
+		tt.zero(&l)
+		err := l.Check()
+		if (err == nil) != (tt.want == "") || err != nil && err.Error() != tt.want {
+			t.Errorf("%+v: %v, want %q", l, err, tt.want)
+		}
+	}
+}
+
 func TestConfigCheck(t *testing.T) {
 	tests := []struct {
 		c   Config

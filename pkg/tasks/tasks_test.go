@@ -27,10 +27,10 @@ import (
 
 func TestBuiltinsRegistered(t *testing.T) {
 	for _, name := range []string{"math", "countdown", "arith", "search", "frozenlake"} {
-		if _, err := agent.Lookup(name); err != nil {
+		if _, err := agent.Registry.Lookup(name); err != nil {
 			t.Error(err)
 		}
-		if _, err := env.Lookup(name); err != nil {
+		if _, err := env.Registry.Lookup(name); err != nil {
 			t.Error(err)
 		}
 	}

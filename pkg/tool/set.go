@@ -47,7 +47,7 @@ func Check(c Config) error {
 		errs = append(errs, &usererr.Error{Subject: "tools.call_timeout_s", Msg: fmt.Sprintf("is %g; use a positive number of seconds (0 for the default 60)", c.CallTimeoutS)})
 	}
 	for i, name := range c.Builtin {
-		if _, err := Lookup(name); err != nil {
+		if _, err := Registry.Lookup(name); err != nil {
 			var ue *usererr.Error
 			if errors.As(err, &ue) {
 				ue.Subject = fmt.Sprintf("tools.builtin[%d]", i)
@@ -55,7 +55,7 @@ func Check(c Config) error {
 			errs = append(errs, err)
 		} else if _, given := c.Args[name]; !given {
 			// Checks what the tool needs to run (python: a sandbox).
-			if _, _, err := tools.Resolve(name, fmt.Sprintf("tools.builtin[%d]", i), nil); err != nil {
+			if _, _, err := Registry.Resolve(name, fmt.Sprintf("tools.builtin[%d]", i), nil); err != nil {
 				errs = append(errs, err)
 			}
 		}
@@ -67,7 +67,7 @@ func Check(c Config) error {
 		}
 		args, err := builtinArgs(name, raw)
 		if err == nil {
-			_, _, err = tools.Resolve(name, "tools.args."+name, args)
+			_, _, err = Registry.Resolve(name, "tools.args."+name, args)
 		}
 		if err != nil {
 			errs = append(errs, err)
@@ -112,7 +112,7 @@ func Open(ctx context.Context, c Config) (*Set, error) {
 		if args != nil {
 			key = "tools.args." + name
 		}
-		t, err := New(name, key, args)
+		t, err := registry.Build(Registry, name, key, args)
 		if err != nil {
 			var ue *usererr.Error
 			if errors.As(err, &ue) && ue.Subject == "tool.name" {

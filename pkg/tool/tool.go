@@ -44,25 +44,11 @@ type Factory func(args registry.Values) (Tool, error)
 // Definition registers a tool.
 type Definition = registry.Entry[Factory]
 
-var tools = registry.New[Factory]("tool")
+// Registry holds the built-in tools selectable by name (tools.builtin).
+var Registry = registry.New[Factory]("tool")
 
 // Register makes a tool selectable by name. Call it from init().
-func Register(d Definition) { tools.Register(d) }
-
-// Lookup returns the definition registered under name.
-func Lookup(name string) (Definition, error) { return tools.Lookup(name) }
-
-// List describes every registered tool.
-func List() []registry.Info { return tools.List() }
-
-// New builds tool name; keyPrefix is the config path of args.
-func New(name, keyPrefix string, args map[string]any) (Tool, error) {
-	d, v, err := tools.Resolve(name, keyPrefix, args)
-	if err != nil {
-		return nil, err
-	}
-	return d.New(v)
-}
+func Register(d Definition) { Registry.Register(d) }
 
 func init() {
 	Register(Definition{

@@ -16,6 +16,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/rllm-org/rllm-go/pkg/registry"
 	"github.com/rllm-org/rllm-go/pkg/usererr"
 )
 
@@ -78,7 +79,7 @@ func testServer() *mcp.Server {
 }
 
 func TestCalculator(t *testing.T) {
-	c, err := New("calculator", "tools", nil)
+	c, err := registry.Build(Registry, "calculator", "tools", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,6 +26,15 @@ type metricsSink struct {
 	w       *bufio.Writer
 	console bool
 	opts    Options
+	// vals are the validations a resumed run kept from before (step
+	// order), for the run's summary.
+	vals []stepMetrics
+}
+
+// stepMetrics is one record of metrics.jsonl.
+type stepMetrics struct {
+	step int
+	m    map[string]float64
 }
 
 // MetricsFile is the name of the metrics log in trainer.default_local_dir.
@@ -47,9 +56,11 @@ func openMetrics(p *Plan, opts Options, resumedAt int) (*metricsSink, error) {
 	path := filepath.Join(dir, MetricsFile)
 	flags := os.O_CREATE | os.O_WRONLY | os.O_TRUNC
 	if resumedAt >= 0 {
-		if err := truncateMetrics(path, resumedAt); err != nil {
+		vals, err := truncateMetrics(path, resumedAt)
+		if err != nil {
 			return nil, err
 		}
+		s.vals = vals
 		flags = os.O_CREATE | os.O_WRONLY | os.O_APPEND
 	}
 	f, err := os.OpenFile(path, flags, atomicfile.FileMode)
@@ -61,15 +72,16 @@ func openMetrics(p *Plan, opts Options, resumedAt int) (*metricsSink, error) {
 }
 
 // truncateMetrics rewrites path keeping the complete records whose step is
-// at most step, in order.
-func truncateMetrics(path string, step int) error {
+// at most step, in order, and returns the validations among them.
+func truncateMetrics(path string, step int) ([]stepMetrics, error) {
 	b, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil
+		return nil, nil
 	}
 	if err != nil {
-		return err
+		return nil, err
 	}
+	var vals []stepMetrics
 	var keep bytes.Buffer
 	for len(b) > 0 {
 		i := bytes.IndexByte(b, '\n')
@@ -79,16 +91,33 @@ func truncateMetrics(path string, step int) error {
 		line := b[:i+1]
 		b = b[i+1:]
 		var rec struct {
-			Step *int `json:"step"`
+			Step *int     `json:"step"`
+			Val  *float64 `json:"val/pass@1"`
 		}
 		if json.Unmarshal(line, &rec) != nil || rec.Step == nil {
 			continue
 		}
 		if *rec.Step <= step {
 			keep.Write(line)
+			if rec.Val != nil {
+				vals = append(vals, stepMetrics{step: *rec.Step, m: numbers(line)})
+			}
 		}
 	}
-	return atomicfile.WriteFile(path, keep.Bytes())
+	return vals, atomicfile.WriteFile(path, keep.Bytes())
+}
+
+// numbers are the numeric fields of a metrics.jsonl record.
+func numbers(line []byte) map[string]float64 {
+	var all map[string]any
+	json.Unmarshal(line, &all)
+	m := make(map[string]float64, len(all))
+	for k, v := range all {
+		if f, ok := v.(float64); ok && k != "step" {
+			m[k] = f
+		}
+	}
+	return m
 }
 
 // write records one step's metrics; non-finite values are written as null

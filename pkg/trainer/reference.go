@@ -59,19 +59,14 @@ func (t *Trainer) openReference(ctx context.Context, resumed bool) error {
 // referenceLogprobs fills every trained sample's RefLogprobs with the
 // reference policy's logprob of each response token.
 func referenceLogprobs(ctx context.Context, ref backend.TrainingBackend, mini [][]*Sample) error {
-	ce := backend.Loss{Name: backend.LossCrossEntropy}
 	for _, mb := range mini {
-		datums := make([]backend.Datum, len(mb))
-		for i, s := range mb {
-			datums[i] = datumOf(&s.Sequence)
-		}
-		out, err := ref.Forward(ctx, datums, ce).Result(ctx)
+		outs, err := forward(ctx, ref, datumsOf(mb))
 		if err != nil {
 			return err
 		}
 		for i, s := range mb {
 			p := len(s.PromptIDs) - 1
-			s.RefLogprobs = append([]float64(nil), out.LossFnOutputs[i].Logprobs[p:p+len(s.ResponseIDs)]...)
+			s.RefLogprobs = append([]float64(nil), outs[i].Logprobs[p:p+len(s.ResponseIDs)]...)
 		}
 	}
 	return nil

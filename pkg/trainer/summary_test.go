@@ -61,3 +61,36 @@ func TestValSummary(t *testing.T) {
 		t.Errorf("best %+v", b)
 	}
 }
+
+// A resumed run's last line starts at the run's first validation, read
+// back from metrics.jsonl, not at the first one after the resume.
+func TestValSummaryAfterResume(t *testing.T) {
+	over := []string{"trainer.val_before_train=true", "trainer.test_freq=1", "trainer.save_freq=1"}
+	c := smallConfig(t, append(over, "trainer.total_training_steps=2")...)
+	train := func() *Result {
+		tr, err := New(context.Background(), c, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tr.Close()
+		res, err := tr.Train(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	first := train()
+	three := 3
+	c.Trainer.TotalTrainingSteps = &three
+	res := train()
+	if first.firstValStep != 0 || res.firstValStep != 0 || res.FirstVal["val/pass@1"] != first.FirstVal["val/pass@1"] {
+		t.Fatalf("first validation after resume: step %d %v, want step 0 %v", res.firstValStep, res.FirstVal, first.FirstVal)
+	}
+	got, _ := res.valSummary()
+	if !strings.HasPrefix(got, "validation pass@1: ") || !strings.Contains(got, "at step 0 -> ") || !strings.Contains(got, "at step 3;") {
+		t.Errorf("summary %q, want it from step 0 to step 3", got)
+	}
+	if res.best.step > 3 || (res.best.passAt1 < first.best.passAt1) {
+		t.Errorf("best %+v after resume, before %+v", res.best, first.best)
+	}
+}

@@ -209,6 +209,9 @@ func (t *Trainer) Train(ctx context.Context) (*Result, error) {
 	if err := t.start(ctx); err != nil {
 		return nil, err
 	}
+	for _, v := range t.metrics.vals {
+		res.noteVal(v.step, v.m) // a resumed run's summary starts where the run did
+	}
 	defer t.stopAsync()
 	if t.plan.Cadence.ValOnly || (t.plan.Cadence.ValBeforeTrain && t.step == 0) {
 		if len(t.val) > 0 {

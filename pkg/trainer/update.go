@@ -23,6 +23,29 @@ func datumOf(s *rollout.Sequence) backend.Datum {
 	}
 }
 
+// datumsOf is the datums of mb's sequences (datumOf).
+func datumsOf(mb []*Sample) []backend.Datum {
+	datums := make([]backend.Datum, len(mb))
+	for i, s := range mb {
+		datums[i] = datumOf(&s.Sequence)
+	}
+	return datums
+}
+
+// forward runs datums through be with cross_entropy and no gradient: an
+// output per datum with the logprob of every target token (and the
+// entropies when the backend gives them).
+func forward(ctx context.Context, be backend.TrainingBackend, datums []backend.Datum) ([]backend.LossFnOutput, error) {
+	fwd, err := be.Forward(ctx, datums, backend.Loss{Name: backend.LossCrossEntropy}).Result(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if len(fwd.LossFnOutputs) != len(datums) {
+		return nil, fmt.Errorf("the backend's forward returned %d outputs for %d sequences", len(fwd.LossFnOutputs), len(datums))
+	}
+	return fwd.LossFnOutputs, nil
+}
+
 // miniBatches splits the groups into mini-batches of `tasks` groups each
 // (actor.ppo_mini_batch_size), keeping only the samples that train.
 func miniBatches(groups []Group, tasks int) [][]*Sample {
@@ -131,9 +154,8 @@ func updateBuiltin(ctx context.Context, be backend.TrainingBackend, p *UpdatePla
 			if err := ppo.AggregationWeights(in.Mask, in.Offsets, p.Loss.AggMode, p.Loss.NormLength, agg); err != nil {
 				return st, err
 			}
-			datums := make([]backend.Datum, len(mb))
+			datums := datumsOf(mb)
 			for i, s := range mb {
-				datums[i] = datumOf(&s.Sequence)
 				n, q := len(datums[i].LossFnInputs.TargetTokens), len(s.PromptIDs)-1
 				lp, adv := make([]float64, n), make([]float64, n)
 				for j := range s.ResponseIDs {
@@ -291,7 +313,6 @@ type UpdateStats struct {
 // optimizer step queued behind it before waiting (as the cookbook does).
 func update(ctx context.Context, be backend.TrainingBackend, p *UpdatePlan, mini [][]*Sample, adam backend.AdamParams) (UpdateStats, error) {
 	var st UpdateStats
-	ce := backend.Loss{Name: backend.LossCrossEntropy}
 	if p.Builtin != "" {
 		return updateBuiltin(ctx, be, p, mini, adam)
 	}
@@ -301,10 +322,7 @@ func update(ctx context.Context, be backend.TrainingBackend, p *UpdatePlan, mini
 	}
 	for epoch := 0; epoch < p.Epochs; epoch++ {
 		for k, mb := range mini {
-			datums := make([]backend.Datum, len(mb))
-			for i, s := range mb {
-				datums[i] = datumOf(&s.Sequence)
-			}
+			datums := datumsOf(mb)
 			if prox != nil && epoch == 0 && k == 0 {
 				// π_old is the policy as the update starts: its forward pass
 				// is also the first mini-batch's current one.
@@ -326,12 +344,8 @@ func update(ctx context.Context, be backend.TrainingBackend, p *UpdatePlan, mini
 			var outs []backend.LossFnOutput
 			if skipForward {
 				outs = samplingOutputs(mb)
-			} else {
-				fwd, err := be.Forward(ctx, datums, ce).Result(ctx)
-				if err != nil {
-					return st, err
-				}
-				outs = fwd.LossFnOutputs
+			} else if outs, err = forward(ctx, be, datums); err != nil {
+				return st, err
 			}
 			var px []backend.LossFnOutput
 			if prox != nil {
@@ -428,21 +442,13 @@ func proximalLogprobs(ctx context.Context, be backend.TrainingBackend, p *Update
 	if !p.Correction.Decoupled {
 		return nil, nil
 	}
-	ce := backend.Loss{Name: backend.LossCrossEntropy}
 	prox := make([][]backend.LossFnOutput, len(mini))
 	for k, mb := range mini {
-		datums := make([]backend.Datum, len(mb))
-		for i, s := range mb {
-			datums[i] = datumOf(&s.Sequence)
-		}
-		fwd, err := be.Forward(ctx, datums, ce).Result(ctx)
+		outs, err := forward(ctx, be, datumsOf(mb))
 		if err != nil {
 			return nil, fmt.Errorf("the proximal policy's logprobs (algorithm.rollout_correction.bypass_mode=false): %w", err)
 		}
-		if len(fwd.LossFnOutputs) != len(mb) {
-			return nil, fmt.Errorf("the backend's forward returned %d outputs for %d sequences", len(fwd.LossFnOutputs), len(mb))
-		}
-		prox[k] = fwd.LossFnOutputs
+		prox[k] = outs
 	}
 	return prox, nil
 }

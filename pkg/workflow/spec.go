@@ -59,7 +59,7 @@ func AgentFor(agentName, envName string) string {
 	if agentName != "" {
 		return agentName
 	}
-	if _, err := agent.Lookup(envName); err == nil {
+	if _, err := agent.Registry.Lookup(envName); err == nil {
 		return envName
 	}
 	return "chat"

@@ -70,27 +70,18 @@ type Factory func(args registry.Values, deps Deps) (Workflow, error)
 // Definition registers a workflow.
 type Definition = registry.Entry[Factory]
 
-var workflows = registry.New[Factory]("workflow")
+// Registry holds the workflows selectable by workflow.name.
+var Registry = registry.New[Factory]("workflow")
 
 // Register makes a workflow selectable by name. Call it from init().
-func Register(d Definition) { workflows.Register(d) }
-
-// Lookup returns the definition registered under name.
-func Lookup(name string) (Definition, error) { return workflows.Lookup(name) }
-
-// List describes every registered workflow.
-func List() []registry.Info { return workflows.List() }
+func Register(d Definition) { Registry.Register(d) }
 
 // New builds workflow name with args (the workflow.args config map). It
 // validates everything it can before any episode runs: the workflow, and
 // for the built-ins the agent and env names and args. Mistakes are
 // user errors (pkg/usererr, exit code 2) naming the config key.
 func New(name string, args map[string]any, deps Deps) (Workflow, error) {
-	d, err := Lookup(name)
-	if err != nil {
-		return nil, err
-	}
-	v, err := d.Resolve("workflow.args", args)
+	d, v, err := Registry.Resolve(name, "workflow.args", args)
 	if err != nil {
 		return nil, err
 	}

@@ -19,6 +19,8 @@ import (
 	"strings"
 
 	"github.com/rllm-org/rllm-go/internal/atomicfile"
+	"github.com/rllm-org/rllm-go/internal/ctxsleep"
+	"github.com/rllm-org/rllm-go/pkg/backend/tinker/wire"
 	"github.com/rllm-org/rllm-go/pkg/usererr"
 )
 
@@ -32,7 +34,7 @@ func (c *Client) ArchiveURL(ctx context.Context, tinkerPath string) (string, err
 	if err != nil {
 		return "", usererr.Wrap(err)
 	}
-	route := CheckpointPath(run, kind, name) + "/archive"
+	route := wire.CheckpointPath(run, kind, name) + "/archive"
 	noRedirect := *c.http
 	noRedirect.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	for attempt := 0; ; attempt++ {
@@ -50,7 +52,7 @@ func (c *Client) ArchiveURL(ctx context.Context, tinkerPath string) (string, err
 			}
 			return "", c.classify(err)
 		}
-		if err := sleep(ctx, c.backoff(attempt+1, err)); err != nil {
+		if err := ctxsleep.Sleep(ctx, c.backoff(attempt+1, err)); err != nil {
 			return "", err
 		}
 	}
@@ -191,7 +193,7 @@ func (c *Client) openDownload(ctx context.Context, loc string) (io.ReadCloser, e
 		if !isRetryable(err) || attempt >= c.opts.MaxRetries {
 			return nil, fmt.Errorf("downloading the checkpoint archive: %w", c.classify(err))
 		}
-		if err := sleep(ctx, c.backoff(attempt+1, err)); err != nil {
+		if err := ctxsleep.Sleep(ctx, c.backoff(attempt+1, err)); err != nil {
 			return nil, err
 		}
 	}

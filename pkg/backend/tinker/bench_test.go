@@ -8,6 +8,7 @@ import (
 
 	"github.com/rllm-org/rllm-go/internal/faketinker"
 	"github.com/rllm-org/rllm-go/pkg/backend"
+	"github.com/rllm-org/rllm-go/pkg/backend/tinker/wire"
 )
 
 // bigBatch is 512 episodes of 4,096 tokens with sampling logprobs,
@@ -48,7 +49,7 @@ func BenchmarkEncodeBatch(b *testing.B) {
 		if err := validateDatums(data, loss, 32768, 0); err != nil {
 			b.Fatal(err)
 		}
-		head, tail := encodeTrainingBody(PathForwardBackward, "model-1", data, loss)
+		head, tail := encodeTrainingBody(wire.PathForwardBackward, "model-1", data, loss)
 		size = len(head) + len(tail)
 	}
 	b.SetBytes(int64(size))
@@ -62,7 +63,7 @@ func BenchmarkEncodeBatchStdJSON(b *testing.B) {
 	b.ReportAllocs()
 	var size int
 	for b.Loop() {
-		wire := make([]WireDatum, len(data))
+		datums := make([]wire.WireDatum, len(data))
 		for i, d := range data {
 			n := len(d.Input)
 			tt := make([]float64, n)
@@ -73,15 +74,15 @@ func BenchmarkEncodeBatchStdJSON(b *testing.B) {
 				adv[j] = float64(float32(d.LossFnInputs.Advantages[j] * d.LossFnInputs.Mask[j]))
 				lp[j] = float64(float32(d.LossFnInputs.Logprobs[j]))
 			}
-			wire[i] = WireDatum{ModelInput: ModelInput{Chunks: []ModelInputChunk{{Type: "encoded_text", Tokens: d.Input}}},
-				LossFnInputs: map[string]TensorData{
+			datums[i] = wire.WireDatum{ModelInput: wire.ModelInput{Chunks: []wire.ModelInputChunk{{Type: "encoded_text", Tokens: d.Input}}},
+				LossFnInputs: map[string]wire.TensorData{
 					"target_tokens": {Data: tt, Dtype: "int64", Shape: []int{n}},
 					"logprobs":      {Data: lp, Dtype: "float32", Shape: []int{n}},
 					"advantages":    {Data: adv, Dtype: "float32", Shape: []int{n}},
 				}}
 		}
-		body, err := json.Marshal(ForwardBackwardRequest{Type: PathForwardBackward, ModelID: "model-1", SeqID: 1,
-			ForwardBackwardInput: &ForwardBackwardInput{Data: wire, LossFn: "ppo"}})
+		body, err := json.Marshal(wire.ForwardBackwardRequest{Type: wire.PathForwardBackward, ModelID: "model-1", SeqID: 1,
+			ForwardBackwardInput: &wire.ForwardBackwardInput{Data: datums, LossFn: "ppo"}})
 		if err != nil {
 			b.Fatal(err)
 		}

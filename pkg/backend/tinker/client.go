@@ -15,6 +15,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rllm-org/rllm-go/internal/ctxsleep"
+	"github.com/rllm-org/rllm-go/pkg/backend/tinker/wire"
 	"github.com/rllm-org/rllm-go/pkg/usererr"
 )
 
@@ -91,7 +93,7 @@ func NewClient(opts ClientOptions) (*Client, error) {
 	if hc == nil {
 		hc = &http.Client{}
 	}
-	return &Client{base: u, api: u.String() + APIPrefix, key: opts.APIKey, source: opts.KeySource, http: hc, opts: opts}, nil
+	return &Client{base: u, api: u.String() + wire.APIPrefix, key: opts.APIKey, source: opts.KeySource, http: hc, opts: opts}, nil
 }
 
 // BaseURL is the service URL (it holds no secret).
@@ -271,17 +273,6 @@ func (c *Client) backoff(n int, err error) time.Duration {
 	return d*3/4 + time.Duration(rand.Int64N(int64(d/2)+1))
 }
 
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
 // call sends a request, retrying 408, 429, 5xx and dropped connections
 // up to MaxRetries times, and maps the final failure to a readable error.
 //
@@ -316,7 +307,7 @@ func (c *Client) call(ctx context.Context, method, path string, body ...[]byte) 
 		}
 		d := c.backoff(attempt+1, err)
 		c.logf("%s: %v; retrying in %s", path, err, d.Round(time.Millisecond))
-		if err := sleep(ctx, d); err != nil {
+		if err := ctxsleep.Sleep(ctx, d); err != nil {
 			return fail(err)
 		}
 	}
@@ -396,14 +387,14 @@ func requestError(path, msg, category string) error {
 }
 
 // submit posts a queued call and returns its request id.
-func (c *Client) submit(ctx context.Context, path string, body ...[]byte) (SubmitResponse, error) {
+func (c *Client) submit(ctx context.Context, path string, body ...[]byte) (wire.SubmitResponse, error) {
 	data, err := c.call(ctx, http.MethodPost, path, body...)
 	if err != nil {
-		return SubmitResponse{}, err
+		return wire.SubmitResponse{}, err
 	}
-	var s SubmitResponse
+	var s wire.SubmitResponse
 	if err := json.Unmarshal(data, &s); err != nil || s.RequestID == "" {
-		return SubmitResponse{}, fmt.Errorf("%s: the answer has no request_id: %s", path, c.serverMessage(data))
+		return wire.SubmitResponse{}, fmt.Errorf("%s: the answer has no request_id: %s", path, c.serverMessage(data))
 	}
 	return s, nil
 }
@@ -417,8 +408,8 @@ func (c *Client) await(ctx context.Context, path, requestID string, resubmit fun
 	pending := 0
 	lastState := ""
 	for {
-		body, _ := json.Marshal(RetrieveFutureRequest{RequestID: requestID})
-		data, err := c.once(ctx, http.MethodPost, PathRetrieveFuture, body)
+		body, _ := json.Marshal(wire.RetrieveFutureRequest{RequestID: requestID})
+		data, err := c.once(ctx, http.MethodPost, wire.PathRetrieveFuture, body)
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
@@ -441,7 +432,7 @@ func (c *Client) await(ctx context.Context, path, requestID string, resubmit fun
 				}
 				lastState = probe.QueueState
 				pending++
-				if err := sleep(ctx, c.pollDelay(pending)); err != nil {
+				if err := ctxsleep.Sleep(ctx, c.pollDelay(pending)); err != nil {
 					return nil, err
 				}
 				continue
@@ -458,7 +449,7 @@ func (c *Client) await(ctx context.Context, path, requestID string, resubmit fun
 			// The long poll ended without a result (the server's 408, or
 			// our request_timeout_s): poll again.
 			pending++
-			if err := sleep(ctx, c.pollDelay(pending)); err != nil {
+			if err := ctxsleep.Sleep(ctx, c.pollDelay(pending)); err != nil {
 				return nil, err
 			}
 		case errors.As(err, &he) && he.Status == http.StatusGone:
@@ -479,7 +470,7 @@ func (c *Client) await(ctx context.Context, path, requestID string, resubmit fun
 			}
 			d := c.backoff(fails, err)
 			c.logf("waiting for %s: %v; retrying in %s", path, err, d.Round(time.Millisecond))
-			if err := sleep(ctx, d); err != nil {
+			if err := ctxsleep.Sleep(ctx, d); err != nil {
 				return nil, err
 			}
 		case errors.As(err, &he) && he.Status == http.StatusBadRequest && bad < badRequestRetries:
@@ -489,7 +480,7 @@ func (c *Client) await(ctx context.Context, path, requestID string, resubmit fun
 			bad++
 			d := c.backoff(bad, err)
 			c.logf("waiting for %s: %v; asking again in %s", path, err, d.Round(time.Millisecond))
-			if err := sleep(ctx, d); err != nil {
+			if err := ctxsleep.Sleep(ctx, d); err != nil {
 				return nil, err
 			}
 		default:
@@ -523,14 +514,14 @@ func (c *Client) invoke(ctx context.Context, path string, body []byte) (json.Raw
 }
 
 // Capabilities asks the server which base models and losses it serves.
-func (c *Client) Capabilities(ctx context.Context) (Capabilities, error) {
-	data, err := c.call(ctx, http.MethodGet, PathCapabilities)
+func (c *Client) Capabilities(ctx context.Context) (wire.Capabilities, error) {
+	data, err := c.call(ctx, http.MethodGet, wire.PathCapabilities)
 	if err != nil {
-		return Capabilities{}, err
+		return wire.Capabilities{}, err
 	}
-	var caps Capabilities
+	var caps wire.Capabilities
 	if err := json.Unmarshal(data, &caps); err != nil {
-		return Capabilities{}, fmt.Errorf("%s at %s: the answer is not {supported_models: [...]}: %v", PathCapabilities, c.BaseURL(), err)
+		return wire.Capabilities{}, fmt.Errorf("%s at %s: the answer is not {supported_models: [...]}: %v", wire.PathCapabilities, c.BaseURL(), err)
 	}
 	return caps, nil
 }

@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/rllm-org/rllm-go/pkg/backend"
+	"github.com/rllm-org/rllm-go/pkg/backend/tinker/wire"
 	"github.com/rllm-org/rllm-go/pkg/usererr"
 )
 
@@ -110,7 +111,7 @@ func encodeTrainingBody(path, modelID string, data []backend.Datum, loss backend
 	head = append(head, `,"seq_id":`...)
 
 	key := "forward_backward_input"
-	if path == PathForward {
+	if path == wire.PathForward {
 		key = "forward_input"
 	}
 	var end []byte
@@ -262,7 +263,7 @@ func appendTensorProduct(b []byte, n int, xs, mask []float64, def float64) []byt
 // decodeOutputs maps the server's loss_fn_outputs back onto the datums:
 // logprobs per target token, and the elementwise loss (computed here from
 // the logprobs with backend.Loss.Token when the server leaves it out).
-func decodeOutputs(path string, res ForwardBackwardResult, data []backend.Datum, loss backend.Loss) (backend.ForwardBackwardOutput, error) {
+func decodeOutputs(path string, res wire.ForwardBackwardResult, data []backend.Datum, loss backend.Loss) (backend.ForwardBackwardOutput, error) {
 	if len(res.LossFnOutputs) != len(data) {
 		return backend.ForwardBackwardOutput{}, fmt.Errorf("%s: the server returned %d loss_fn_outputs for %d datums", path, len(res.LossFnOutputs), len(data))
 	}

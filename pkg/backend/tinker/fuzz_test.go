@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/rllm-org/rllm-go/pkg/backend"
+	"github.com/rllm-org/rllm-go/pkg/backend/tinker/wire"
 )
 
 // FuzzExtractAdapter: any download is unpacked or refused, never
@@ -43,7 +44,7 @@ func FuzzDecodeResults(f *testing.F) {
 				}
 			}
 		}
-		var fb ForwardBackwardResult
+		var fb wire.ForwardBackwardResult
 		if json.Unmarshal(data, &fb) == nil {
 			d := []backend.Datum{{Input: []int{1, 2}, LossFnInputs: backend.LossFnInputs{TargetTokens: []int{2, 3}}}}
 			out, err := decodeOutputs("forward", fb, d, backend.Loss{Name: backend.LossCrossEntropy})
@@ -51,7 +52,7 @@ func FuzzDecodeResults(f *testing.F) {
 				t.Fatal("accepted outputs of the wrong length")
 			}
 		}
-		var caps Capabilities
+		var caps wire.Capabilities
 		_ = json.Unmarshal(data, &caps)
 		_, _ = ParseCheckpoint("tinker.json", data)
 	})

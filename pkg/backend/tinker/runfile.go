@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/rllm-org/rllm-go/internal/atomicfile"
+	"github.com/rllm-org/rllm-go/pkg/backend/tinker/wire"
 	"github.com/rllm-org/rllm-go/pkg/runs"
 	"github.com/rllm-org/rllm-go/pkg/usererr"
 )
@@ -131,7 +132,7 @@ func (b *Backend) DeleteCheckpoint(ctx context.Context, dir string) error {
 		if p == "" || err != nil {
 			continue
 		}
-		_, err = b.c.call(ctx, http.MethodDelete, CheckpointPath(run, kind, name))
+		_, err = b.c.call(ctx, http.MethodDelete, wire.CheckpointPath(run, kind, name))
 		var he *HTTPError
 		if err != nil && !(errors.As(err, &he) && he.Status == http.StatusNotFound) {
 			errs = append(errs, fmt.Errorf("deleting %s: %w", p, err))

@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"github.com/rllm-org/rllm-go/pkg/backend"
+	"github.com/rllm-org/rllm-go/pkg/backend/tinker/wire"
 	"github.com/rllm-org/rllm-go/pkg/sampler"
 	"github.com/rllm-org/rllm-go/pkg/usererr"
 )
@@ -39,7 +40,7 @@ func (s *Sampler) Sample(ctx context.Context, req backend.SampleRequest) (backen
 	if err != nil {
 		return backend.SampleResult{}, err
 	}
-	raw, err := s.c.invoke(ctx, PathSample, body)
+	raw, err := s.c.invoke(ctx, wire.PathSample, body)
 	if err != nil {
 		return backend.SampleResult{}, err
 	}
@@ -93,11 +94,11 @@ func (s *Sampler) requestBody(req backend.SampleRequest) ([]byte, error) {
 	case len(p.Stop) > 0:
 		stop = p.Stop
 	}
-	return json.Marshal(SampleRequestWire{
+	return json.Marshal(wire.SampleRequestWire{
 		Type:       "sample",
-		Prompt:     ModelInput{Chunks: []ModelInputChunk{{Type: "encoded_text", Tokens: req.Prompt}}},
+		Prompt:     wire.ModelInput{Chunks: []wire.ModelInputChunk{{Type: "encoded_text", Tokens: req.Prompt}}},
 		NumSamples: n,
-		SamplingParams: SamplingParamsWire{
+		SamplingParams: wire.SamplingParamsWire{
 			MaxTokens: maxTokens, Temperature: p.Temperature, TopK: topK, TopP: topP, Stop: stop, Seed: p.Seed,
 		},
 		ModelPath: s.path,
@@ -107,13 +108,13 @@ func (s *Sampler) requestBody(req backend.SampleRequest) ([]byte, error) {
 // decodeSample checks the result: as many sequences as asked, one
 // logprob per token, token ids ≥ 0, a known stop reason.
 func decodeSample(raw json.RawMessage, req backend.SampleRequest) (backend.SampleResult, error) {
-	var res SampleResultWire
+	var res wire.SampleResultWire
 	if err := json.Unmarshal(raw, &res); err != nil {
-		return backend.SampleResult{}, fmt.Errorf("%s: the result is not {sequences: [...]}: %v", PathSample, err)
+		return backend.SampleResult{}, fmt.Errorf("%s: the result is not {sequences: [...]}: %v", wire.PathSample, err)
 	}
 	want := max(req.NumSamples, 1)
 	if len(res.Sequences) != want {
-		return backend.SampleResult{}, fmt.Errorf("%s: asked for %d sequences, got %d", PathSample, want, len(res.Sequences))
+		return backend.SampleResult{}, fmt.Errorf("%s: asked for %d sequences, got %d", wire.PathSample, want, len(res.Sequences))
 	}
 	stops := map[int]bool{}
 	for _, t := range req.Params.StopTokenIDs {
@@ -122,16 +123,16 @@ func decodeSample(raw json.RawMessage, req backend.SampleRequest) (backend.Sampl
 	out := backend.SampleResult{Sequences: make([]backend.SampledSequence, len(res.Sequences))}
 	for i, seq := range res.Sequences {
 		if len(seq.Logprobs) != len(seq.Tokens) {
-			return backend.SampleResult{}, fmt.Errorf("%s: sequence %d has %d tokens but %d logprobs; training needs one logprob per token", PathSample, i, len(seq.Tokens), len(seq.Logprobs))
+			return backend.SampleResult{}, fmt.Errorf("%s: sequence %d has %d tokens but %d logprobs; training needs one logprob per token", wire.PathSample, i, len(seq.Tokens), len(seq.Logprobs))
 		}
 		for j, t := range seq.Tokens {
 			if t < 0 {
-				return backend.SampleResult{}, fmt.Errorf("%s: sequence %d token %d is %d", PathSample, i, j, t)
+				return backend.SampleResult{}, fmt.Errorf("%s: sequence %d token %d is %d", wire.PathSample, i, j, t)
 			}
 		}
 		reason := seq.StopReason
 		if reason != backend.StopReasonStop && reason != backend.StopReasonLength {
-			return backend.SampleResult{}, fmt.Errorf("%s: sequence %d has stop_reason %q; expected stop or length", PathSample, i, reason)
+			return backend.SampleResult{}, fmt.Errorf("%s: sequence %d has stop_reason %q; expected stop or length", wire.PathSample, i, reason)
 		}
 		matched := ""
 		if reason == backend.StopReasonStop && len(seq.Tokens) > 0 && stops[seq.Tokens[len(seq.Tokens)-1]] {

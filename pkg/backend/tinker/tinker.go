@@ -32,6 +32,7 @@ import (
 	"github.com/rllm-org/rllm-go/pkg/backend"
 	"github.com/rllm-org/rllm-go/pkg/backend/chatsampler"
 	"github.com/rllm-org/rllm-go/pkg/backend/local"
+	"github.com/rllm-org/rllm-go/pkg/backend/tinker/wire"
 	"github.com/rllm-org/rllm-go/pkg/config"
 	"github.com/rllm-org/rllm-go/pkg/sampler"
 	"github.com/rllm-org/rllm-go/pkg/tokenizer"
@@ -49,7 +50,7 @@ type Options struct {
 	ClientOptions
 	// BaseModel is the model to train a LoRA adapter on.
 	BaseModel string
-	LoRA      LoRAConfig
+	LoRA      wire.LoRAConfig
 	// Heartbeat is the session heartbeat period; 0 means 10 s.
 	Heartbeat time.Duration
 	// Weights, when set, is a tinker://…/weights/… path loaded (without
@@ -150,7 +151,7 @@ func Open(ctx context.Context, cfg *config.Config, o backend.OpenOptions) (backe
 			RequestTimeout: time.Duration(tk.RequestTimeoutS * float64(time.Second)),
 		},
 		BaseModel: tk.BaseModel,
-		LoRA:      LoRAConfig{Rank: tk.LoRARank, Seed: &seed, TrainUnembed: tk.TrainUnembed, TrainMLP: tk.TrainMLP, TrainAttn: tk.TrainAttn},
+		LoRA:      wire.LoRAConfig{Rank: tk.LoRARank, Seed: &seed, TrainUnembed: tk.TrainUnembed, TrainMLP: tk.TrainMLP, TrainAttn: tk.TrainAttn},
 		Heartbeat: time.Duration(tk.HeartbeatS * float64(time.Second)),
 		Weights:   weights,
 		Chat:      chatsampler.Options{ParseToolCalls: true},
@@ -319,14 +320,14 @@ func (b *Backend) loadTokenizer() error {
 }
 
 func (b *Backend) createSession(ctx context.Context) error {
-	body, _ := json.Marshal(CreateSessionRequest{Tags: []string{"rllm"}, UserMetadata: map[string]string{}, SDKVersion: "rllm-go"})
-	data, err := b.c.call(ctx, http.MethodPost, PathCreateSession, body)
+	body, _ := json.Marshal(wire.CreateSessionRequest{Tags: []string{"rllm"}, UserMetadata: map[string]string{}, SDKVersion: "rllm-go"})
+	data, err := b.c.call(ctx, http.MethodPost, wire.PathCreateSession, body)
 	if err != nil {
 		return fmt.Errorf("creating a session on %s: %w", b.c.BaseURL(), err)
 	}
-	var s CreateSessionResponse
+	var s wire.CreateSessionResponse
 	if err := json.Unmarshal(data, &s); err != nil || s.SessionID == "" {
-		return fmt.Errorf("%s at %s: the answer has no session_id: %s", PathCreateSession, b.c.BaseURL(), b.c.serverMessage(data))
+		return fmt.Errorf("%s at %s: the answer has no session_id: %s", wire.PathCreateSession, b.c.BaseURL(), b.c.serverMessage(data))
 	}
 	if s.ErrorMessage != "" {
 		return fmt.Errorf("the Tinker service at %s: %s", b.c.BaseURL(), b.c.redact(s.ErrorMessage))
@@ -344,7 +345,7 @@ func (b *Backend) heartbeat(ctx context.Context) {
 	defer close(b.heartbeatDone)
 	t := time.NewTicker(b.opts.Heartbeat)
 	defer t.Stop()
-	body, _ := json.Marshal(SessionRequest{SessionID: b.sessionID})
+	body, _ := json.Marshal(wire.SessionRequest{SessionID: b.sessionID})
 	failing := false
 	for {
 		select {
@@ -353,7 +354,7 @@ func (b *Backend) heartbeat(ctx context.Context) {
 		case <-t.C:
 		}
 		cctx, cancel := context.WithTimeout(ctx, 2*b.opts.Heartbeat)
-		_, err := b.c.once(cctx, http.MethodPost, PathHeartbeat, body)
+		_, err := b.c.once(cctx, http.MethodPost, wire.PathHeartbeat, body)
 		cancel()
 		if ctx.Err() != nil {
 			return
@@ -370,14 +371,14 @@ func (b *Backend) heartbeat(ctx context.Context) {
 }
 
 func (b *Backend) createModel(ctx context.Context) error {
-	body, _ := json.Marshal(CreateModelRequest{Type: "create_model", SessionID: b.sessionID, ModelSeqID: 0, BaseModel: b.opts.BaseModel, LoRAConfig: b.opts.LoRA})
-	data, err := b.c.invoke(ctx, PathCreateModel, body)
+	body, _ := json.Marshal(wire.CreateModelRequest{Type: "create_model", SessionID: b.sessionID, ModelSeqID: 0, BaseModel: b.opts.BaseModel, LoRAConfig: b.opts.LoRA})
+	data, err := b.c.invoke(ctx, wire.PathCreateModel, body)
 	if err != nil {
 		return fmt.Errorf("creating a LoRA model on %s: %w", b.opts.BaseModel, err)
 	}
-	var m ModelIDResult
+	var m wire.ModelIDResult
 	if err := json.Unmarshal(data, &m); err != nil || m.ModelID == "" {
-		return fmt.Errorf("%s: the result has no model_id: %s", PathCreateModel, b.c.serverMessage(data))
+		return fmt.Errorf("%s: the result has no model_id: %s", wire.PathCreateModel, b.c.serverMessage(data))
 	}
 	b.modelID = m.ModelID
 	b.c.logf("model %s created on %s (LoRA rank %d)", m.ModelID, b.opts.BaseModel, b.opts.LoRA.Rank)
@@ -580,12 +581,12 @@ func (b *Backend) checkLoss(loss backend.Loss) error {
 // ForwardBackward sends the datums with the loss by name and accumulates
 // the gradient on the server.
 func (b *Backend) ForwardBackward(ctx context.Context, data []backend.Datum, loss backend.Loss) *backend.Future[backend.ForwardBackwardOutput] {
-	return b.forward(ctx, PathForwardBackward, data, loss)
+	return b.forward(ctx, wire.PathForwardBackward, data, loss)
 }
 
 // Forward computes logprobs and losses without a gradient.
 func (b *Backend) Forward(ctx context.Context, data []backend.Datum, loss backend.Loss) *backend.Future[backend.ForwardBackwardOutput] {
-	return b.forward(ctx, PathForward, data, loss)
+	return b.forward(ctx, wire.PathForward, data, loss)
 }
 
 func (b *Backend) forward(ctx context.Context, path string, data []backend.Datum, loss backend.Loss) *backend.Future[backend.ForwardBackwardOutput] {
@@ -610,7 +611,7 @@ func (b *Backend) forward(ctx context.Context, path string, data []backend.Datum
 		// them).
 		head, tail := encodeTrainingBody(path, b.modelID, part, loss)
 		futures[i] = enqueue(b, ctx, path, spliceSeq(head, tail), func(raw json.RawMessage) (backend.ForwardBackwardOutput, error) {
-			var res ForwardBackwardResult
+			var res wire.ForwardBackwardResult
 			if err := json.Unmarshal(raw, &res); err != nil {
 				return backend.ForwardBackwardOutput{}, fmt.Errorf("%s: the result is not {loss_fn_outputs, metrics}: %v", path, err)
 			}
@@ -730,12 +731,12 @@ func (b *Backend) OptimStep(ctx context.Context, p backend.AdamParams) *backend.
 	if err := p.Validate(); err != nil {
 		return backend.Resolved(backend.OptimStepOutput{}, usererr.Wrap(err))
 	}
-	return enqueue(b, ctx, PathOptimStep, jsonBody(func(seq int) any {
-		return OptimStepRequest{Type: PathOptimStep, ModelID: b.modelID, SeqID: seq, AdamParams: AdamParamsWire(p)}
+	return enqueue(b, ctx, wire.PathOptimStep, jsonBody(func(seq int) any {
+		return wire.OptimStepRequest{Type: wire.PathOptimStep, ModelID: b.modelID, SeqID: seq, AdamParams: p}
 	}), func(raw json.RawMessage) (backend.OptimStepOutput, error) {
-		var r OptimStepResult
+		var r wire.OptimStepResult
 		if err := json.Unmarshal(raw, &r); err != nil {
-			return backend.OptimStepOutput{}, fmt.Errorf("%s: the result is not {metrics}: %v", PathOptimStep, err)
+			return backend.OptimStepOutput{}, fmt.Errorf("%s: the result is not {metrics}: %v", wire.PathOptimStep, err)
 		}
 		if r.Metrics == nil {
 			r.Metrics = map[string]float64{}
@@ -756,7 +757,7 @@ func checkName(what, name string) error {
 
 func decodePath(path string) func(json.RawMessage) (string, error) {
 	return func(raw json.RawMessage) (string, error) {
-		var r PathResult
+		var r wire.PathResult
 		if err := json.Unmarshal(raw, &r); err != nil || !strings.HasPrefix(r.Path, "tinker://") {
 			return "", fmt.Errorf("%s: the result has no tinker:// path: %s", path, strings.TrimSpace(string(raw)))
 		}
@@ -778,9 +779,9 @@ func (b *Backend) SaveState(ctx context.Context, name string) *backend.Future[st
 	if err := checkName("checkpoint", name); err != nil {
 		return backend.Resolved("", err)
 	}
-	return enqueue(b, ctx, PathSaveWeights, jsonBody(func(seq int) any {
-		return SaveWeightsRequest{Type: PathSaveWeights, ModelID: b.modelID, SeqID: seq, Path: name}
-	}), decodePath(PathSaveWeights))
+	return enqueue(b, ctx, wire.PathSaveWeights, jsonBody(func(seq int) any {
+		return wire.SaveWeightsRequest{Type: wire.PathSaveWeights, ModelID: b.modelID, SeqID: seq, Path: name}
+	}), decodePath(wire.PathSaveWeights))
 }
 
 // saveToDir is SaveState for a local directory: save_weights and
@@ -793,12 +794,12 @@ func (b *Backend) saveToDir(ctx context.Context, dir string) *backend.Future[str
 	// namespace, where an existing name is refused.
 	name := fmt.Sprintf("rllm-%s-%d", strconv.FormatInt(time.Now().UnixNano(), 36), b.saves)
 	b.mu.Unlock()
-	weights := enqueue(b, ctx, PathSaveWeights, jsonBody(func(seq int) any {
-		return SaveWeightsRequest{Type: PathSaveWeights, ModelID: b.modelID, SeqID: seq, Path: name}
-	}), decodePath(PathSaveWeights))
-	sampler := enqueue(b, ctx, PathSaveForSampler, jsonBody(func(seq int) any {
-		return SaveWeightsRequest{Type: PathSaveForSampler, ModelID: b.modelID, SeqID: seq, Path: name}
-	}), decodePath(PathSaveForSampler))
+	weights := enqueue(b, ctx, wire.PathSaveWeights, jsonBody(func(seq int) any {
+		return wire.SaveWeightsRequest{Type: wire.PathSaveWeights, ModelID: b.modelID, SeqID: seq, Path: name}
+	}), decodePath(wire.PathSaveWeights))
+	sampler := enqueue(b, ctx, wire.PathSaveForSampler, jsonBody(func(seq int) any {
+		return wire.SaveWeightsRequest{Type: wire.PathSaveForSampler, ModelID: b.modelID, SeqID: seq, Path: name}
+	}), decodePath(wire.PathSaveForSampler))
 	_, statErr := os.Stat(filepath.Dir(dir))
 	parentExisted := statErr == nil
 	f, resolve := backend.NewFuture[string]()
@@ -836,8 +837,8 @@ func (b *Backend) LoadState(ctx context.Context, path string, withOptimizer bool
 	if !strings.HasPrefix(path, "tinker://") || !strings.Contains(path, "/weights/") {
 		return backend.Resolved(struct{}{}, usererr.Errorf("%q is not a Tinker training checkpoint; give the tinker://…/weights/NAME path save_weights returned (recorded in the run directory's tinker.json)", path))
 	}
-	return enqueue(b, ctx, PathLoadWeights, jsonBody(func(seq int) any {
-		return LoadWeightsRequest{Type: PathLoadWeights, ModelID: b.modelID, SeqID: seq, Path: path, Optimizer: withOptimizer}
+	return enqueue(b, ctx, wire.PathLoadWeights, jsonBody(func(seq int) any {
+		return wire.LoadWeightsRequest{Type: wire.PathLoadWeights, ModelID: b.modelID, SeqID: seq, Path: path, Optimizer: withOptimizer}
 	}), func(json.RawMessage) (struct{}, error) { return struct{}{}, nil })
 }
 
@@ -867,7 +868,7 @@ func (b *Backend) PublishSampler(ctx context.Context, name string) *backend.Futu
 	}
 	b.published[name] = true
 	b.mu.Unlock()
-	decode := decodePath(PathSaveForSampler)
+	decode := decodePath(wire.PathSaveForSampler)
 	var ttl *int
 	if b.opts.SamplerTTL > 0 {
 		// A snapshot serves the episodes of one step: the service deletes
@@ -875,8 +876,8 @@ func (b *Backend) PublishSampler(ctx context.Context, name string) *backend.Futu
 		n := int(max(b.opts.SamplerTTL.Round(time.Second), time.Second) / time.Second)
 		ttl = &n
 	}
-	return enqueue(b, ctx, PathSaveForSampler, jsonBody(func(seq int) any {
-		return SaveWeightsRequest{Type: PathSaveForSampler, ModelID: b.modelID, SeqID: seq, Path: name, TTLSeconds: ttl}
+	return enqueue(b, ctx, wire.PathSaveForSampler, jsonBody(func(seq int) any {
+		return wire.SaveWeightsRequest{Type: wire.PathSaveForSampler, ModelID: b.modelID, SeqID: seq, Path: name, TTLSeconds: ttl}
 	}), func(raw json.RawMessage) (backend.TokenSampler, error) {
 		path, err := decode(raw)
 		if err != nil {
@@ -913,8 +914,8 @@ func (b *Backend) Close() error {
 	defer b.endLife()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	body, _ := json.Marshal(ModelRequest{Type: PathUnloadModel, ModelID: b.modelID})
-	if _, err := b.c.once(ctx, http.MethodPost, PathUnloadModel, body); err != nil {
+	body, _ := json.Marshal(wire.ModelRequest{Type: wire.PathUnloadModel, ModelID: b.modelID})
+	if _, err := b.c.once(ctx, http.MethodPost, wire.PathUnloadModel, body); err != nil {
 		b.c.logf("unloading model %s: %v", b.modelID, err)
 	}
 	b.stopHeartbeat()

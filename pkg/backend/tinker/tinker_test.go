@@ -19,6 +19,7 @@ import (
 	"github.com/rllm-org/rllm-go/pkg/backend"
 	"github.com/rllm-org/rllm-go/pkg/backend/chatsampler"
 	"github.com/rllm-org/rllm-go/pkg/backend/local"
+	"github.com/rllm-org/rllm-go/pkg/backend/tinker/wire"
 	"github.com/rllm-org/rllm-go/pkg/config"
 	"github.com/rllm-org/rllm-go/pkg/episode"
 	"github.com/rllm-org/rllm-go/pkg/sampler"
@@ -75,7 +76,7 @@ func testOptions(url string, log *syncBuffer) Options {
 			MinBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond, RetryAfterCap: 20 * time.Millisecond,
 		},
 		BaseModel: faketinker.BaseModel,
-		LoRA:      LoRAConfig{Rank: 4, Seed: &seed, TrainMLP: true, TrainAttn: true, TrainUnembed: true},
+		LoRA:      wire.LoRAConfig{Rank: 4, Seed: &seed, TrainMLP: true, TrainAttn: true, TrainUnembed: true},
 		Heartbeat: time.Hour,
 	}
 }
@@ -157,7 +158,7 @@ func checkOrder(t *testing.T, r *rig, wantSteps int) {
 		if e.SeqID != seen {
 			t.Errorf("execution %d has seq_id %d; want %d (executions %+v)", seen, e.SeqID, seen, r.srv.Executions())
 		}
-		if e.Path == PathOptimStep && !e.Failed {
+		if e.Path == wire.PathOptimStep && !e.Failed {
 			steps++
 		}
 	}
@@ -239,17 +240,17 @@ func TestFaultsStepCompletesOnce(t *testing.T) {
 		fault faketinker.Fault
 		dup   bool // the fake sees the same seq_id twice and de-duplicates
 	}{
-		{"pending futures", faketinker.Fault{Path: PathOptimStep, Kind: faketinker.FaultPending, Polls: 3}, false},
-		{"408 on retrieve", faketinker.Fault{Path: PathRetrieveFuture, ForPath: PathOptimStep, Kind: faketinker.FaultStatus, Status: 408, Times: 2}, false},
-		{"410 resubmits", faketinker.Fault{Path: PathRetrieveFuture, ForPath: PathOptimStep, Kind: faketinker.FaultStatus, Status: 410}, true},
-		{"429 with Retry-After", faketinker.Fault{Path: PathOptimStep, Kind: faketinker.FaultStatus, Status: 429, RetryAfter: "0", Times: 2}, false},
-		{"429 Retry-After beyond the cap", faketinker.Fault{Path: PathForwardBackward, Kind: faketinker.FaultStatus, Status: 429, RetryAfter: "3600"}, false},
-		{"500 on submit", faketinker.Fault{Path: PathForwardBackward, Kind: faketinker.FaultStatus, Status: 500, Times: 2}, false},
-		{"503 on retrieve", faketinker.Fault{Path: PathRetrieveFuture, ForPath: PathForwardBackward, Kind: faketinker.FaultStatus, Status: 503}, false},
-		{"dropped before submit", faketinker.Fault{Path: PathOptimStep, Kind: faketinker.FaultDropBefore}, false},
-		{"dropped after submit was processed", faketinker.Fault{Path: PathOptimStep, Kind: faketinker.FaultDropAfter}, true},
-		{"dropped forward_backward after processing", faketinker.Fault{Path: PathForwardBackward, Kind: faketinker.FaultDropAfter}, true},
-		{"dropped retrieve", faketinker.Fault{Path: PathRetrieveFuture, ForPath: PathOptimStep, Kind: faketinker.FaultDropBefore, Times: 2}, false},
+		{"pending futures", faketinker.Fault{Path: wire.PathOptimStep, Kind: faketinker.FaultPending, Polls: 3}, false},
+		{"408 on retrieve", faketinker.Fault{Path: wire.PathRetrieveFuture, ForPath: wire.PathOptimStep, Kind: faketinker.FaultStatus, Status: 408, Times: 2}, false},
+		{"410 resubmits", faketinker.Fault{Path: wire.PathRetrieveFuture, ForPath: wire.PathOptimStep, Kind: faketinker.FaultStatus, Status: 410}, true},
+		{"429 with Retry-After", faketinker.Fault{Path: wire.PathOptimStep, Kind: faketinker.FaultStatus, Status: 429, RetryAfter: "0", Times: 2}, false},
+		{"429 Retry-After beyond the cap", faketinker.Fault{Path: wire.PathForwardBackward, Kind: faketinker.FaultStatus, Status: 429, RetryAfter: "3600"}, false},
+		{"500 on submit", faketinker.Fault{Path: wire.PathForwardBackward, Kind: faketinker.FaultStatus, Status: 500, Times: 2}, false},
+		{"503 on retrieve", faketinker.Fault{Path: wire.PathRetrieveFuture, ForPath: wire.PathForwardBackward, Kind: faketinker.FaultStatus, Status: 503}, false},
+		{"dropped before submit", faketinker.Fault{Path: wire.PathOptimStep, Kind: faketinker.FaultDropBefore}, false},
+		{"dropped after submit was processed", faketinker.Fault{Path: wire.PathOptimStep, Kind: faketinker.FaultDropAfter}, true},
+		{"dropped forward_backward after processing", faketinker.Fault{Path: wire.PathForwardBackward, Kind: faketinker.FaultDropAfter}, true},
+		{"dropped retrieve", faketinker.Fault{Path: wire.PathRetrieveFuture, ForPath: wire.PathOptimStep, Kind: faketinker.FaultDropBefore, Times: 2}, false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -287,7 +288,7 @@ func TestFailedResults(t *testing.T) {
 		t.Run(cat, func(t *testing.T) {
 			r := newRig(t, faketinker.Options{}, nil)
 			ctx := context.Background()
-			r.srv.Inject(faketinker.Fault{Path: PathForwardBackward, Kind: faketinker.FaultFail, Category: cat, Message: "bad tokens " + testKey})
+			r.srv.Inject(faketinker.Fault{Path: wire.PathForwardBackward, Kind: faketinker.FaultFail, Category: cat, Message: "bad tokens " + testKey})
 			_, err := r.b.ForwardBackward(ctx, []backend.Datum{datum("q", "a", 1)}, backend.Loss{Name: backend.LossImportanceSampling}).Result(ctx)
 			var re *RequestError
 			if strings.Contains(err.Error(), testKey) {
@@ -301,7 +302,7 @@ func TestFailedResults(t *testing.T) {
 			}
 			n := 0
 			for _, e := range r.srv.Log() {
-				if e.Path == PathForwardBackward {
+				if e.Path == wire.PathForwardBackward {
 					n++
 				}
 			}
@@ -320,7 +321,7 @@ func TestFailedResults(t *testing.T) {
 func TestPersistentServerErrorStopsWithOneError(t *testing.T) {
 	r := newRig(t, faketinker.Options{}, nil)
 	ctx := context.Background()
-	r.srv.Inject(faketinker.Fault{Path: PathOptimStep, Kind: faketinker.FaultStatus, Status: 502, Times: 100})
+	r.srv.Inject(faketinker.Fault{Path: wire.PathOptimStep, Kind: faketinker.FaultStatus, Status: 502, Times: 100})
 	err := step(ctx, r.b, []backend.Datum{datum("q", "a", 1)})
 	if err == nil || !strings.Contains(err.Error(), "giving up") {
 		t.Fatalf("err = %v; want a bounded retry that gives up", err)
@@ -377,7 +378,7 @@ func TestBadInputRefusedBeforeSending(t *testing.T) {
 		}
 	}
 	for _, e := range r.srv.Log() {
-		if e.Path == PathForwardBackward {
+		if e.Path == wire.PathForwardBackward {
 			t.Fatalf("a bad datum reached the server: %+v", e)
 		}
 	}
@@ -550,7 +551,7 @@ func TestHeartbeatAndClose(t *testing.T) {
 
 func TestCancelledWaitLeavesCallRunning(t *testing.T) {
 	r := newRig(t, faketinker.Options{}, nil)
-	r.srv.Inject(faketinker.Fault{Path: PathOptimStep, Kind: faketinker.FaultPending, Polls: 5})
+	r.srv.Inject(faketinker.Fault{Path: wire.PathOptimStep, Kind: faketinker.FaultPending, Polls: 5})
 	ctx, cancel := context.WithCancel(context.Background())
 	f := r.b.OptimStep(ctx, backend.DefaultAdamParams(1e-3))
 	cancel()
@@ -704,7 +705,7 @@ func TestForwardBackwardIsChunked(t *testing.T) {
 	}
 	n := 0
 	for _, e := range r.srv.Executions() {
-		if e.Path == PathForwardBackward {
+		if e.Path == wire.PathForwardBackward {
 			n++
 		}
 	}
@@ -725,11 +726,11 @@ func TestHungRequestIsSentAgain(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	data := []backend.Datum{datum("q", "a", 1)}
-	r.srv.Inject(faketinker.Fault{Path: PathOptimStep, Kind: faketinker.FaultHang})
+	r.srv.Inject(faketinker.Fault{Path: wire.PathOptimStep, Kind: faketinker.FaultHang})
 	if err := step(ctx, r.b, data); err != nil {
 		t.Fatalf("step with a hung submit: %v", err)
 	}
-	r.srv.Inject(faketinker.Fault{Path: PathRetrieveFuture, ForPath: PathForwardBackward, Kind: faketinker.FaultHang, Times: 2})
+	r.srv.Inject(faketinker.Fault{Path: wire.PathRetrieveFuture, ForPath: wire.PathForwardBackward, Kind: faketinker.FaultHang, Times: 2})
 	if err := step(ctx, r.b, data); err != nil {
 		t.Fatalf("step with hung polls: %v", err)
 	}
@@ -742,8 +743,8 @@ func TestHungRequestIsSentAgain(t *testing.T) {
 func TestSeqIDNotReusedAfterLostAnswer(t *testing.T) {
 	r := newRig(t, faketinker.Options{}, nil)
 	ctx := context.Background()
-	r.srv.Inject(faketinker.Fault{Path: PathOptimStep, Kind: faketinker.FaultDropAfter})
-	r.srv.Inject(faketinker.Fault{Path: PathOptimStep, Kind: faketinker.FaultStatus, Status: 400, Message: "malformed"})
+	r.srv.Inject(faketinker.Fault{Path: wire.PathOptimStep, Kind: faketinker.FaultDropAfter})
+	r.srv.Inject(faketinker.Fault{Path: wire.PathOptimStep, Kind: faketinker.FaultStatus, Status: 400, Message: "malformed"})
 	if err := step(ctx, r.b, []backend.Datum{datum("q", "a", 1)}); err == nil {
 		t.Fatal("the refused retry did not fail the step")
 	}
@@ -762,7 +763,7 @@ func TestSeqIDNotReusedAfterLostAnswer(t *testing.T) {
 func TestBareBadRequestOnRetrieveIsRetried(t *testing.T) {
 	r := newRig(t, faketinker.Options{}, nil)
 	ctx := context.Background()
-	r.srv.Inject(faketinker.Fault{Path: PathRetrieveFuture, ForPath: PathOptimStep, Kind: faketinker.FaultStatus, Status: 400, Message: " ", Times: 2})
+	r.srv.Inject(faketinker.Fault{Path: wire.PathRetrieveFuture, ForPath: wire.PathOptimStep, Kind: faketinker.FaultStatus, Status: 400, Message: " ", Times: 2})
 	if err := step(ctx, r.b, []backend.Datum{datum("q", "a", 1)}); err != nil {
 		t.Fatal(err)
 	}
@@ -786,7 +787,7 @@ func TestSamplerSnapshotsExpire(t *testing.T) {
 // waits one request_timeout_s, then stops the waits.
 func TestCloseIsBounded(t *testing.T) {
 	r := newRig(t, faketinker.Options{}, func(o *Options) { o.RequestTimeout = 200 * time.Millisecond })
-	r.srv.Inject(faketinker.Fault{Path: PathRetrieveFuture, ForPath: PathOptimStep, Kind: faketinker.FaultHang, Times: 1 << 20})
+	r.srv.Inject(faketinker.Fault{Path: wire.PathRetrieveFuture, ForPath: wire.PathOptimStep, Kind: faketinker.FaultHang, Times: 1 << 20})
 	f := r.b.OptimStep(context.Background(), backend.DefaultAdamParams(0.01))
 	closed := make(chan struct{})
 	go func() { r.b.Close(); close(closed) }()

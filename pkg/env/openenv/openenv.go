@@ -29,6 +29,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/rllm-org/rllm-go/internal/ctxsleep"
 	"github.com/rllm-org/rllm-go/pkg/env"
 	"github.com/rllm-org/rllm-go/pkg/env/exec"
 	"github.com/rllm-org/rllm-go/pkg/episode"
@@ -164,12 +165,8 @@ func (c *Client) waitHealthy(ctx context.Context, s *server, deadline time.Time)
 		case !time.Now().Before(deadline):
 			return usererr.Errorf("%v, and still did not after env.args.connect_timeout_s (%gs); start it (docker run -p 8001:8000 IMAGE, or uv run server), fix env.args.url or raise env.args.connect_timeout_s", err, c.p.ConnectTimeoutS)
 		}
-		t := time.NewTimer(min(wait, time.Until(deadline)+time.Millisecond))
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
+		if err := ctxsleep.Sleep(ctx, min(wait, time.Until(deadline)+time.Millisecond)); err != nil {
+			return err
 		}
 		wait = min(2*wait, 5*time.Second)
 	}
@@ -274,12 +271,8 @@ func (e *Episode) Reset(ctx context.Context) (any, map[string]any, error) {
 		}
 		// Try the next server at once; after a full round, wait.
 		if (attempt+1)%len(e.c.servers) == 0 {
-			t := time.NewTimer(min(wait, time.Until(deadline)+time.Millisecond))
-			select {
-			case <-t.C:
-			case <-ctx.Done():
-				t.Stop()
-				return nil, nil, ctx.Err()
+			if err := ctxsleep.Sleep(ctx, min(wait, time.Until(deadline)+time.Millisecond)); err != nil {
+				return nil, nil, err
 			}
 			wait = min(2*wait, 5*time.Second)
 		}

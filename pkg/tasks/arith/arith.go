@@ -17,12 +17,7 @@ import (
 )
 
 func init() {
-	agent.Register(agent.Definition{
-		Name:        "arith",
-		Description: `sends the bare question ("3+4="), nothing else`,
-		Params:      agent.PromptParams{},
-		New:         agent.NewPrompt,
-	})
+	agent.RegisterPrompt("arith", `sends the bare question ("3+4="), nothing else`, agent.PromptParams{})
 	env.RegisterScored("arith", "arith", "single turn: 1 for the exact integer, format_score for a wrong bare integer")
 }
 

@@ -370,3 +370,20 @@ func TestBigOutputPassesInBatch(t *testing.T) {
 		t.Fatalf("reward %v info %v", r, info)
 	}
 }
+
+func TestParseTestsNamesTheJSONType(t *testing.T) {
+	for _, tc := range []struct {
+		truth any
+		want  string
+	}{
+		{3.0, "ground_truth is a number;"},
+		{[]any{true}, "ground_truth[0] is a boolean;"},
+		{map[string]any{"input": "1", "output": nil}, "must be strings, not a string and null"},
+		{map[string]any{"inputs": "1", "outputs": []any{}}, "must both be arrays, not a string and an array"},
+	} {
+		_, err := ParseTests(episode.Task{"id": "t1", "ground_truth": tc.truth})
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("ground_truth %#v: err %v, want %q", tc.truth, err, tc.want)
+		}
+	}
+}

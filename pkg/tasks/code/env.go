@@ -19,12 +19,7 @@ import (
 const Instruction = "Write your complete solution as a Python program in one ```python code block."
 
 func init() {
-	agent.Register(agent.Definition{
-		Name:        "code",
-		Description: "asks the task's question (question, problem, prompt or question_content) and asks for the program in a fenced code block",
-		Params:      agent.PromptParams{Instruction: Instruction},
-		New:         agent.NewPrompt,
-	})
+	agent.RegisterPrompt("code", "asks the task's question (question, problem, prompt or question_content) and asks for the program in a fenced code block", agent.PromptParams{Instruction: Instruction})
 	env.Register(env.Definition{
 		Name:        "code",
 		Description: "single turn: runs the reply's last fenced code block in the sandbox (sandbox.*) against ground_truth's tests; 1 when all pass",

@@ -88,7 +88,7 @@ type Outcome struct {
 // sandbox slot, so a busy pool does not fail a reply.
 func Grade(ctx context.Context, r sandbox.Runner, code string, tests []Test, o GradeOptions) (Outcome, error) {
 	if o.Batch && batchable(tests, o.Language) {
-		return gradeBatch(ctx, r, code, tests, o, o.Limits.Within(sandbox.DefaultLimits))
+		return gradeBatch(ctx, r, code, tests, o, o.Limits.OrDefaults())
 	}
 	out := Outcome{Total: len(tests)}
 	var spent time.Duration

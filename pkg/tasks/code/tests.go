@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/rllm-org/rllm-go/internal/anyval"
 	"github.com/rllm-org/rllm-go/pkg/dataset"
 	"github.com/rllm-org/rllm-go/pkg/episode"
 	"github.com/rllm-org/rllm-go/pkg/reward"
@@ -155,14 +156,14 @@ func (p parser) value(v any, depth int) ([]Test, error) {
 				}
 				out = append(out, ts...)
 			default:
-				return nil, taskErr(p.task, "ground_truth[%d] is a %s; a test is an {input, output} object or an assert string", i, typeName(e))
+				return nil, taskErr(p.task, "ground_truth[%d] is %s; a test is an {input, output} object or an assert string", i, anyval.Kind(e))
 			}
 		}
 		return out, nil
 	case map[string]any:
 		return p.dict(x, depth)
 	}
-	return nil, taskErr(p.task, "ground_truth is a %s; tests are a list, an {inputs, outputs} object or test code", typeName(v))
+	return nil, taskErr(p.task, "ground_truth is %s; tests are a list, an {inputs, outputs} object or test code", anyval.Kind(v))
 }
 
 func looksLikeCode(s string) bool {
@@ -199,7 +200,7 @@ func (p parser) dict(m map[string]any, depth int) ([]Test, error) {
 	inS, ok1 := in.(string)
 	outS, ok2 := out.(string)
 	if !ok1 || !ok2 {
-		return nil, taskErr(p.task, "a test's input and output must be strings, not %s and %s", typeName(in), typeName(out))
+		return nil, taskErr(p.task, "a test's input and output must be strings, not %s and %s", anyval.Kind(in), anyval.Kind(out))
 	}
 	if tt, _ := m["testtype"].(string); tt == "functional" {
 		fn := p.fnName
@@ -232,7 +233,7 @@ func (p parser) taco(m map[string]any) ([]Test, error) {
 	ins, ok1 := m["inputs"].([]any)
 	outs, ok2 := m["outputs"].([]any)
 	if !ok1 || !ok2 {
-		return nil, taskErr(p.task, "inputs and outputs must be lists, not %s and %s", typeName(m["inputs"]), typeName(m["outputs"]))
+		return nil, taskErr(p.task, "inputs and outputs must both be arrays, not %s and %s", anyval.Kind(m["inputs"]), anyval.Kind(m["outputs"]))
 	}
 	if len(ins) != len(outs) {
 		return nil, taskErr(p.task, "has %d inputs but %d outputs", len(ins), len(outs))
@@ -246,7 +247,7 @@ func (p parser) taco(m map[string]any) ([]Test, error) {
 		if fn == "" {
 			in, ok := ins[i].(string)
 			if !ok {
-				return nil, taskErr(p.task, "inputs[%d] is a %s; stdin tests take strings (add fn_name for function tests)", i, typeName(ins[i]))
+				return nil, taskErr(p.task, "inputs[%d] is %s; stdin tests take strings (add fn_name for function tests)", i, anyval.Kind(ins[i]))
 			}
 			out = append(out, Test{Kind: Stdin, Input: in, Expected: joinLines(outs[i])})
 			continue
@@ -289,24 +290,6 @@ func joinLines(v any) string {
 		return strings.Join(parts, "\n")
 	}
 	return fmt.Sprint(v)
-}
-
-func typeName(v any) string {
-	switch v.(type) {
-	case nil:
-		return "null"
-	case string:
-		return "string"
-	case float64, int, int64, json.Number:
-		return "number"
-	case bool:
-		return "boolean"
-	case []any:
-		return "list"
-	case map[string]any:
-		return "object"
-	}
-	return fmt.Sprintf("%T", v)
 }
 
 // clip shortens s to n bytes (at a rune boundary) with a mark.

@@ -16,12 +16,7 @@ import (
 )
 
 func init() {
-	agent.Register(agent.Definition{
-		Name:        "countdown",
-		Description: "asks the countdown question (the row's question, built by the generator)",
-		Params:      agent.PromptParams{},
-		New:         agent.NewPrompt,
-	})
+	agent.RegisterPrompt("countdown", "asks the countdown question (the row's question, built by the generator)", agent.PromptParams{})
 	env.RegisterScored("countdown", "countdown", "single turn: 1.0 for a correct <answer> equation, 0.1 for a wrong one, 0 without answer")
 }
 

@@ -17,18 +17,8 @@ const MathInstruction = `Let's think step by step and output the final answer wi
 const SearchInstruction = "Answer with a short phrase inside <answer></answer>."
 
 func init() {
-	agent.Register(agent.Definition{
-		Name:        "math",
-		Description: `asks the question with an instruction to answer in \boxed{}`,
-		Params:      agent.PromptParams{Instruction: MathInstruction},
-		New:         agent.NewPrompt,
-	})
+	agent.RegisterPrompt("math", `asks the question with an instruction to answer in \boxed{}`, agent.PromptParams{Instruction: MathInstruction})
 	env.RegisterScored("math", "math", "single turn: scores the reply's last \\boxed{} against ground_truth")
-	agent.Register(agent.Definition{
-		Name:        "search",
-		Description: "asks a QA question and expects the answer in <answer></answer>",
-		Params:      agent.PromptParams{Instruction: SearchInstruction},
-		New:         agent.NewPrompt,
-	})
+	agent.RegisterPrompt("search", "asks a QA question and expects the answer in <answer></answer>", agent.PromptParams{Instruction: SearchInstruction})
 	env.RegisterScored("search", "search", "single turn: exact match or token F1 ≥ 0.3 against ground_truth")
 }

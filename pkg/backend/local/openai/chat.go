@@ -12,21 +12,9 @@ import (
 	wire "github.com/rllm-org/rllm-go/pkg/openaiwire"
 )
 
-// inputMessage is a chat message as clients send it: content is a
-// string, null, or a list of {"type": "text", "text": ...} parts.
-type inputMessage struct {
-	Role             string            `json:"role"`
-	Content          json.RawMessage   `json:"content"`
-	Name             string            `json:"name"`
-	ToolCalls        []json.RawMessage `json:"tool_calls"`
-	ToolCallID       string            `json:"tool_call_id"`
-	Reasoning        *string           `json:"reasoning"`
-	ReasoningContent *string           `json:"reasoning_content"`
-}
-
-// text is the message's content; text parts are joined with newlines, as
-// vLLM does.
-func (m *inputMessage) text(i int) (string, *paramError) {
+// messageText is the content of message i: a string, null, or a list of
+// {"type": "text", "text": ...} parts, joined with newlines as vLLM does.
+func messageText(m *wire.InputMessage, i int) (string, *paramError) {
 	raw := bytes.TrimSpace(m.Content)
 	if len(raw) == 0 || string(raw) == "null" {
 		return "", nil
@@ -56,7 +44,7 @@ func (m *inputMessage) text(i int) (string, *paramError) {
 // continueFinal the last (assistant) message is left open for the model
 // to continue. addGen is the request's add_generation_prompt: true when
 // unset, and off (refused when set true) with continueFinal, as in vLLM.
-func renderChat(msgs []inputMessage, addGen *bool, continueFinal bool) ([]int, *paramError) {
+func renderChat(msgs []wire.InputMessage, addGen *bool, continueFinal bool) ([]int, *paramError) {
 	addGenerationPrompt := addGen == nil || *addGen
 	if continueFinal {
 		if addGen != nil && *addGen {
@@ -77,7 +65,7 @@ func renderChat(msgs []inputMessage, addGen *bool, continueFinal bool) ([]int, *
 		if len(m.ToolCalls) > 0 {
 			return nil, badParam(fmt.Sprintf("messages[%d].tool_calls", i), "messages[%d] has tool_calls, which the embedded policy's chat template cannot render; send text only", i)
 		}
-		text, perr := m.text(i)
+		text, perr := messageText(m, i)
 		if perr != nil {
 			return nil, perr
 		}
@@ -102,18 +90,18 @@ func renderChat(msgs []inputMessage, addGen *bool, continueFinal bool) ([]int, *
 
 type chatRequest struct {
 	wire.SamplingFields
-	Messages             []inputMessage    `json:"messages"`
-	MaxCompletionTokens  *int              `json:"max_completion_tokens"`
-	Logprobs             bool              `json:"logprobs"`
-	TopLogprobs          *int              `json:"top_logprobs"`
-	Tools                []json.RawMessage `json:"tools"`
-	ToolChoice           json.RawMessage   `json:"tool_choice"`
-	AddGenerationPrompt  *bool             `json:"add_generation_prompt"`
-	ContinueFinalMessage bool              `json:"continue_final_message"`
-	Echo                 bool              `json:"echo"`
-	Store                bool              `json:"store"`
-	ReasoningEffort      string            `json:"reasoning_effort"`
-	Modalities           []string          `json:"modalities"`
+	Messages             []wire.InputMessage `json:"messages"`
+	MaxCompletionTokens  *int                `json:"max_completion_tokens"`
+	Logprobs             bool                `json:"logprobs"`
+	TopLogprobs          *int                `json:"top_logprobs"`
+	Tools                []json.RawMessage   `json:"tools"`
+	ToolChoice           json.RawMessage     `json:"tool_choice"`
+	AddGenerationPrompt  *bool               `json:"add_generation_prompt"`
+	ContinueFinalMessage bool                `json:"continue_final_message"`
+	Echo                 bool                `json:"echo"`
+	Store                bool                `json:"store"`
+	ReasoningEffort      string              `json:"reasoning_effort"`
+	Modalities           []string            `json:"modalities"`
 }
 
 // chatKeys also admit request metadata that changes no output:
@@ -244,12 +232,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		})
 		return
 	}
-	if err := run.wait(ctx); err != nil {
-		run.failed(w, err)
-		return
-	}
-	choices := make([]chatChoice, len(run.choices))
-	for i, c := range run.choices {
+	choices, ok := answers(ctx, w, run, func(_ int, c *choice) chatChoice {
 		ch := chatChoice{Index: c.index, Message: chatMessage{Role: "assistant", Content: string(c.visible(&o)), ToolCalls: []any{}},
 			FinishReason: c.finishReason(), StopReason: c.stopReason()}
 		if k >= 0 {
@@ -258,7 +241,10 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		if o.returnIDs {
 			ch.TokenIDs = nonNil(c.ids)
 		}
-		choices[i] = ch
+		return ch
+	})
+	if !ok {
+		return
 	}
 	head.Object = "chat.completion"
 	u := run.usage()

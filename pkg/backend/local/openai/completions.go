@@ -110,12 +110,7 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 		})
 		return
 	}
-	if err := run.wait(ctx); err != nil {
-		run.failed(w, err)
-		return
-	}
-	choices := make([]completionChoice, len(run.choices))
-	for i, c := range run.choices {
+	choices, ok := answers(ctx, w, run, func(i int, c *choice) completionChoice {
 		p := i / o.req.N
 		text := string(c.visible(&o))
 		ch := completionChoice{Index: c.index, FinishReason: c.finishReason(), StopReason: c.stopReason()}
@@ -139,7 +134,10 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 		if o.returnIDs {
 			ch.TokenIDs, ch.PromptTokenIDs = nonNil(c.ids), c.prompt
 		}
-		choices[i] = ch
+		return ch
+	})
+	if !ok {
+		return
 	}
 	u := run.usage()
 	s.writeResult(w, run.version, completionChunk{chunkHead: head, Choices: choices, Usage: &u})

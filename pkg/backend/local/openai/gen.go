@@ -299,6 +299,21 @@ func (r *run) wait(ctx context.Context) error {
 	return nil
 }
 
+// answers waits for every choice of r (see wait) and turns each into the
+// route's wire choice with one; when the wait ends early it answers the
+// failure (see failed) and returns false.
+func answers[C any](ctx context.Context, w http.ResponseWriter, r *run, one func(i int, c *choice) C) ([]C, bool) {
+	if err := r.wait(ctx); err != nil {
+		r.failed(w, err)
+		return nil, false
+	}
+	out := make([]C, len(r.choices))
+	for i, c := range r.choices {
+		out[i] = one(i, c)
+	}
+	return out, true
+}
+
 // finish records the request's end in the metrics.
 func (r *run) finish() {
 	m := r.s.metrics

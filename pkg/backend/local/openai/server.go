@@ -288,20 +288,10 @@ func (s *Server) models(w http.ResponseWriter, _ *http.Request) {
 	}}})
 }
 
-type tokenizeRequest struct {
-	Model                string         `json:"model"`
-	Prompt               *string        `json:"prompt"`
-	Messages             []inputMessage `json:"messages"`
-	AddGenerationPrompt  *bool          `json:"add_generation_prompt"`
-	AddSpecialTokens     *bool          `json:"add_special_tokens"`
-	ContinueFinalMessage bool           `json:"continue_final_message"`
-	ReturnTokenStrs      bool           `json:"return_token_strs"`
-}
-
 var tokenizeKeys = keySet("model", "prompt", "messages", "add_generation_prompt", "add_special_tokens", "chat_template_kwargs", "continue_final_message", "return_token_strs")
 
 func (s *Server) tokenize(w http.ResponseWriter, r *http.Request) {
-	var req tokenizeRequest
+	var req wire.TokenizeRequest[wire.InputMessage]
 	if !s.decodeBody(w, r, tokenizeKeys, &req) {
 		return
 	}

@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/url"
+
+	"github.com/rllm-org/rllm-go/pkg/backend"
 )
 
 // The Tinker API's wire shapes (see the Tinker SDK's types and SkyRL's
@@ -95,22 +97,12 @@ type ForwardBackwardResult struct {
 	Metrics          map[string]float64 `json:"metrics"`
 }
 
-// AdamParamsWire are adam_params.
-type AdamParamsWire struct {
-	LearningRate float64 `json:"learning_rate"`
-	Beta1        float64 `json:"beta1"`
-	Beta2        float64 `json:"beta2"`
-	Eps          float64 `json:"eps"`
-	WeightDecay  float64 `json:"weight_decay"`
-	GradClipNorm float64 `json:"grad_clip_norm"`
-}
-
 // OptimStepRequest is the body of optim_step.
 type OptimStepRequest struct {
-	Type       string         `json:"type"`
-	ModelID    string         `json:"model_id"`
-	SeqID      int            `json:"seq_id"`
-	AdamParams AdamParamsWire `json:"adam_params"`
+	Type       string             `json:"type"`
+	ModelID    string             `json:"model_id"`
+	SeqID      int                `json:"seq_id"`
+	AdamParams backend.AdamParams `json:"adam_params"` // the same JSON as the backend type
 }
 
 // OptimStepResult is optim_step's result.
