@@ -19,7 +19,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"slices"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -67,33 +67,21 @@ func Latest(runDir string) (step int, ok bool, err error) {
 	case !errors.Is(err, fs.ErrNotExist):
 		return 0, false, err
 	}
-	steps, err := Steps(runDir)
+	entries, err := os.ReadDir(runDir)
 	if err != nil {
 		return 0, false, err
 	}
-	for _, n := range slices.Backward(steps) {
-		if isModel(filepath.Join(runDir, StepDir(n), ModelDir)) {
-			return n, true, nil
-		}
-	}
-	return 0, false, nil
-}
-
-// Steps lists the N of the global_step_N directories of a run directory,
-// oldest first, whether or not they hold a model.
-func Steps(runDir string) ([]int, error) {
-	entries, err := os.ReadDir(runDir)
-	if err != nil {
-		return nil, err
-	}
 	var steps []int
 	for _, e := range entries {
-		if n, ok := StepOf(e.Name()); ok && e.IsDir() {
+		if n, ok := StepOf(e.Name()); ok && e.IsDir() && isModel(filepath.Join(runDir, e.Name(), ModelDir)) {
 			steps = append(steps, n)
 		}
 	}
-	slices.Sort(steps)
-	return steps, nil
+	if len(steps) == 0 {
+		return 0, false, nil
+	}
+	sort.Ints(steps)
+	return steps[len(steps)-1], true, nil
 }
 
 func isModel(dir string) bool {

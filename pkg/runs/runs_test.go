@@ -1,11 +1,8 @@
 package runs
 
 import (
-	"errors"
-	"io/fs"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 
@@ -71,22 +68,6 @@ func TestResolveWeights(t *testing.T) {
 		if err != nil || got != tt.want {
 			t.Errorf("ResolveWeights(%s) = %q, %v; want %q", tt.path, got, err, tt.want)
 		}
-	}
-}
-
-func TestSteps(t *testing.T) {
-	run := t.TempDir()
-	for _, d := range []string{"global_step_10", "global_step_2", "global_step_7/model", "global_step_x", "other"} {
-		if err := os.MkdirAll(filepath.Join(run, d), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	os.WriteFile(filepath.Join(run, "global_step_3"), nil, 0o644) // a file, not a checkpoint
-	if steps, err := Steps(run); err != nil || !slices.Equal(steps, []int{2, 7, 10}) {
-		t.Errorf("Steps = %v, %v; want [2 7 10]", steps, err)
-	}
-	if _, err := Steps(filepath.Join(run, "missing")); !errors.Is(err, fs.ErrNotExist) {
-		t.Errorf("Steps of a missing directory: %v", err)
 	}
 }
 
