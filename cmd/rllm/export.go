@@ -6,7 +6,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -131,7 +130,8 @@ func exportStepDir(runDir string, step int) (string, error) {
 	if step >= 0 {
 		dir := filepath.Join(runDir, runs.StepDir(step))
 		if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
-			return "", usagef("%s has no checkpoint for --step %d (no %s); steps saved: %s", runDir, step, dir, stepList(savedSteps(runDir)))
+			saved, _ := runs.Steps(runDir)
+			return "", usagef("%s has no checkpoint for --step %d (no %s); steps saved: %s", runDir, step, dir, stepList(saved))
 		}
 		return dir, nil
 	}
@@ -140,24 +140,11 @@ func exportStepDir(runDir string, step int) (string, error) {
 			return filepath.Join(runDir, runs.StepDir(n)), nil
 		}
 	}
-	steps := savedSteps(runDir)
+	steps, _ := runs.Steps(runDir)
 	if len(steps) == 0 {
 		return "", usagef("%s holds no global_step_N checkpoint; give the run directory of a Tinker run", runDir)
 	}
 	return filepath.Join(runDir, runs.StepDir(steps[len(steps)-1])), nil
-}
-
-// savedSteps lists the N of the global_step_N directories, ascending.
-func savedSteps(runDir string) []int {
-	entries, _ := os.ReadDir(runDir)
-	var steps []int
-	for _, e := range entries {
-		if n, ok := runs.StepOf(e.Name()); ok && e.IsDir() {
-			steps = append(steps, n)
-		}
-	}
-	sort.Ints(steps)
-	return steps
 }
 
 // stepList names steps in a message: "1, 2, 5", or "none".

@@ -67,21 +67,33 @@ func Latest(runDir string) (step int, ok bool, err error) {
 	case !errors.Is(err, fs.ErrNotExist):
 		return 0, false, err
 	}
-	entries, err := os.ReadDir(runDir)
+	all, err := Steps(runDir)
 	if err != nil {
 		return 0, false, err
 	}
+	for i := len(all) - 1; i >= 0; i-- {
+		if isModel(filepath.Join(runDir, StepDir(all[i]), ModelDir)) {
+			return all[i], true, nil
+		}
+	}
+	return 0, false, nil
+}
+
+// Steps lists the N of a run directory's global_step_N directories,
+// oldest first.
+func Steps(runDir string) ([]int, error) {
+	entries, err := os.ReadDir(runDir)
+	if err != nil {
+		return nil, err
+	}
 	var steps []int
 	for _, e := range entries {
-		if n, ok := StepOf(e.Name()); ok && e.IsDir() && isModel(filepath.Join(runDir, e.Name(), ModelDir)) {
+		if n, ok := StepOf(e.Name()); ok && e.IsDir() {
 			steps = append(steps, n)
 		}
 	}
-	if len(steps) == 0 {
-		return 0, false, nil
-	}
 	sort.Ints(steps)
-	return steps[len(steps)-1], true, nil
+	return steps, nil
 }
 
 func isModel(dir string) bool {

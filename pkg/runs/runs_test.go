@@ -1,6 +1,7 @@
 package runs
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -100,5 +101,25 @@ func TestDescribe(t *testing.T) {
 	}
 	if got := Describe("m/", "m"); got != "m" {
 		t.Error(got)
+	}
+}
+
+// Steps lists only global_step_N directories, oldest first.
+func TestSteps(t *testing.T) {
+	dir := t.TempDir()
+	for _, name := range []string{"global_step_10", "global_step_2", "global_step_x", "global_step_+3", "model"} {
+		if err := os.Mkdir(filepath.Join(dir, name), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "global_step_7"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got, err := Steps(dir)
+	if err != nil || fmt.Sprint(got) != "[2 10]" {
+		t.Fatalf("Steps = %v, %v; want [2 10]", got, err)
+	}
+	if _, err := Steps(filepath.Join(dir, "missing")); err == nil {
+		t.Fatal("no error for a missing directory")
 	}
 }

@@ -5,28 +5,27 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/rllm-org/rllm-go/internal/boundedio"
 	"io/fs"
 	"os"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 
 	"github.com/rllm-org/rllm-go/internal/atomicfile"
+	"github.com/rllm-org/rllm-go/internal/boundedio"
 	"github.com/rllm-org/rllm-go/pkg/dataset"
+	"github.com/rllm-org/rllm-go/pkg/runs"
 	"github.com/rllm-org/rllm-go/pkg/usererr"
 )
 
-// Checkpoints follow verl's layout: default_local_dir/global_step_N/ with
-// the model (weights and optimizer) under model/ and the trainer's own
-// state beside it, and latest_checkpointed_iteration.txt naming the
+// Checkpoints follow verl's layout (pkg/runs): default_local_dir/global_step_N/
+// with the model (weights and optimizer) under model/ and the trainer's
+// own state beside it, and latest_checkpointed_iteration.txt naming the
 // newest N.
 const (
-	latestFile    = "latest_checkpointed_iteration.txt"
-	stateFile     = "trainer_state.json"
-	modelDir      = "model"
-	stepDirPrefix = "global_step_"
+	latestFile = runs.LatestFile
+	stateFile  = runs.StateFile
+	modelDir   = runs.ModelDir
 )
 
 // trainerState is what resuming needs besides the model.
@@ -92,7 +91,7 @@ func (t *Trainer) checkpoint(ctx context.Context) (string, error) {
 // than bad that loads (its trainer state reads and the backend loads its
 // model) and the exact flags to resume from it.
 func (t *Trainer) intactAdvice(ctx context.Context, bad string) string {
-	steps, _ := checkpointSteps(t.plan.Dir)
+	steps, _ := runs.Steps(t.plan.Dir)
 	for i := len(steps) - 1; i >= 0; i-- {
 		dir := stepDir(t.plan.Dir, steps[i])
 		if sameDir(dir, bad) {
@@ -115,7 +114,7 @@ func (t *Trainer) intactAdvice(ctx context.Context, bad string) string {
 }
 
 func stepDir(root string, step int) string {
-	return filepath.Join(root, fmt.Sprintf("%s%d", stepDirPrefix, step))
+	return filepath.Join(root, runs.StepDir(step))
 }
 
 // parentStep is the step of the checkpoint in this run's directory the
@@ -134,7 +133,7 @@ func (t *Trainer) parentStep() int {
 
 // resumedStep is the step of resumedFrom (-1 when none).
 func (t *Trainer) resumedStep() int {
-	if n, ok := stepOfDir(filepath.Base(t.resumedFrom)); ok && t.resumedFrom != "" {
+	if n, ok := runs.StepOf(filepath.Base(t.resumedFrom)); ok && t.resumedFrom != "" {
 		return n
 	}
 	return -1
@@ -177,7 +176,7 @@ func (t *Trainer) prune() error {
 // checkpointLineage lists the steps of the checkpoint step of dir and its
 // ancestors, newest first.
 func checkpointLineage(dir string, step int) ([]int, error) {
-	steps, err := checkpointSteps(dir)
+	steps, err := runs.Steps(dir)
 	if err != nil {
 		return nil, err
 	}
@@ -221,32 +220,6 @@ func readState(dir string) (trainerState, error) {
 	}
 	err = json.Unmarshal(b, &st)
 	return st, err
-}
-
-// checkpointSteps lists the steps of the checkpoints under dir, oldest
-// first.
-func checkpointSteps(dir string) ([]int, error) {
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return nil, err
-	}
-	var steps []int
-	for _, e := range entries {
-		if n, ok := stepOfDir(e.Name()); ok && e.IsDir() {
-			steps = append(steps, n)
-		}
-	}
-	sort.Ints(steps)
-	return steps, nil
-}
-
-func stepOfDir(name string) (int, bool) {
-	rest, ok := strings.CutPrefix(name, stepDirPrefix)
-	if !ok {
-		return 0, false
-	}
-	n, err := strconv.Atoi(rest)
-	return n, err == nil && n >= 0
 }
 
 // resume restores the model, the optimizer, the step and the dataloader

@@ -13,6 +13,7 @@ import (
 
 	"github.com/rllm-org/rllm-go/internal/faketinker"
 	"github.com/rllm-org/rllm-go/pkg/backend/tinker"
+	"github.com/rllm-org/rllm-go/pkg/runs"
 )
 
 // Ctrl-C at every point of a run against a Tinker service that takes its
@@ -166,7 +167,7 @@ func TestInterruptWithAHungOptimizerStepIsBounded(t *testing.T) {
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("err = %v", err)
 	}
-	steps, err := checkpointSteps(c.Trainer.DefaultLocalDir)
+	steps, err := runs.Steps(c.Trainer.DefaultLocalDir)
 	if err != nil || !slices.Equal(steps, []int{1}) {
 		t.Fatalf("checkpoints %v (%v); want only step 1's", steps, err)
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/rllm-org/rllm-go/pkg/backend/local"
+	"github.com/rllm-org/rllm-go/pkg/runs"
 )
 
 func trainRun(t *testing.T, overrides ...string) (*Trainer, error) {
@@ -23,7 +24,7 @@ func trainRun(t *testing.T, overrides ...string) (*Trainer, error) {
 
 func stepsOn(t *testing.T, dir string) string {
 	t.Helper()
-	steps, err := checkpointSteps(dir)
+	steps, err := runs.Steps(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
