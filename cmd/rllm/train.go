@@ -2,10 +2,10 @@ package main
 
 import (
 	"fmt"
-	envexec "github.com/rllm-org/rllm-go/pkg/env/exec"
 
 	"github.com/spf13/cobra"
 
+	envexec "github.com/rllm-org/rllm-go/pkg/env/exec"
 	"github.com/rllm-org/rllm-go/pkg/progress"
 	"github.com/rllm-org/rllm-go/pkg/trainer"
 )

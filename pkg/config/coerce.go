@@ -2,10 +2,11 @@ package config
 
 import (
 	"fmt"
-	"github.com/rllm-org/rllm-go/internal/anyval"
 	"math"
 	"reflect"
 	"strconv"
+
+	"github.com/rllm-org/rllm-go/internal/anyval"
 )
 
 // coerce checks that v fits leaf l and returns it in the one Go type the

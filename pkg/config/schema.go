@@ -1,11 +1,12 @@
 package config
 
 import (
-	"github.com/rllm-org/rllm-go/internal/suggest"
 	"reflect"
 	"sort"
 	"strings"
 	"sync"
+
+	"github.com/rllm-org/rllm-go/internal/suggest"
 )
 
 // kind is what a leaf key accepts.

@@ -4,8 +4,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"github.com/parquet-go/parquet-go"
 	"io"
+
+	"github.com/parquet-go/parquet-go"
 )
 
 // checkParquetFooter walks a parquet file's footer (thrift compact

@@ -7,13 +7,13 @@ package registry
 
 import (
 	"fmt"
-	"github.com/rllm-org/rllm-go/internal/suggest"
 	"maps"
 	"slices"
 	"sort"
 	"strings"
 	"sync"
 
+	"github.com/rllm-org/rllm-go/internal/suggest"
 	"github.com/rllm-org/rllm-go/pkg/usererr"
 )
 

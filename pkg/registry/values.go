@@ -4,13 +4,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/rllm-org/rllm-go/internal/anyval"
 	"math"
 	"reflect"
 	"sort"
 	"strconv"
 	"strings"
 
+	"github.com/rllm-org/rllm-go/internal/anyval"
 	"github.com/rllm-org/rllm-go/pkg/usererr"
 )
 

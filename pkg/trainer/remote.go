@@ -3,13 +3,13 @@ package trainer
 import (
 	"context"
 	"fmt"
-	"github.com/rllm-org/rllm-go/internal/atomicfile"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/rllm-org/rllm-go/internal/atomicfile"
 	"github.com/rllm-org/rllm-go/pkg/rollout"
 	"github.com/rllm-org/rllm-go/pkg/usererr"
 )

@@ -2,8 +2,9 @@ package local
 
 import (
 	"fmt"
-	"github.com/rllm-org/rllm-go/pkg/usererr"
 	"math"
+
+	"github.com/rllm-org/rllm-go/pkg/usererr"
 )
 
 // Config sets the size of the embedded model. The architecture is a

@@ -5,12 +5,13 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
-	"github.com/rllm-org/rllm-go/pkg/usererr"
 	"io"
 	"maps"
 	"math"
 	"slices"
 	"sort"
+
+	"github.com/rllm-org/rllm-go/pkg/usererr"
 )
 
 // The safetensors format (as written by the Hugging Face library): an

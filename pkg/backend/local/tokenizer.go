@@ -1,10 +1,10 @@
 package local
 
 import (
-	"github.com/rllm-org/rllm-go/pkg/usererr"
 	"strings"
 
 	"github.com/rllm-org/rllm-go/pkg/episode"
+	"github.com/rllm-org/rllm-go/pkg/usererr"
 )
 
 // The tokenizer is byte-level: ids 0–255 are the bytes of UTF-8 text, and
