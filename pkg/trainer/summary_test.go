@@ -67,22 +67,10 @@ func TestValSummary(t *testing.T) {
 func TestValSummaryAfterResume(t *testing.T) {
 	over := []string{"trainer.val_before_train=true", "trainer.test_freq=1", "trainer.save_freq=1"}
 	c := smallConfig(t, append(over, "trainer.total_training_steps=2")...)
-	train := func() *Result {
-		tr, err := New(context.Background(), c, Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer tr.Close()
-		res, err := tr.Train(context.Background())
-		if err != nil {
-			t.Fatal(err)
-		}
-		return res
-	}
-	first := train()
+	first := mustTrain(t, c)
 	three := 3
 	c.Trainer.TotalTrainingSteps = &three
-	res := train()
+	res := mustTrain(t, c)
 	if first.firstValStep != 0 || res.firstValStep != 0 || res.FirstVal["val/pass@1"] != first.FirstVal["val/pass@1"] {
 		t.Fatalf("first validation after resume: step %d %v, want step 0 %v", res.firstValStep, res.FirstVal, first.FirstVal)
 	}

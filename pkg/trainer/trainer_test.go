@@ -64,8 +64,9 @@ func readMetrics(t testing.TB, dir string) []map[string]any {
 	return out
 }
 
-func TestTrainWritesMetricsAndCheckpoint(t *testing.T) {
-	c := smallConfig(t)
+// mustTrain runs c to its end with default options.
+func mustTrain(t testing.TB, c *config.Config) *Result {
+	t.Helper()
 	tr, err := New(context.Background(), c, Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -75,6 +76,12 @@ func TestTrainWritesMetricsAndCheckpoint(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return res
+}
+
+func TestTrainWritesMetricsAndCheckpoint(t *testing.T) {
+	c := smallConfig(t)
+	res := mustTrain(t, c)
 	if res.Steps != 2 {
 		t.Errorf("steps = %d, want 2", res.Steps)
 	}
