@@ -7,6 +7,7 @@
 package boundedio
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -215,4 +216,42 @@ func (l *LimitReader) Read(p []byte) (int, error) {
 	n, err := l.R.Read(p)
 	l.left -= int64(n)
 	return n, err
+}
+
+// LineReader reads lines no longer than a bound: a longer one ends in a
+// *TooLargeError (What "line") instead of growing memory.
+type LineReader struct {
+	r    *bufio.Reader
+	path string
+	max  int64
+	buf  []byte
+}
+
+// NewLineReader reads lines of at most max bytes (the line break aside)
+// from r; path names the source in errors.
+func NewLineReader(r *bufio.Reader, path string, max int64) *LineReader {
+	return &LineReader{r: r, path: path, max: max}
+}
+
+// ReadLine returns the next line with its '\n' (absent on a last line
+// without one), valid until the next call, or io.EOF after the last.
+func (l *LineReader) ReadLine() ([]byte, error) {
+	l.buf = l.buf[:0]
+	for {
+		chunk, err := l.r.ReadSlice('\n')
+		if int64(len(l.buf)+len(chunk)) > l.max+1 { // +1: the line break
+			return nil, &TooLargeError{Path: l.path, Limit: l.max, What: "line"}
+		}
+		l.buf = append(l.buf, chunk...)
+		switch {
+		case err == nil:
+			return l.buf, nil
+		case errors.Is(err, bufio.ErrBufferFull):
+			continue
+		case errors.Is(err, io.EOF) && len(l.buf) > 0:
+			return l.buf, nil
+		default:
+			return nil, err
+		}
+	}
 }

@@ -1,6 +1,7 @@
 package boundedio
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -142,5 +143,49 @@ func TestSize(t *testing.T) {
 		if got := Size(n); got != want {
 			t.Errorf("Size(%d) = %q, want %q", n, got, want)
 		}
+	}
+}
+
+// ReadLine returns each line with its break, a last line without one, and
+// refuses a line over the bound, also when it spans bufio's buffer.
+func TestLineReader(t *testing.T) {
+	long := strings.Repeat("x", 40)
+	for _, tc := range []struct {
+		name, in string
+		max      int64
+		want     []string // lines, then "TOO LARGE" for the error
+	}{
+		{"lines", "a\nbc\n", 8, []string{"a\n", "bc\n"}},
+		{"last line without a break", "a\nbc", 8, []string{"a\n", "bc"}},
+		{"at the bound", "abcd\n", 4, []string{"abcd\n"}},
+		{"over the bound", "ab\nabcde\n", 4, []string{"ab\n", "TOO LARGE"}},
+		{"longer than the buffer", long + "\n", 64, []string{long + "\n"}},
+		{"over the bound across the buffer", long + long + "\n", 64, []string{"TOO LARGE"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := NewLineReader(bufio.NewReaderSize(strings.NewReader(tc.in), 16), "f.jsonl", tc.max)
+			var got []string
+			for {
+				b, err := l.ReadLine()
+				var tl *TooLargeError
+				if errors.As(err, &tl) {
+					if tl.Path != "f.jsonl" || tl.What != "line" || tl.Limit != tc.max {
+						t.Errorf("error %+v", tl)
+					}
+					got = append(got, "TOO LARGE")
+					break
+				}
+				if errors.Is(err, io.EOF) {
+					break
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				got = append(got, string(b))
+			}
+			if strings.Join(got, "|") != strings.Join(tc.want, "|") {
+				t.Errorf("lines %q, want %q", got, tc.want)
+			}
+		})
 	}
 }

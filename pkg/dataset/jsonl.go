@@ -14,46 +14,22 @@ import (
 
 var utf8BOM = []byte{0xEF, 0xBB, 0xBF}
 
-// jsonlSource reads one JSON object per line. Blank lines are skipped;
-// lines may be of any length.
+// jsonlSource reads one JSON object per line, each at most max bytes.
+// Blank lines are skipped.
 type jsonlSource struct {
-	path string
-	r    *bufio.Reader
-	line int
-	buf  []byte
-	max  int64 // bound of one line
+	path  string
+	lines *boundedio.LineReader
+	line  int
+	max   int64 // bound of one line
 }
 
 func newJSONLSource(path string, r *bufio.Reader, maxLine int64) *jsonlSource {
-	return &jsonlSource{path: path, r: r, max: maxLine}
-}
-
-// readLine returns the next line without its terminator, valid until the
-// next call.
-func (s *jsonlSource) readLine() ([]byte, error) {
-	s.buf = s.buf[:0]
-	for {
-		chunk, err := s.r.ReadSlice('\n')
-		if int64(len(s.buf)+len(chunk)) > s.max+1 { // +1: the line break
-			return nil, &boundedio.TooLargeError{Path: s.path, Limit: s.max, What: "line"}
-		}
-		s.buf = append(s.buf, chunk...)
-		switch {
-		case err == nil:
-			return s.buf, nil
-		case errors.Is(err, bufio.ErrBufferFull):
-			continue
-		case errors.Is(err, io.EOF) && len(s.buf) > 0:
-			return s.buf, nil
-		default:
-			return nil, err
-		}
-	}
+	return &jsonlSource{path: path, lines: boundedio.NewLineReader(r, path, maxLine), max: maxLine}
 }
 
 func (s *jsonlSource) next() (episode.Task, error) {
 	for {
-		line, err := s.readLine()
+		line, err := s.lines.ReadLine()
 		if err != nil {
 			if errors.Is(err, io.EOF) {
 				return nil, io.EOF

@@ -18,6 +18,7 @@ import (
 	"path/filepath"
 	"sort"
 
+	"github.com/rllm-org/rllm-go/internal/boundedio"
 	"github.com/rllm-org/rllm-go/pkg/usererr"
 )
 
@@ -38,19 +39,29 @@ type Run struct {
 	Records []Record
 }
 
+// maxMetricsLine bounds one line of metrics.jsonl; a step's record is a
+// few KB, so a longer line is not one (a file that is not a metrics log).
+const maxMetricsLine = 16 << 20
+
 // ReadMetrics parses metrics.jsonl from r. Records of a step seen before
 // replace the earlier ones (a run resumed after a crash redoes the steps
 // after its checkpoint), so each step appears once, in step order. A
 // last line without its newline that does not parse is a write cut short
 // and is skipped; any other line that does not parse is an error naming
-// name:line.
+// name:line, and so is a line longer than maxMetricsLine.
 func ReadMetrics(r io.Reader, name string) ([]Record, error) {
-	br := bufio.NewReader(r)
+	lines := boundedio.NewLineReader(bufio.NewReader(r), name, maxMetricsLine)
 	byStep := map[int]int{} // step -> index in out
 	var out []Record
 	for line := 1; ; line++ {
-		b, err := br.ReadBytes('\n')
-		if err != nil && !errors.Is(err, io.EOF) {
+		b, err := lines.ReadLine()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if tl := (*boundedio.TooLargeError)(nil); errors.As(err, &tl) {
+			return nil, usererr.Errorf("%s:%d: the line is larger than %s; every line of %s is one step's record (a few KB)", name, line, boundedio.Size(tl.Limit), MetricsFile)
+		}
+		if err != nil {
 			return nil, fmt.Errorf("reading %s: %w", name, err)
 		}
 		complete := len(b) > 0 && b[len(b)-1] == '\n'
@@ -71,9 +82,6 @@ func ReadMetrics(r io.Reader, name string) ([]Record, error) {
 					out = append(out, rec)
 				}
 			}
-		}
-		if err != nil { // io.EOF
-			break
 		}
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Step < out[j].Step })

@@ -3,6 +3,7 @@ package plot
 import (
 	"bytes"
 	"image/png"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -259,3 +260,18 @@ func TestSmooth(t *testing.T) {
 		t.Fatalf("wrote %v: %v", w.Files, err)
 	}
 }
+
+// A line longer than any step's record is refused by name:line, without
+// reading it whole (a file that is not a metrics log, or endless bytes).
+func TestReadMetricsRefusesHugeLine(t *testing.T) {
+	in := io.MultiReader(strings.NewReader(`{"step":1,"critic/score/mean":0.5}`+"\n"), zeros{})
+	_, err := ReadMetrics(in, "run/metrics.jsonl")
+	if err == nil || !strings.Contains(err.Error(), "run/metrics.jsonl:2: the line is larger than 16 MiB") || !usererr.Is(err) {
+		t.Fatalf("error %v, want one naming run/metrics.jsonl:2 and the bound", err)
+	}
+}
+
+// zeros is /dev/zero: bytes without end and without a line break.
+type zeros struct{}
+
+func (zeros) Read(p []byte) (int, error) { clear(p); return len(p), nil }
