@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -83,12 +82,7 @@ func runPlot(a *App, opts *plotOptions) error {
 		a.notef("no data for %s in these runs; left out", strings.Join(w.Skipped, ", "))
 	}
 	if a.jsonResults() {
-		b, err := json.Marshal(map[string]any{"files": w.Files, "skipped": w.Skipped})
-		if err != nil {
-			return err
-		}
-		_, err = fmt.Fprintf(a.Stdout, "%s\n", b)
-		return err
+		return writeJSON(a, map[string]any{"files": w.Files, "skipped": w.Skipped})
 	}
 	for _, f := range w.Files {
 		if _, err := fmt.Fprintln(a.Stdout, f); err != nil {

@@ -157,11 +157,9 @@ func (o sftOutput) line(fields map[string]any, text string) {
 		fmt.Fprintln(o.w, text)
 		return
 	}
-	b, err := json.Marshal(fields)
-	if err != nil {
-		return
-	}
-	fmt.Fprintf(o.w, "%s\n", b)
+	enc := json.NewEncoder(o.w)
+	enc.SetEscapeHTML(false) // as writeJSON: paths with & stay readable
+	enc.Encode(fields)
 }
 
 func (o sftOutput) step(step, steps, epoch int, loss float64) {
