@@ -21,14 +21,7 @@ import (
 // the async/ metrics (which only the asynchronous loop writes).
 func runMetrics(t *testing.T, c *config.Config) []map[string]any {
 	t.Helper()
-	tr, err := New(context.Background(), c, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tr.Close()
-	if _, err := tr.Train(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	mustTrain(t, c)
 	ms := readMetrics(t, c.Trainer.DefaultLocalDir)
 	for _, m := range ms {
 		for k := range m {

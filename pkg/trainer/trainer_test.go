@@ -394,14 +394,7 @@ func TestNoValidationSetIsAllowed(t *testing.T) {
 func TestKLAndEntropyTermsAct(t *testing.T) {
 	run := func(sets ...string) []map[string]any {
 		c := smallConfig(t, append([]string{"trainer.total_training_steps=3", "trainer.seed=5"}, sets...)...)
-		tr, err := New(context.Background(), c, Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer tr.Close()
-		if _, err := tr.Train(context.Background()); err != nil {
-			t.Fatal(err)
-		}
+		mustTrain(t, c)
 		return readMetrics(t, c.Trainer.DefaultLocalDir)
 	}
 	kl := run("actor.use_kl_loss=true", "actor.kl_loss_coef=0.5", "algorithm.use_kl_in_reward=true", "algorithm.kl_coef=0.1")
@@ -479,14 +472,7 @@ func TestEntropyBonusRaisesEntropy(t *testing.T) {
 func TestSameSeedSameRun(t *testing.T) {
 	run := func(parallel string) []map[string]any {
 		c := smallConfig(t, "trainer.total_training_steps=3", "trainer.seed=11", "workflow.n_parallel_tasks="+parallel)
-		tr, err := New(context.Background(), c, Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer tr.Close()
-		if _, err := tr.Train(context.Background()); err != nil {
-			t.Fatal(err)
-		}
+		mustTrain(t, c)
 		ms := readMetrics(t, c.Trainer.DefaultLocalDir)
 		for _, m := range ms {
 			for k := range m {
