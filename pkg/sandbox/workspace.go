@@ -1,0 +1,110 @@
+package sandbox
+
+import (
+	"context"
+	"io/fs"
+)
+
+// The container lifecycle shared by every agent that works on a task in
+// a sandbox: the built-in tool agent's bash tool, an agent program, a
+// coding harness, and the task's verifier after them. One episode opens
+// one Workspace, runs any number of commands in it one after another
+// (files and, where the engine keeps them, processes persist between
+// commands), reads what it needs back, and closes it; Close removes
+// everything, on every exit path.
+//
+// Run (Backend.Run) stays the one-shot path: a fresh sandbox per command,
+// used by the code rewards and the python tool.
+
+// Workspace is one episode's long-lived sandbox: a container (docker) or
+// a private directory tree mounted at WorkspaceSpec.WorkDir (bwrap). It is
+// safe for concurrent use; commands may run at the same time.
+type Workspace interface {
+	// Exec runs one command in the workspace and waits for it to end
+	// or reach its limits. A command that fails is a Result, not an
+	// error; errors are the engine failing (the daemon gone, the
+	// workspace closed). Cancelling ctx kills the command's processes.
+	Exec(ctx context.Context, req ExecRequest) (Result, error)
+	// CopyIn writes files under dir (an absolute path inside the
+	// workspace), creating parents; through the engine's archive API
+	// (docker) or the filesystem (bwrap), never through a command line,
+	// so a file's size is bounded only by the workspace's limits.
+	CopyIn(ctx context.Context, dir string, files []File) error
+	// ReadFile returns the content of the file at path (absolute, inside
+	// the workspace), at most max bytes of it; fs.ErrNotExist when there
+	// is none.
+	ReadFile(ctx context.Context, path string, max int64) ([]byte, error)
+	// ID names the workspace for messages and labels (a container id,
+	// a directory).
+	ID() string
+	// Close kills whatever still runs in the workspace and removes it
+	// (the container, its directory); calling it again does nothing.
+	Close(ctx context.Context) error
+}
+
+// File is one file written into a workspace.
+type File struct {
+	// Name is relative to the directory it is copied into.
+	Name string
+	// Mode is its permission bits (0 means 0o644).
+	Mode fs.FileMode
+	Data []byte
+}
+
+// ExecRequest is one command run in a workspace.
+type ExecRequest struct {
+	// Command is the argv, looked up in the workspace's PATH.
+	Command []string
+	// Dir is the working directory (absolute); empty is WorkDir.
+	Dir string
+	// Env adds to or replaces the workspace's environment for this
+	// command only, as KEY=value.
+	Env []string
+	Stdin []byte
+	// Limits bound this command: WallTime, CPUTime and OutputBytes act
+	// per command; memory, processes and disk are the workspace's
+	// (WorkspaceSpec.Limits) and a command cannot raise them.
+	Limits Limits
+}
+
+// WorkspaceSpec describes the workspace to open.
+type WorkspaceSpec struct {
+	// Image is the docker image (a task's built image, or the local
+	// base image); bwrap ignores it and shows the host's /usr read-only.
+	Image string
+	// WorkDir is where the workspace's writable tree is mounted and
+	// commands start (a task's /app or /testbed); empty is WorkDir.
+	WorkDir string
+	// Limits bound the whole workspace: memory, processes, CPU and disk
+	// of everything in it together; WallTime bounds its whole life.
+	Limits Limits
+	// Env is the environment of every command (over the backend's
+	// sandbox.env), as KEY=value.
+	Env []string
+	// ReadOnly are host paths shown read-only at the same path (a
+	// harness's npm install, the node binary).
+	ReadOnly []string
+	// Network is what the workspace may reach; the zero value is
+	// nothing at all (loopback only).
+	Network Network
+	// Labels are added to the container's (docker); every workspace
+	// also carries rllm's own labels (run, owner process).
+	Labels map[string]string
+}
+
+// Network is a workspace's only way out: one host Unix socket (a gateway
+// session's listener), reachable inside as http://127.0.0.1:Port. No other
+// host port, no other address, no DNS.
+type Network struct {
+	// Socket is the host path of the Unix socket; empty means no
+	// network.
+	Socket string
+	// Port is the loopback port inside the workspace that forwards to
+	// Socket; 0 picks 8000.
+	Port int
+}
+
+// Opener opens workspaces: the bwrap and docker backends.
+type Opener interface {
+	Open(ctx context.Context, spec WorkspaceSpec) (Workspace, error)
+}
