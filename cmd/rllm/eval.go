@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/rllm-org/rllm-go/pkg/workflow/program"
 	"io"
 	"io/fs"
 	"os"
@@ -130,6 +131,7 @@ func runEval(ctx context.Context, a *App, opts *evalOptions) error {
 	// exec environments start their pools lazily; whatever happens, they
 	// (and their process groups) end with the command.
 	defer envexec.CloseAll()
+	defer program.CloseServers() // serving agent programs (workflow.args.mode=serve)
 	ld, err := opts.config.load(a, opts.args)
 	if err != nil {
 		return err

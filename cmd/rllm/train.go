@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"github.com/rllm-org/rllm-go/pkg/workflow/program"
 
 	"github.com/spf13/cobra"
 
@@ -49,6 +50,7 @@ func runTrain(cmd *cobra.Command, a *App, opts *trainOptions) error {
 	// exec environments start their pools lazily; whatever happens, they
 	// (and their process groups) end with the command.
 	defer envexec.CloseAll()
+	defer program.CloseServers() // serving agent programs (workflow.args.mode=serve)
 	ctx := cmd.Context()
 	ld, err := opts.config.load(a, opts.args)
 	if err != nil {

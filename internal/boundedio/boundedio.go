@@ -225,6 +225,8 @@ type LineReader struct {
 	path string
 	max  int64
 	buf  []byte
+	// cutEnded: the line the last *TooLargeError cut was read to its end.
+	cutEnded bool
 }
 
 // NewLineReader reads lines of at most max bytes (the line break aside)
@@ -240,6 +242,7 @@ func (l *LineReader) ReadLine() ([]byte, error) {
 	for {
 		chunk, err := l.r.ReadSlice('\n')
 		if int64(len(l.buf)+len(chunk)) > l.max+1 { // +1: the line break
+			l.cutEnded = !errors.Is(err, bufio.ErrBufferFull)
 			return nil, &TooLargeError{Path: l.path, Limit: l.max, What: "line"}
 		}
 		l.buf = append(l.buf, chunk...)
@@ -254,4 +257,23 @@ func (l *LineReader) ReadLine() ([]byte, error) {
 			return nil, err
 		}
 	}
+}
+
+// SkipLine consumes the rest of the line the last *TooLargeError cut,
+// however long, so that the next ReadLine starts on the line after it
+// (a stream that goes on after a bad line, such as a program's stdout).
+// It returns the cut line's first bytes (less than the limit), valid
+// until the next call. Call it only after a *TooLargeError.
+func (l *LineReader) SkipLine() ([]byte, error) {
+	for !l.cutEnded {
+		_, err := l.r.ReadSlice('\n')
+		if errors.Is(err, bufio.ErrBufferFull) {
+			continue
+		}
+		l.cutEnded = true
+		if err != nil {
+			return l.buf, err
+		}
+	}
+	return l.buf, nil
 }

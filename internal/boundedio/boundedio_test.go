@@ -189,3 +189,47 @@ func TestLineReader(t *testing.T) {
 		})
 	}
 }
+
+// SkipLine drops a line over the limit, however it ends, and reading goes
+// on with the next line.
+func TestLineReaderSkipLine(t *testing.T) {
+	for name, tc := range map[string]struct {
+		in   string
+		want []string
+	}{
+		"long line in the middle":    {"ok\n" + strings.Repeat("x", 100) + "\nnext\n", []string{"ok\n", "next\n"}},
+		"long line ends in a break":  {strings.Repeat("x", 40) + "\nnext\n", []string{"next\n"}},
+		"long last line":             {"ok\n" + strings.Repeat("x", 100), []string{"ok\n"}},
+		"two long lines":             {strings.Repeat("x", 50) + "\n" + strings.Repeat("y", 50) + "\nz\n", []string{"z\n"}},
+		"just over the limit, break": {strings.Repeat("x", 11) + "\nz\n", []string{"z\n"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			lr := NewLineReader(bufio.NewReaderSize(strings.NewReader(tc.in), 16), "in", 10)
+			var got []string
+			for {
+				line, err := lr.ReadLine()
+				var tl *TooLargeError
+				if errors.As(err, &tl) {
+					head, err := lr.SkipLine()
+					if len(head) > 10 || (len(head) > 0 && head[0] != 'x' && head[0] != 'y') {
+						t.Fatalf("head %q", head)
+					}
+					if err != nil && err != io.EOF {
+						t.Fatal(err)
+					}
+					continue
+				}
+				if err == io.EOF {
+					break
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				got = append(got, string(line))
+			}
+			if strings.Join(got, "|") != strings.Join(tc.want, "|") {
+				t.Fatalf("got %q, want %q", got, tc.want)
+			}
+		})
+	}
+}

@@ -45,6 +45,10 @@ type Params struct {
 	Dir      string   `arg:"dir" doc:"working directory of the program; empty: rllm's"`
 	PassEnv  []string `arg:"pass_env" doc:"names of environment variables passed on to the program besides the minimal set (PATH, HOME, locale, virtualenv...)"`
 	Gamma    float64  `arg:"gamma" default:"1" range:"[0,1]" doc:"discount of the Monte Carlo return stored in each step"`
+	// Serve mode (serve.go).
+	Mode        string `arg:"mode" default:"per_episode" doc:"per_episode: a process per episode, the task on stdin; serve: the program starts once and takes episodes as JSON lines on stdin (docs/gateway.md)"`
+	Processes   int    `arg:"processes" range:"[1,256]" doc:"mode=serve only: copies of the program started (default 1)"`
+	Concurrency int    `arg:"concurrency" range:"[1,4096]" doc:"mode=serve only: episodes one copy runs at once (default 64)"`
 }
 
 // Name is the workflow's registered name.
@@ -70,8 +74,11 @@ type Program struct {
 	dir      string
 	passEnv  []string
 	gamma    float64
-	deps     workflow.Deps
-	score    func(task episode.Task, answer string) (float64, bool, map[string]any, error)
+	// serve mode: processes × concurrency episodes at once (serve.go).
+	serve                  bool
+	processes, concurrency int
+	deps                   workflow.Deps
+	score                  func(task episode.Task, answer string) (float64, bool, map[string]any, error)
 	// gateway serves the sessions; nil means the process-wide one.
 	gateway *Gateway
 }
@@ -105,6 +112,9 @@ func New(p Params, deps workflow.Deps) (*Program, error) {
 	}
 	w := &Program{argv: argv, display: display, timeout: time.Duration(p.TimeoutS * float64(time.Second)),
 		maxCalls: p.MaxCalls, dir: p.Dir, passEnv: p.PassEnv, gamma: p.Gamma, deps: deps}
+	if err := w.setMode(p); err != nil {
+		return nil, err
+	}
 	if deps.Env.Name != "" {
 		d, v, err := env.Resolve(deps.Env.Name, deps.Env.Args)
 		if err != nil {
@@ -180,6 +190,9 @@ var errMaxCalls = errors.New("max calls")
 
 // Run runs the program once for task.
 func (w *Program) Run(ctx context.Context, task episode.Task, episodeID string) (*episode.Episode, error) {
+	if w.serve {
+		return w.runServed(ctx, task, episodeID)
+	}
 	ep := &episode.Episode{ID: episodeID, Task: task, TerminationReason: episode.TerminationUnknown, Metrics: map[string]float64{}}
 	g := w.gateway
 	if g == nil {

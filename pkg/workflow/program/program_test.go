@@ -27,6 +27,9 @@ import (
 // "agent-program MODE", it acts as MODE says and exits.
 func TestMain(m *testing.M) {
 	for i, a := range os.Args {
+		if a == "serving-program" && i+1 < len(os.Args) {
+			os.Exit(servingProgram(os.Args[i+1], os.Args[i+2:]))
+		}
 		if a == "agent-program" && i+1 < len(os.Args) {
 			os.Exit(agentProgram(os.Args[i+1], os.Args[i+2:]))
 		}
@@ -36,9 +39,13 @@ func TestMain(m *testing.M) {
 
 // chat posts one chat call the way the OpenAI SDKs do.
 func chat(msgs []map[string]any) (string, int, error) {
+	return chatAt(os.Getenv("OPENAI_BASE_URL"), os.Getenv("OPENAI_API_KEY"), msgs)
+}
+
+func chatAt(base, key string, msgs []map[string]any) (string, int, error) {
 	body, _ := json.Marshal(map[string]any{"model": "gpt-4o", "messages": msgs, "temperature": 0.5})
-	req, _ := http.NewRequest("POST", os.Getenv("OPENAI_BASE_URL")+"/chat/completions", bytes.NewReader(body))
-	req.Header.Set("Authorization", "Bearer "+os.Getenv("OPENAI_API_KEY"))
+	req, _ := http.NewRequest("POST", base+"/chat/completions", bytes.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+key)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return "", 0, err
@@ -330,14 +337,19 @@ func TestRelativeCommandInDir(t *testing.T) {
 
 func TestBadArguments(t *testing.T) {
 	for name, args := range map[string]map[string]any{
-		"no command":       {},
-		"empty list":       {"command": []any{}},
-		"not strings":      {"command": []any{1, 2}},
-		"missing program":  {"command": []any{"/no/such/program"}},
-		"bad pass_env":     {"command": "true", "pass_env": []any{"A=B"}},
-		"timeout 0":        {"command": "true", "timeout_s": 0},
-		"max_calls 0":      {"command": "true", "max_calls": 0},
-		"unknown argument": {"command": "true", "comand": "x"},
+		"no command":               {},
+		"empty list":               {"command": []any{}},
+		"not strings":              {"command": []any{1, 2}},
+		"missing program":          {"command": []any{"/no/such/program"}},
+		"bad pass_env":             {"command": "true", "pass_env": []any{"A=B"}},
+		"timeout 0":                {"command": "true", "timeout_s": 0},
+		"max_calls 0":              {"command": "true", "max_calls": 0},
+		"unknown argument":         {"command": "true", "comand": "x"},
+		"unknown mode":             {"command": "true", "mode": "daemon"},
+		"processes, per episode":   {"command": "true", "processes": 2},
+		"concurrency, per episode": {"command": "true", "mode": "per_episode", "concurrency": 8},
+		"processes 0":              {"command": "true", "mode": "serve", "processes": 0},
+		"concurrency 0":            {"command": "true", "mode": "serve", "concurrency": 0},
 	} {
 		spec := workflow.Spec{Name: "program", Args: args, Deps: workflow.Deps{Env: workflow.Component{Name: "arith"}}}
 		if err := spec.Check(); err == nil {
