@@ -272,6 +272,7 @@ type Local struct {
 	LR          float64 `koanf:"lr" json:"lr" yaml:"lr"`
 	WarmupSteps int     `koanf:"warmup_steps" json:"warmup_steps" yaml:"warmup_steps"`
 	WarmupLR    float64 `koanf:"warmup_lr" json:"warmup_lr" yaml:"warmup_lr"`
+	WarmupAgent string  `koanf:"warmup_agent" json:"warmup_agent" yaml:"warmup_agent"`
 	Threads     int     `koanf:"threads" json:"threads" yaml:"threads"`
 	Weights     string  `koanf:"weights" json:"weights" yaml:"weights"`
 }

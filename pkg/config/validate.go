@@ -296,6 +296,7 @@ func validate(c *Config, origin func(string) Origin) Errors {
 	v.atLeast("backend.local.threads", b.Local.Threads, 0)
 	v.atLeast("backend.local.warmup_steps", b.Local.WarmupSteps, 0)
 	v.positive("backend.local.warmup_lr", b.Local.WarmupLR)
+	v.oneOf("backend.local.warmup_agent", b.Local.WarmupAgent, []string{"auto", "builtin", "workflow"})
 	if b.Name == "local" && b.Local.Context < 2 {
 		v.fail("backend.local.context", "is too small")
 	}

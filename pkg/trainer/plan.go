@@ -247,6 +247,13 @@ type WarmupPlan struct {
 	// Format writes the replies the model is fitted to (the env's format
 	// examples); nil fits shuffled ground truths.
 	Format tasks.FormatExample
+	// Workflow is where the warm-up's prompts come from
+	// (backend.local.warmup_agent): the run's workflow, or the env's
+	// built-in agent in place of an agent program.
+	Workflow workflow.Spec
+	// Builtin says Workflow is the built-in agent standing in for the
+	// run's workflow.
+	Builtin bool
 }
 
 // NewPlan reads c into a plan, refusing (all at once, one line each)
@@ -479,6 +486,10 @@ func NewPlan(c *config.Config) (*Plan, error) {
 		if !c.Workflow.UseWorkflow {
 			p.Warmup.Format, _ = tasks.FormatExampleFor(c.Env.Name)
 		}
+		var err error
+		if p.Warmup.Workflow, p.Warmup.Builtin, err = warmupWorkflow(c, p.Workflow); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
@@ -608,7 +619,7 @@ func (p *Plan) String() string {
 		line("async", "%s", p.Async)
 	}
 	if p.Warmup.Steps > 0 {
-		line("warm-up", "%d steps at lr %g", p.Warmup.Steps, p.Warmup.LR)
+		line("warm-up", "%d steps at lr %g%s", p.Warmup.Steps, p.Warmup.LR, p.Warmup.agentNote(p.Workflow))
 	}
 	line("cadence", "validate every %d, save every %d, keep %s checkpoints", p.Cadence.TestFreq, p.Cadence.SaveFreq, keepString(p.Cadence.MaxCkptToKeep))
 	line("output", "%s", p.Dir)

@@ -2,6 +2,8 @@ package trainer
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -116,5 +118,77 @@ func TestPlanRefusesWhatTheBackendKindCannotDo(t *testing.T) {
 	p.Update.Loss.EntropyCoeff, p.Backend = 0.01, "tinker"
 	if err := p.CheckBackend(backend.ModelInfo{SupportedLosses: []string{backend.LossCrossEntropy}}); err == nil || !strings.Contains(err.Error(), "actor.entropy_coeff: the tinker backend does not return per-token entropies (the Tinker API never does)") {
 		t.Errorf("CheckBackend: %v", err)
+	}
+}
+
+// The warm-up of an agent program runs the env's built-in agent
+// (backend.local.warmup_agent=auto), says so in the plan, and runs the
+// program only when asked.
+func TestWarmupAgent(t *testing.T) {
+	program := []string{"workflow.name=program", "workflow.args.command=true"}
+	for _, tt := range []struct {
+		sets     []string
+		workflow string
+		builtin  bool
+		err      string
+	}{
+		{nil, "single_turn", false, ""},
+		{[]string{"backend.local.warmup_agent=builtin"}, "single_turn", false, ""},
+		{program, "single_turn", true, ""},
+		{append(program, "backend.local.warmup_agent=builtin"), "single_turn", true, ""},
+		{append(program, "backend.local.warmup_agent=workflow"), "program", false, ""},
+		{append(program, "env.name=frozenlake"), "multi_turn", true, ""},
+		{append(program, "env.name=", "trainer.experiment_name=x", "backend.local.warmup_agent=builtin"), "", false, "backend.local.warmup_agent=builtin needs env.name"},
+		{append(program, "env.name=", "trainer.experiment_name=x"), "program", false, ""},
+	} {
+		c, err := config.FromOverrides(tt.sets)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := NewPlan(c)
+		if tt.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tt.err) {
+				t.Errorf("%v: got %v, want %q", tt.sets, err, tt.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%v: %v", tt.sets, err)
+		}
+		if p.Warmup.Workflow.Name != tt.workflow || p.Warmup.Builtin != tt.builtin {
+			t.Errorf("%v: warm-up through %s (built-in %v), want %s (%v)", tt.sets, p.Warmup.Workflow.Name, p.Warmup.Builtin, tt.workflow, tt.builtin)
+		}
+		if says := strings.Contains(p.String(), "instead of program"); says != tt.builtin {
+			t.Errorf("%v: the plan says %v that the built-in agent stands in:\n%s", tt.sets, says, p.String())
+		}
+	}
+	if _, err := config.FromOverrides([]string{"backend.local.warmup_agent=program"}); err == nil || !strings.Contains(err.Error(), "backend.local.warmup_agent") {
+		t.Errorf("warmup_agent=program: %v", err)
+	}
+}
+
+// The warm-up of a program run never starts the program (auto), and
+// starts it when asked (workflow).
+func TestWarmupDoesNotStartTheProgram(t *testing.T) {
+	for _, tt := range []struct {
+		agent   string
+		started bool
+	}{{"auto", false}, {"workflow", true}} {
+		marker := filepath.Join(t.TempDir(), "started")
+		c := smallConfig(t, "workflow.name=program", "workflow.args.command=touch '"+marker+"'; exit 1",
+			"backend.local.warmup_agent="+tt.agent, "workflow.retry_limit=1")
+		tr, err := New(context.Background(), c, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = tr.warmup(context.Background())
+		tr.Close()
+		_, statErr := os.Stat(marker)
+		if started := statErr == nil; started != tt.started {
+			t.Errorf("warmup_agent=%s: the program started %v (warm-up: %v)", tt.agent, started, err)
+		}
+		if !tt.started && err != nil {
+			t.Errorf("warmup_agent=%s: %v", tt.agent, err)
+		}
 	}
 }

@@ -7,11 +7,16 @@ import (
 	"sync"
 
 	"github.com/rllm-org/rllm-go/pkg/backend"
+	"github.com/rllm-org/rllm-go/pkg/config"
 	"github.com/rllm-org/rllm-go/pkg/dataset"
+	"github.com/rllm-org/rllm-go/pkg/progress"
 	"github.com/rllm-org/rllm-go/pkg/reward"
 	"github.com/rllm-org/rllm-go/pkg/rollout"
 	"github.com/rllm-org/rllm-go/pkg/sampler"
 	"github.com/rllm-org/rllm-go/pkg/tasks"
+	"github.com/rllm-org/rllm-go/pkg/usererr"
+	"github.com/rllm-org/rllm-go/pkg/workflow"
+	"github.com/rllm-org/rllm-go/pkg/workflow/program"
 )
 
 // warmup fits a freshly initialised embedded policy to the answer format
@@ -49,8 +54,12 @@ func (t *Trainer) warmup(ctx context.Context) error {
 	if teacher.format != nil {
 		what = "replies in the task's format, not its answers"
 	}
-	t.logf("warm-up: %d steps fitting the answer format (%s) before RL", steps, what)
-	eng, err := rollout.NewRunner(t.plan.Workflow, t.be.ChatSampler(teacher), t.plan.Train.Params, 1, t.runnerFor(phaseWarmup), nil)
+	from := ""
+	if t.plan.Warmup.Builtin {
+		from = fmt.Sprintf(", on the prompts of the built-in %s agent instead of the program", t.plan.Warmup.Workflow.Deps.Agent.Name)
+	}
+	t.logf("warm-up: %d steps fitting the answer format (%s%s) before RL", steps, what, from)
+	eng, err := rollout.NewRunner(t.plan.Warmup.Workflow, t.be.ChatSampler(teacher), t.plan.Train.Params, 1, t.runnerFor(phaseWarmup), nil)
 	if err != nil {
 		return err
 	}
@@ -60,11 +69,15 @@ func (t *Trainer) warmup(ctx context.Context) error {
 	}
 	var data []backend.Datum
 	perStep := 0
+	// Progress as the steps show it: the prompts' rollouts, then the fit.
+	bar := t.progress().Start("warm-up", "steps", int64(steps))
+	defer func() { bar.Done() }()
 	for s := 0; s < steps; s++ {
 		eps, err := eng.Run(ctx, loader.Next().Tasks)
 		if err != nil {
 			return err
 		}
+		bar.Add(1)
 		seqs, _, err := rollout.Assemble(eps, t.plan.Assemble)
 		if err != nil {
 			return err
@@ -83,8 +96,14 @@ func (t *Trainer) warmup(ctx context.Context) error {
 	}
 	adam := t.plan.Update.Adam
 	adam.LearningRate = t.plan.Warmup.LR
+	bar.Done()
+	bar = progress.Nop.Start("", "", 0)
 	_, err = SFT(ctx, t.be, data, SFTOptions{Epochs: 1, BatchSize: perStep, Adam: adam,
 		OnStep: func(step, steps, _ int, loss float64) {
+			if step == 1 {
+				bar = t.progress().Start("warm-up fit", "steps", int64(steps))
+			}
+			bar.Add(1)
 			if step == 1 || step == steps || step%10 == 0 {
 				t.logf("warm-up %d/%d: loss %.3f per token", step, steps, loss)
 			}
@@ -170,4 +189,38 @@ func (s *teacher) Sample(_ context.Context, req backend.SampleRequest) (backend.
 		res.Sequences = append(res.Sequences, backend.SampledSequence{Tokens: ids, Logprobs: make([]float64, len(ids)), StopReason: stop})
 	}
 	return res, nil
+}
+
+// warmupWorkflow is the workflow whose prompts the warm-up fits
+// (backend.local.warmup_agent): the env's built-in agent in place of an
+// agent program (auto, builtin), since it asks for the same answer
+// format and starts no process, else the run's workflow.
+func warmupWorkflow(c *config.Config, run workflow.Spec) (workflow.Spec, bool, error) {
+	mode := c.Backend.Local.WarmupAgent
+	isProgram := run.Name == program.Name
+	switch {
+	case mode == "workflow", mode == "auto" && !isProgram:
+		return run, false, nil
+	case c.Env.Name == "" || c.Workflow.UseWorkflow:
+		if mode == "auto" {
+			return run, false, nil // no env to take a built-in agent from
+		}
+		return run, false, usererr.Errorf("backend.local.warmup_agent=builtin needs env.name (the env whose built-in agent the warm-up runs); set env.name or warmup_agent=workflow")
+	}
+	b := run
+	b.Name, b.Args = workflow.DefaultName(c.Env.Name), nil
+	if b.Deps.Agent.Name == "" {
+		b.Deps.Agent = workflow.Component{Name: workflow.AgentFor("", c.Env.Name)}
+	}
+	return b, b.Name != run.Name, nil
+}
+
+// agentNote says in the plan's warm-up line where its prompts come from
+// when that is not the run's workflow.
+func (w WarmupPlan) agentNote(run workflow.Spec) string {
+	if !w.Builtin {
+		return ""
+	}
+	return fmt.Sprintf(", prompts from the built-in %s agent (%s) instead of %s: it fits the same answer format without starting the program (backend.local.warmup_agent=workflow uses the program)",
+		w.Workflow.Deps.Agent.Name, w.Workflow.Name, run.Name)
 }

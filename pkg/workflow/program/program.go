@@ -47,8 +47,8 @@ type Params struct {
 	Gamma    float64  `arg:"gamma" default:"1" range:"[0,1]" doc:"discount of the Monte Carlo return stored in each step"`
 	// Serve mode (serve.go).
 	Mode        string `arg:"mode" default:"per_episode" doc:"per_episode: a process per episode, the task on stdin; serve: the program starts once and takes episodes as JSON lines on stdin (docs/gateway.md)"`
-	Processes   int    `arg:"processes" range:"[1,256]" doc:"mode=serve only: copies of the program started (default 1)"`
-	Concurrency int    `arg:"concurrency" range:"[1,4096]" doc:"mode=serve only: episodes one copy runs at once (default 64)"`
+	Processes   int    `arg:"processes" range:"[0,256]" doc:"mode=serve only: copies of the program started; 0: 1"`
+	Concurrency int    `arg:"concurrency" range:"[0,4096]" doc:"mode=serve only: episodes one copy of the program runs at once; 0: 64"`
 }
 
 // Name is the workflow's registered name.
