@@ -348,8 +348,8 @@ func TestBadArguments(t *testing.T) {
 		"unknown mode":             {"command": "true", "mode": "daemon"},
 		"processes, per episode":   {"command": "true", "processes": 2},
 		"concurrency, per episode": {"command": "true", "mode": "per_episode", "concurrency": 8},
-		"processes -1":              {"command": "true", "mode": "serve", "processes": -1},
-		"concurrency 5000":            {"command": "true", "mode": "serve", "concurrency": 5000},
+		"processes -1":             {"command": "true", "mode": "serve", "processes": -1},
+		"concurrency 5000":         {"command": "true", "mode": "serve", "concurrency": 5000},
 	} {
 		spec := workflow.Spec{Name: "program", Args: args, Deps: workflow.Deps{Env: workflow.Component{Name: "arith"}}}
 		if err := spec.Check(); err == nil {
