@@ -4,22 +4,21 @@
 // second turn whose prompt extends the first: rllm trains both turns as
 // one sequence, the tool result masked out).
 //
-// rllm runs it once per episode with the task on stdin and
-// OPENAI_BASE_URL / OPENAI_API_KEY pointing at the episode's gateway
-// session. Train it on the built-in arith task (tool calls need a sampler
-// that emits them: a vLLM or SGLang server with a tool parser, e.g.
+// Through the helper rllm_program.mjs the same file runs per episode or
+// served (workflow.args.mode=serve: one Node process for the run, a
+// Runner with an OpenAI client of its own per episode). Train it on the
+// built-in arith task (tool calls need a sampler that emits them: a vLLM
+// or SGLang server with a tool parser, e.g.
 // `vllm serve Qwen/Qwen3-0.6B --enable-auto-tool-choice --tool-call-parser hermes`):
 //
 //   npm install @openai/agents zod   (in this directory or a parent)
-//   rllm train workflow.name=program workflow.args.command="node examples/programs/agents_tool.mjs" \
+//   rllm train workflow.name=program workflow.args.mode=serve workflow.args.command="node examples/programs/agents_tool.mjs" \
 //       rollout.engine=openai rollout.endpoints=[http://127.0.0.1:8000] rollout.model=Qwen/Qwen3-0.6B
-import { Agent, run, tool, setDefaultOpenAIClient, setOpenAIAPI, setTracingDisabled } from "@openai/agents";
-import OpenAI from "openai";
+import { Agent, OpenAIProvider, Runner, tool, setTracingDisabled } from "@openai/agents";
 import { z } from "zod";
+import { run } from "./rllm_program.mjs";
 
 setTracingDisabled(true); // no export of traces to OpenAI's platform
-setOpenAIAPI("chat_completions"); // the gateway speaks chat completions
-setDefaultOpenAIClient(new OpenAI()); // OPENAI_BASE_URL, OPENAI_API_KEY
 
 const calculator = tool({
   name: "calculator",
@@ -35,28 +34,27 @@ const calculator = tool({
   },
 });
 
-async function readStdin() {
-  let data = "";
-  for await (const chunk of process.stdin) data += chunk;
-  return JSON.parse(data);
-}
-
-const task = await readStdin();
 const agent = new Agent({
   name: "arith",
   instructions: "Answer with the bare integer. Use the calculator when unsure.",
   model: "policy",
   tools: [calculator],
 });
+
 // AGENT_STREAM=1 (passed with workflow.args.pass_env=[AGENT_STREAM])
 // streams every turn, tool-call fragments included; the gateway records
 // the same tokens either way.
 const stream = process.env.AGENT_STREAM === "1";
-const result = await run(agent, task.question, { maxTurns: 4, stream });
-if (stream) {
-  for await (const _event of result) {
-    // drain the events; the final output is ready once they end
+
+run(async (task, client, { signal }) => {
+  // The episode's client, over chat completions (what the gateway speaks).
+  const runner = new Runner({ modelProvider: new OpenAIProvider({ openAIClient: client, useResponses: false }) });
+  const result = await runner.run(agent, task.question, { maxTurns: 4, stream, signal });
+  if (stream) {
+    for await (const _event of result) {
+      // drain the events; the final output is ready once they end
+    }
+    await result.completed;
   }
-  await result.completed;
-}
-console.log(JSON.stringify({ answer: String(result.finalOutput ?? "").trim() }));
+  return String(result.finalOutput ?? "").trim();
+});

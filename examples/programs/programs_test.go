@@ -7,6 +7,7 @@ package programs
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rllm-org/rllm-go/internal/repotest"
 	"github.com/rllm-org/rllm-go/pkg/episode"
@@ -22,6 +24,7 @@ import (
 	"github.com/rllm-org/rllm-go/pkg/sampler"
 	_ "github.com/rllm-org/rllm-go/pkg/tasks"
 	"github.com/rllm-org/rllm-go/pkg/workflow"
+	"github.com/rllm-org/rllm-go/pkg/workflow/program"
 )
 
 // missing skips, or fails under CI where the fetch scripts have run.
@@ -49,18 +52,27 @@ func stage(t *testing.T, script, modules string) []any {
 	if _, err := os.Stat(mods); err != nil {
 		missing(t, "testdata/"+modules+"/node_modules is missing; run scripts/fetch-openai-node.sh, scripts/fetch-openai-agents.sh and scripts/fetch-anthropic-node.sh")
 	}
-	dir := t.TempDir()
-	src, err := os.ReadFile(script)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, script), src, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	dir := copyTo(t, script, "rllm_program.mjs")
 	if err := os.Symlink(mods, filepath.Join(dir, "node_modules")); err != nil {
 		t.Fatal(err)
 	}
 	return []any{node, filepath.Join(dir, script)}
+}
+
+// copyTo copies example files into a fresh directory.
+func copyTo(t *testing.T, files ...string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for _, f := range files {
+		src, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, f), src, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
 }
 
 var sum = regexp.MustCompile(`(\d+)\s*([+\-*/])\s*(\d+)`)
@@ -103,27 +115,49 @@ var model = &gatewaytest.Sampler{Reply: func(req sampler.Request) gatewaytest.Re
 	return gatewaytest.Reply{Text: solve(last.Content)}
 }}
 
-// play runs the program on a few arith tasks and checks each episode.
+// play runs the program on a few arith tasks, per episode and served
+// (the served episodes at once), and checks each episode.
 func play(t *testing.T, command []any, turns int, passEnv ...any) {
 	t.Helper()
-	spec := workflow.Spec{Name: "program", Args: map[string]any{"command": command, "timeout_s": 120, "pass_env": passEnv},
-		Deps: workflow.Deps{Env: workflow.Component{Name: "arith"}}}
-	w, err := spec.New(model, sampler.Params{Temperature: 1, TopP: 1, TopK: -1, MaxTokens: 16})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i, q := range []string{"3+4=", "9-2=", "5+5="} {
-		task := episode.Task{"question": q, "ground_truth": solve(q), "data_source": "arith"}
-		ep, err := w.Run(context.Background(), task, "arith-"+strconv.Itoa(i)+":0")
+	defer program.CloseServers()
+	for _, mode := range []string{program.ModePerEpisode, program.ModeServe} {
+		spec := workflow.Spec{Name: "program", Args: map[string]any{"command": command, "timeout_s": 120, "pass_env": passEnv, "mode": mode},
+			Deps: workflow.Deps{Env: workflow.Component{Name: "arith"}}}
+		w, err := spec.New(model, sampler.Params{Temperature: 1, TopP: 1, TopK: -1, MaxTokens: 16})
 		if err != nil {
-			t.Fatalf("%s: %v", q, err)
+			t.Fatal(err)
 		}
-		if !ep.IsCorrect || len(ep.Trajectories) != 1 || len(ep.Trajectories[0].Steps) != turns {
-			t.Fatalf("%s: correct %v, %d trajectories (%+v)", q, ep.IsCorrect, len(ep.Trajectories), ep.Trajectories)
+		questions := []string{"3+4=", "9-2=", "5+5="}
+		if mode == program.ModeServe {
+			questions = append(questions, "8-1=", "2+2=", "6+3=", "9-9=", "1+8=")
 		}
-		seqs, st, err := rollout.Assemble([]*episode.Episode{ep}, rollout.AssembleOptions{FilterTokenMismatch: true})
-		if err != nil || st.TokenMismatches != 0 || len(seqs) != 1 {
-			t.Fatalf("%s: assemble %v %+v", q, err, st)
+		errs := make(chan error, len(questions))
+		for i, q := range questions {
+			one := func() error {
+				task := episode.Task{"question": q, "ground_truth": solve(q), "data_source": "arith"}
+				ep, err := w.Run(context.Background(), task, "arith-"+strconv.Itoa(i)+":0")
+				if err != nil {
+					return fmt.Errorf("%s %s: %v", mode, q, err)
+				}
+				if !ep.IsCorrect || len(ep.Trajectories) != 1 || len(ep.Trajectories[0].Steps) != turns {
+					return fmt.Errorf("%s %s: correct %v, %d trajectories (%+v)", mode, q, ep.IsCorrect, len(ep.Trajectories), ep.Trajectories)
+				}
+				seqs, st, err := rollout.Assemble([]*episode.Episode{ep}, rollout.AssembleOptions{FilterTokenMismatch: true})
+				if err != nil || st.TokenMismatches != 0 || len(seqs) != 1 {
+					return fmt.Errorf("%s %s: assemble %v %+v", mode, q, err, st)
+				}
+				return nil
+			}
+			if mode == program.ModeServe {
+				go func() { errs <- one() }()
+			} else {
+				errs <- one()
+			}
+		}
+		for range questions {
+			if err := <-errs; err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 }
@@ -157,4 +191,79 @@ func TestPythonProgram(t *testing.T) {
 		t.Skipf("python3 cannot import openai (pip install openai to run this test): %s", strings.TrimSpace(string(out)))
 	}
 	play(t, []any{py, "openai_agent.py"}, 1)
+}
+
+func python(t *testing.T) string {
+	t.Helper()
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		missing(t, "python3 is not installed: skipping the Python agent programs")
+	}
+	return py
+}
+
+// The standard-library agent through rllm_program.py, per episode and
+// served.
+func TestStdlibPythonProgram(t *testing.T) {
+	dir := copyTo(t, "stdlib_agent.py", "rllm_program.py")
+	play(t, []any{python(t), filepath.Join(dir, "stdlib_agent.py")}, 1)
+}
+
+// rllm_program.py served: an exception fails its episode with the
+// exception's message and the process serves on; a cancelled episode's
+// task is cancelled.
+func TestPythonHelperErrorsAndCancel(t *testing.T) {
+	defer program.CloseServers()
+	dir := copyTo(t, "rllm_program.py")
+	marks := filepath.Join(dir, "cancelled")
+	agent := `import asyncio, rllm_program
+
+async def solve(task, client):
+    reply = await client.chat([{"role": "user", "content": task["question"]}])
+    if task["question"] == "boom":
+        raise ValueError("no answer to boom")
+    if task["question"] == "slow":
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            open(` + strconv.Quote(marks) + `, "a").write("cancelled\n")
+            raise
+    return reply["choices"][0]["message"]["content"]
+
+rllm_program.run(solve)
+`
+	if err := os.WriteFile(filepath.Join(dir, "agent.py"), []byte(agent), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	spec := workflow.Spec{Name: "program", Args: map[string]any{"command": []any{python(t), filepath.Join(dir, "agent.py")}, "mode": "serve", "timeout_s": 1},
+		Deps: workflow.Deps{Env: workflow.Component{Name: "arith"}}}
+	w, err := spec.New(model, sampler.Params{Temperature: 1, TopP: 1, TopK: -1, MaxTokens: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ep, err := w.Run(context.Background(), episode.Task{"question": "boom", "ground_truth": "1"}, "boom:0")
+	if err == nil || !strings.Contains(ep.Error, "ValueError: no answer to boom") {
+		t.Fatalf("%v %+v", err, ep)
+	}
+	ep, err = w.Run(context.Background(), episode.Task{"question": "slow", "ground_truth": "1"}, "slow:0")
+	if err == nil || ep.TerminationReason != episode.TerminationTimeout {
+		t.Fatalf("%v %+v", err, ep)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if b, _ := os.ReadFile(marks); strings.Contains(string(b), "cancelled") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the slow episode's task was never cancelled")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	ep, err = w.Run(context.Background(), episode.Task{"question": "3+4=", "ground_truth": "7", "data_source": "arith"}, "ok:0")
+	if err != nil || !ep.IsCorrect {
+		t.Fatalf("after an error and a cancel: %v %+v", err, ep)
+	}
+	if st := program.ServersStats(); st.Started != 1 {
+		t.Errorf("%d processes started, want 1", st.Started)
+	}
 }

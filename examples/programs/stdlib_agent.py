@@ -1,33 +1,27 @@
 #!/usr/bin/env python3
 """An agent program with nothing but Python's standard library: one chat
-call over HTTP to the session rllm gives it. The smallest agent program
-there is, and the cheapest to start (no SDK import), which is why the
-benchmark of docs/benchmarks.md trains it. Train it on arith:
+call to the session rllm gives it, through the helper rllm_program.py
+(an asyncio HTTP client, no SDK import). The same file runs per episode
+or served (docs/gateway.md).
 
-    rllm train workflow.name=program \
-        workflow.args.command="python3 examples/programs/stdlib_agent.py"
+Train it on arith, served: one Python process for the whole run, the
+warm-up on the built-in arith agent; about 4 minutes on a 2-core machine:
+
+    rllm train workflow.name=program workflow.args.mode=serve \
+        workflow.args.command="python3 examples/programs/stdlib_agent.py" \
+        trainer.total_training_steps=200 trainer.test_freq=50
+
+Per episode (workflow.args.mode=per_episode, the default) the same run
+starts a Python process for each of its 51,200 training episodes: about
+3 hours here. `rllm train --dry-run ...` prints the episode count.
 """
-import json
-import os
-import sys
-import urllib.request
+import rllm_program
 
 
-def main() -> None:
-    task = json.loads(sys.stdin.readline())
-    req = urllib.request.Request(
-        os.environ["OPENAI_BASE_URL"] + "/chat/completions",
-        data=json.dumps({
-            "model": "policy",
-            "messages": [{"role": "user", "content": task["question"]}],
-        }).encode(),
-        headers={"Authorization": "Bearer " + os.environ["OPENAI_API_KEY"],
-                 "Content-Type": "application/json"},
-    )
-    with urllib.request.urlopen(req, timeout=300) as resp:
-        reply = json.load(resp)
-    print(json.dumps({"answer": reply["choices"][0]["message"]["content"] or ""}))
+async def solve(task, client):
+    reply = await client.chat([{"role": "user", "content": task["question"]}])
+    return reply["choices"][0]["message"]["content"] or ""
 
 
 if __name__ == "__main__":
-    main()
+    rllm_program.run(solve)

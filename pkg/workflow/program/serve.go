@@ -33,8 +33,9 @@ import (
 //
 // each with the variables a per-episode program would get; the program
 // answers one stdout line per episode, {"episode_id": ID, "answer": ...}
-// or {"episode_id": ID, "reward": x}, in any order. Other stdout lines
-// are ignored. An episode past workflow.args.timeout_s (or its call
+// or {"episode_id": ID, "reward": x}, in any order, or
+// {"episode_id": ID, "error": "why"} to fail it. Other stdout lines are
+// ignored. An episode past workflow.args.timeout_s (or its call
 // limit) ends, its session closes and the program gets
 // {"episode_id": ID, "cancel": true}; closing stdin means no more
 // episodes. A program that dies fails the episodes it held and is
@@ -410,8 +411,9 @@ func (p *serveProc) dispatch(line []byte) {
 		EpisodeID *string         `json:"episode_id"`
 		Answer    json.RawMessage `json:"answer"`
 		Reward    json.RawMessage `json:"reward"`
+		Error     *string         `json:"error"`
 	}
-	if err := json.Unmarshal(line, &head); err != nil || head.EpisodeID == nil || (head.Answer == nil && head.Reward == nil) {
+	if err := json.Unmarshal(line, &head); err != nil || head.EpisodeID == nil || (head.Answer == nil && head.Reward == nil && head.Error == nil) {
 		p.s.other.Add(1)
 		return
 	}
@@ -421,6 +423,10 @@ func (p *serveProc) dispatch(line []byte) {
 	p.mu.Unlock()
 	if !ok {
 		p.s.ignored.Add(1)
+		return
+	}
+	if head.Error != nil {
+		ch <- served{err: fmt.Errorf("%s failed this episode: %s", p.name, clip(*head.Error, 500))}
 		return
 	}
 	ch <- served{line: bytes.Clone(line)}

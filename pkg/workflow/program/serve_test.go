@@ -126,6 +126,8 @@ func servingProgram(mode string, args []string) int {
 		case "badreward":
 			ask()
 			say(map[string]any{"episode_id": id, "reward": "lots"})
+		case "error":
+			say(map[string]any{"episode_id": id, "error": "ZeroDivisionError: division by zero"})
 		case "nocall":
 			say(map[string]any{"episode_id": id, "answer": "7"})
 		case "otherid":
@@ -254,6 +256,7 @@ func TestServeFailures(t *testing.T) {
 		{"never answers", "never", []any{"timeout_s", 0.3}, episode.TerminationTimeout, []string{"timeout_s=0.3", "told to cancel"}, true},
 		{"answers for another episode", "otherid", []any{"timeout_s", 0.3}, episode.TerminationTimeout, []string{"timeout_s=0.3"}, true},
 		{"exits at once", "exit", nil, episode.TerminationError, []string{"exited with status 3", "boom at start", "started again"}, false},
+		{"reports an error", "error", nil, episode.TerminationError, []string{"failed this episode: ZeroDivisionError: division by zero"}, false},
 		{"never calls the model", "nocall", nil, episode.TerminationError, []string{"without a model call"}, false},
 		{"a reward that is not a number", "badreward", nil, episode.TerminationError, []string{`"reward" must be a finite number`}, false},
 		{"calls the model 1000 times", "flood", []any{"max_calls", 3}, episode.TerminationError, []string{"max_calls=3", "told to cancel"}, true},
