@@ -20,8 +20,22 @@
 // variables and episode.signal aborts when rllm cancels the episode (pass
 // it on, e.g. to @openai/agents' run(..., {signal})). A thrown error
 // fails the episode with its message; served, the process goes on.
-import OpenAI from "openai";
 import readline from "node:readline";
+
+// The `openai` package is loaded on first use, so a program that talks
+// to the Anthropic API (episode.env.ANTHROPIC_BASE_URL) needs only its
+// own SDK; client is then null.
+let OpenAI;
+async function openaiClass() {
+  if (OpenAI === undefined) {
+    try {
+      OpenAI = (await import("openai")).default;
+    } catch {
+      OpenAI = null;
+    }
+  }
+  return OpenAI;
+}
 
 function result(episodeId, out) {
   const line = out !== null && typeof out === "object" && ("reward" in out || "answer" in out)
@@ -32,7 +46,8 @@ function result(episodeId, out) {
 async function solveOne(solve, task, env, signal) {
   // One client per episode: its session's URL and token, no retries of a
   // call the gateway refused.
-  const client = new OpenAI({ baseURL: env.OPENAI_BASE_URL, apiKey: env.OPENAI_API_KEY, maxRetries: 0 });
+  const Client = await openaiClass();
+  const client = Client && new Client({ baseURL: env.OPENAI_BASE_URL, apiKey: env.OPENAI_API_KEY, maxRetries: 0 });
   return solve(task, client, { env, signal });
 }
 

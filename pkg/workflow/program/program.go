@@ -40,7 +40,7 @@ import (
 // Params are workflow.args of the program workflow.
 type Params struct {
 	Command  any      `arg:"command" doc:"the agent program: a command line run by /bin/sh -c (\"python3 agent.py\"), or a list [prog, arg...] run as is"`
-	TimeoutS float64  `arg:"timeout_s" default:"300" range:"(0,)" doc:"seconds a program may run; then its whole process group is killed and the episode ends with timeout"`
+	TimeoutS float64  `arg:"timeout_s" default:"300" range:"(0,)" doc:"seconds an episode may take; then it ends with timeout (per episode: the program's process group is killed; served: the program is told to cancel it)"`
 	MaxCalls int      `arg:"max_calls" default:"64" range:"[1,)" doc:"model calls a program may make per episode; the next one gets 429 and the program is stopped"`
 	Dir      string   `arg:"dir" doc:"working directory of the program; empty: rllm's"`
 	PassEnv  []string `arg:"pass_env" doc:"names of environment variables passed on to the program besides the minimal set (PATH, HOME, locale, virtualenv...)"`
