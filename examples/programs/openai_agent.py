@@ -1,29 +1,33 @@
 #!/usr/bin/env python3
-"""An agent program in Python with the official `openai` package.
+"""An agent program in Python with the official `openai` package, through
+the helper rllm_program.py: an AsyncOpenAI client per episode, so the
+same file runs per episode or served (workflow.args.mode=serve).
 
-rllm runs it once per episode: the task is one JSON object on stdin, and
-OPENAI_BASE_URL / OPENAI_API_KEY point at this episode's session of the
-recording gateway. The last stdout line, {"answer": ...}, is scored by
-env.name's reward function. Train it on the built-in arith task:
+The client rllm_program hands solve knows the episode's session
+(client.base_url, client.api_key); the gateway pins the model and the
+sampling settings. Train it on the built-in arith task, served:
 
-    rllm train workflow.name=program \
-        workflow.args.command="python3 examples/programs/openai_agent.py"
+    pip install openai
+    rllm train workflow.name=program workflow.args.mode=serve \
+        workflow.args.command="python3 examples/programs/openai_agent.py" \
+        trainer.total_training_steps=600 trainer.test_freq=100
 """
-import json
-import sys
+from openai import AsyncOpenAI
 
-from openai import OpenAI  # reads OPENAI_BASE_URL and OPENAI_API_KEY
+import rllm_program
 
 
-def main() -> None:
-    task = json.loads(sys.stdin.readline())
-    client = OpenAI()
-    reply = client.chat.completions.create(
-        model="policy",  # the gateway pins the model and sampling settings
-        messages=[{"role": "user", "content": task["question"]}],
-    )
-    print(json.dumps({"answer": reply.choices[0].message.content or ""}))
+async def solve(task, client):
+    oa = AsyncOpenAI(base_url=client.base_url, api_key=client.api_key, max_retries=0)
+    try:
+        reply = await oa.chat.completions.create(
+            model="policy",
+            messages=[{"role": "user", "content": task["question"]}],
+        )
+    finally:
+        await oa.close()
+    return reply.choices[0].message.content or ""
 
 
 if __name__ == "__main__":
-    main()
+    rllm_program.run(solve)

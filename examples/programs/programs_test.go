@@ -190,7 +190,8 @@ func TestPythonProgram(t *testing.T) {
 	if out, err := exec.Command(py, "-c", "import openai").CombinedOutput(); err != nil {
 		t.Skipf("python3 cannot import openai (pip install openai to run this test): %s", strings.TrimSpace(string(out)))
 	}
-	play(t, []any{py, "openai_agent.py"}, 1)
+	dir := copyTo(t, "openai_agent.py", "rllm_program.py")
+	play(t, []any{py, filepath.Join(dir, "openai_agent.py")}, 1)
 }
 
 func python(t *testing.T) string {
