@@ -225,6 +225,10 @@ async def solve(task, client):
         raise ValueError("no answer to boom")
     if task["question"] == "slow":
         try:
+            try:
+                await client.chat([{"role": "user", "content": "again"}])  # over max_calls: 429
+            except RuntimeError:
+                pass
             await asyncio.sleep(3600)
         except asyncio.CancelledError:
             open(` + strconv.Quote(marks) + `, "a").write("cancelled\n")
@@ -236,27 +240,64 @@ rllm_program.run(solve)
 	if err := os.WriteFile(filepath.Join(dir, "agent.py"), []byte(agent), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	spec := workflow.Spec{Name: "program", Args: map[string]any{"command": []any{python(t), filepath.Join(dir, "agent.py")}, "mode": "serve", "timeout_s": 1},
+	helperCancels(t, []any{python(t), filepath.Join(dir, "agent.py")}, marks, "ValueError: no answer to boom")
+}
+
+// rllm_program.mjs served: a thrown error fails its episode with the
+// error's message and the process serves on; a cancelled episode's
+// signal aborts.
+func TestNodeHelperErrorsAndCancel(t *testing.T) {
+	defer program.CloseServers()
+	command := stage(t, "rllm_program.mjs", "node")
+	dir := filepath.Dir(command[1].(string))
+	marks := filepath.Join(dir, "cancelled")
+	agent := `import { appendFileSync } from "node:fs";
+import { run } from "./rllm_program.mjs";
+
+run(async (task, client, { signal }) => {
+  const r = await client.chat.completions.create({ model: "policy", messages: [{ role: "user", content: task.question }] }, { signal });
+  if (task.question === "boom") throw new RangeError("no answer to boom");
+  if (task.question === "slow") {
+    // Over max_calls: this call gets 429 and rllm cancels the episode.
+    await client.chat.completions.create({ model: "policy", messages: [{ role: "user", content: "again" }] }, { signal }).catch(() => {});
+    await new Promise((resolve) => signal.addEventListener("abort", () => { appendFileSync(` + strconv.Quote(marks) + `, "cancelled\n"); resolve(); }));
+    return "late";
+  }
+  return r.choices[0].message.content;
+});
+`
+	if err := os.WriteFile(filepath.Join(dir, "agent.mjs"), []byte(agent), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	helperCancels(t, []any{command[0], filepath.Join(dir, "agent.mjs")}, marks, "RangeError: no answer to boom")
+}
+
+// helperCancels runs a served helper program that fails "boom", goes
+// over max_calls on "slow" and then waits until cancelled (noting it in
+// marks), and answers the rest.
+func helperCancels(t *testing.T, command []any, marks, boom string) {
+	t.Helper()
+	spec := workflow.Spec{Name: "program", Args: map[string]any{"command": command, "mode": "serve", "max_calls": 1, "timeout_s": 120},
 		Deps: workflow.Deps{Env: workflow.Component{Name: "arith"}}}
 	w, err := spec.New(model, sampler.Params{Temperature: 1, TopP: 1, TopK: -1, MaxTokens: 16})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ep, err := w.Run(context.Background(), episode.Task{"question": "boom", "ground_truth": "1"}, "boom:0")
-	if err == nil || !strings.Contains(ep.Error, "ValueError: no answer to boom") {
+	if err == nil || !strings.Contains(ep.Error, boom) {
 		t.Fatalf("%v %+v", err, ep)
 	}
 	ep, err = w.Run(context.Background(), episode.Task{"question": "slow", "ground_truth": "1"}, "slow:0")
-	if err == nil || ep.TerminationReason != episode.TerminationTimeout {
+	if err == nil || !strings.Contains(ep.Error, "max_calls=1") {
 		t.Fatalf("%v %+v", err, ep)
 	}
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(60 * time.Second)
 	for {
 		if b, _ := os.ReadFile(marks); strings.Contains(string(b), "cancelled") {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatal("the slow episode's task was never cancelled")
+			t.Fatal("the slow episode was never cancelled")
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
