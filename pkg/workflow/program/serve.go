@@ -300,8 +300,8 @@ func (p *serveProc) isDead() bool {
 }
 
 // send registers id and queues its line; the channel gets the answer or
-// the process's death.
-func (p *serveProc) send(ctx context.Context, id string, line []byte) (<-chan served, error) {
+// the process's death. When expired fires first it returns errNotSent.
+func (p *serveProc) send(ctx context.Context, expired <-chan time.Time, id string, line []byte) (<-chan served, error) {
 	ch := make(chan served, 1)
 	p.mu.Lock()
 	if p.gone {
@@ -315,11 +315,18 @@ func (p *serveProc) send(ctx context.Context, id string, line []byte) (<-chan se
 		return ch, nil
 	case <-p.dead:
 		return ch, nil // the death is delivered on ch
+	case <-expired:
+		p.forget(id)
+		return nil, errNotSent
 	case <-ctx.Done():
 		p.forget(id)
 		return nil, context.Cause(ctx)
 	}
 }
+
+// errNotSent: the episode's time ran out before the program took its
+// line (it does not read its stdin).
+var errNotSent = errors.New("the program did not read the episode's line in time")
 
 // forget stops waiting for id: a later line for it is ignored.
 func (p *serveProc) forget(id string) {
@@ -524,25 +531,33 @@ func (w *Program) runServed(ctx context.Context, task episode.Task, episodeID st
 		return fail(ep, fmt.Errorf("encoding the task as JSON: %w", err))
 	}
 	began := time.Now()
-	ch, err := proc.send(runCtx, id, append(line, '\n'))
-	if err != nil {
-		if ctx.Err() != nil {
-			return stopped(ep, w, ctx)
-		}
-		return fail(ep, err)
-	}
-	timer := time.NewTimer(w.timeout)
-	defer timer.Stop()
-	var got served
-	select {
-	case got = <-ch:
-	case <-timer.C:
+	timedOut := func() (*episode.Episode, error) {
 		proc.cancel(id)
 		w.attach(ep, sess.Traces(), episodeID)
 		ep.Metrics["program_seconds"] = time.Since(began).Seconds()
 		ep.TerminationReason = episode.TerminationTimeout
 		ep.Error = fmt.Sprintf("%s did not answer within workflow.args.timeout_s=%g; it was told to cancel the episode%s", proc.name, w.timeout.Seconds(), stderrTail(proc))
 		return ep, errors.New(ep.Error)
+	}
+	// The timeout counts from here: a program that stops reading its
+	// stdin times its episodes out as one that never answers does.
+	timer := time.NewTimer(w.timeout)
+	defer timer.Stop()
+	ch, err := proc.send(runCtx, timer.C, id, append(line, '\n'))
+	switch {
+	case errors.Is(err, errNotSent):
+		return timedOut()
+	case err != nil:
+		if ctx.Err() != nil {
+			return stopped(ep, w, ctx)
+		}
+		return fail(ep, err)
+	}
+	var got served
+	select {
+	case got = <-ch:
+	case <-timer.C:
+		return timedOut()
 	case <-runCtx.Done():
 		proc.cancel(id)
 		w.attach(ep, sess.Traces(), episodeID)
