@@ -137,6 +137,14 @@ type ServeStats struct {
 	TooLong int64 // stdout lines over MaxServeLine
 }
 
+// OpenServers counts the serving programs started and not yet stopped by
+// CloseServers.
+func OpenServers() int {
+	servers.mu.Lock()
+	defer servers.mu.Unlock()
+	return len(servers.all)
+}
+
 // ServersStats sums the counts of the serving programs alive.
 func ServersStats() ServeStats {
 	servers.mu.Lock()
