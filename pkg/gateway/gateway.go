@@ -151,6 +151,11 @@ type SessionConfig struct {
 	MaxCalls int
 	OnLimit  func()
 	Metadata map[string]any
+	// Stream keys the per-request seeds of a seeded sampler
+	// (sampler.WithStream): an episode's calls through the session draw
+	// the seeds its calls would draw in-process, in the order they
+	// arrive. Empty: the calls share one stream.
+	Stream string
 }
 
 var idRE = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)

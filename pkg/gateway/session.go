@@ -216,7 +216,11 @@ func (g *Gateway) serveCall(w http.ResponseWriter, r *http.Request, ep endpoint,
 		c.req.ChatTemplateKwargs = s.cfg.ChatTemplateKwargs
 	}
 	began := time.Now()
-	resp, err := s.cfg.Sampler.Sample(r.Context(), c.req)
+	ctx := r.Context()
+	if s.cfg.Stream != "" {
+		ctx = sampler.WithStream(ctx, s.cfg.Stream)
+	}
+	resp, err := s.cfg.Sampler.Sample(ctx, c.req)
 	latency := time.Since(began)
 	g.metrics.upstream.Observe(latency.Seconds())
 	if err != nil {

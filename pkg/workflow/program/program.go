@@ -33,6 +33,7 @@ import (
 	"github.com/rllm-org/rllm-go/pkg/episode"
 	"github.com/rllm-org/rllm-go/pkg/gateway"
 	"github.com/rllm-org/rllm-go/pkg/registry"
+	"github.com/rllm-org/rllm-go/pkg/sampler"
 	"github.com/rllm-org/rllm-go/pkg/usererr"
 	"github.com/rllm-org/rllm-go/pkg/workflow"
 )
@@ -207,7 +208,7 @@ func (w *Program) Run(ctx context.Context, task episode.Task, episodeID string) 
 	defer stop(nil)
 	params := w.deps.Params
 	sess, err := g.GW.Open(gateway.SessionConfig{Sampler: w.deps.Sampler, Params: &params, ChatTemplateKwargs: w.deps.ChatTemplateKwargs,
-		MaxCalls: w.maxCalls, OnLimit: func() { stop(errMaxCalls) }, Metadata: map[string]any{"episode_id": episodeID}})
+		MaxCalls: w.maxCalls, OnLimit: func() { stop(errMaxCalls) }, Metadata: map[string]any{"episode_id": episodeID}, Stream: sampler.Stream(ctx)})
 	if err != nil {
 		return fail(ep, fmt.Errorf("opening a gateway session: %w", err))
 	}

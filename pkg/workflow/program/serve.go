@@ -22,6 +22,7 @@ import (
 	"github.com/rllm-org/rllm-go/internal/procgroup"
 	"github.com/rllm-org/rllm-go/pkg/episode"
 	"github.com/rllm-org/rllm-go/pkg/gateway"
+	"github.com/rllm-org/rllm-go/pkg/sampler"
 	"github.com/rllm-org/rllm-go/pkg/usererr"
 )
 
@@ -518,7 +519,7 @@ func (w *Program) runServed(ctx context.Context, task episode.Task, episodeID st
 	defer stop(nil)
 	params := w.deps.Params
 	sess, err := g.GW.Open(gateway.SessionConfig{Sampler: w.deps.Sampler, Params: &params, ChatTemplateKwargs: w.deps.ChatTemplateKwargs,
-		MaxCalls: w.maxCalls, OnLimit: func() { stop(errMaxCalls) }, Metadata: map[string]any{"episode_id": episodeID}})
+		MaxCalls: w.maxCalls, OnLimit: func() { stop(errMaxCalls) }, Metadata: map[string]any{"episode_id": episodeID}, Stream: sampler.Stream(ctx)})
 	if err != nil {
 		return fail(ep, fmt.Errorf("opening a gateway session: %w", err))
 	}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,6 +18,7 @@ import (
 	"time"
 
 	"github.com/rllm-org/rllm-go/pkg/episode"
+	"github.com/rllm-org/rllm-go/pkg/gateway/gatewaytest"
 	"github.com/rllm-org/rllm-go/pkg/rollout"
 	"github.com/rllm-org/rllm-go/pkg/sampler"
 	"github.com/rllm-org/rllm-go/pkg/workflow"
@@ -402,5 +404,59 @@ func TestServeInterrupt(t *testing.T) {
 			t.Fatalf("the serving program's child %d outlived the run", child)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+var taskOf = regexp.MustCompile(`\d\+1=`)
+
+// A program's episodes draw the seeds the built-in agent's episodes draw
+// (the gateway session carries the episode's sampling stream), per
+// episode and served, whatever order the calls arrive in.
+func TestProgramSeedsMatchTheBuiltinAgent(t *testing.T) {
+	defer program.CloseServers()
+	seed := int64(7)
+	params := testParams
+	params.Seed = &seed
+	tasks := make([]episode.Task, 6)
+	for i := range tasks {
+		tasks[i] = episode.Task{"question": fmt.Sprintf("%d+1=", i), "ground_truth": strconv.Itoa(i + 1), "data_source": "arith", "id": fmt.Sprint(i)}
+	}
+	seeds := func(spec workflow.Spec) map[string]int64 {
+		var mu sync.Mutex
+		got := map[string]int64{}
+		smp := &gatewaytest.Sampler{Reply: func(req sampler.Request) gatewaytest.Reply {
+			last := req.Messages[len(req.Messages)-1].Content
+			if req.Params.Seed != nil {
+				mu.Lock()
+				got[taskOf.FindString(last)] = *req.Params.Seed
+				mu.Unlock()
+			}
+			return gatewaytest.Reply{Text: "7"}
+		}}
+		eng, err := rollout.NewRunner(spec, smp, params, 1, rollout.RunnerOptions{NParallel: 12, RetryLimit: 1, SeedSalt: 3}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := eng.Run(context.Background(), tasks); err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	deps := workflow.Deps{Agent: workflow.Component{Name: "arith"}, Env: workflow.Component{Name: "arith"}}
+	builtin := seeds(workflow.Spec{Name: "single_turn", Deps: deps})
+	if len(builtin) != 6 {
+		t.Fatalf("built-in seeds %v", builtin)
+	}
+	for _, mode := range []string{"per_episode", "serve"} {
+		command := self("answer")
+		if mode == "serve" {
+			command = serving("answer")
+		}
+		got := seeds(workflow.Spec{Name: "program", Args: map[string]any{"command": command, "mode": mode}, Deps: deps})
+		for q, s := range builtin {
+			if got[q] != s {
+				t.Errorf("%s: %q drew seed %d, the built-in agent %d", mode, q, got[q], s)
+			}
+		}
 	}
 }
