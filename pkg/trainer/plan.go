@@ -554,6 +554,9 @@ func (p *Plan) String() string {
 			how = "trainer.total_training_steps"
 		}
 		line("steps", "%d (%s): %s drawn, %s", sc.Steps, how, plural(sc.Steps*perStep, "task"), plural(sc.Steps*perStep*p.Train.N, "episode"))
+		if note := programNote(p.Workflow, sc.Steps*perStep*p.Train.N); note != "" {
+			line("program", "%s", note)
+		}
 	}
 	line("rollouts", "%d per task, temperature %g, max %d tokens; validation %d per task at temperature %g",
 		p.Train.N, p.Train.Params.Temperature, p.Train.Params.MaxTokens, p.Val.N, p.Val.Params.Temperature)

@@ -224,3 +224,18 @@ func (w WarmupPlan) agentNote(run workflow.Spec) string {
 	return fmt.Sprintf(", prompts from the built-in %s agent (%s) instead of %s: it fits the same answer format without starting the program (backend.local.warmup_agent=workflow uses the program)",
 		w.Workflow.Deps.Agent.Name, w.Workflow.Name, run.Name)
 }
+
+// programNote says up front what an agent program costs a run: per
+// episode, a process start for every episode (about 0.15 s of CPU for
+// the standard-library Python agent, more with an SDK import); served,
+// one start.
+func programNote(run workflow.Spec, episodes int) string {
+	if run.Name != program.Name {
+		return ""
+	}
+	if mode, _ := run.Args["mode"].(string); mode == program.ModeServe {
+		return "served: the program starts once and takes every episode over stdin"
+	}
+	return fmt.Sprintf("a process per episode: %d program starts for training alone (at 0.15 s of CPU each, %.1f CPU-hours for the standard-library Python agent; SDK imports cost more); workflow.args.mode=serve starts it once",
+		episodes, float64(episodes)*0.15/3600)
+}
