@@ -49,7 +49,7 @@ type Params struct {
 	// Serve mode (serve.go).
 	Mode        string `arg:"mode" default:"per_episode" doc:"per_episode: a process per episode, the task on stdin; serve: the program starts once and takes episodes as JSON lines on stdin (docs/gateway.md)"`
 	Processes   int    `arg:"processes" range:"[0,256]" doc:"mode=serve only: copies of the program started; 0: 1"`
-	Concurrency int    `arg:"concurrency" range:"[0,4096]" doc:"mode=serve only: episodes one copy of the program runs at once; 0: 64"`
+	Concurrency int    `arg:"concurrency" range:"[0,4096]" doc:"mode=serve only: episodes one copy of the program runs at once; 0: 256"`
 }
 
 // Name is the workflow's registered name.

@@ -51,7 +51,7 @@ const (
 // Defaults of the serve-mode keys, used when they are not set.
 const (
 	defaultProcesses   = 1
-	defaultConcurrency = 64
+	defaultConcurrency = 256
 )
 
 // MaxServeLine bounds one stdout line of a serving program, as the
