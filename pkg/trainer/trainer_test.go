@@ -637,8 +637,10 @@ func TestProgressAndPrometheus(t *testing.T) {
 	if _, err := tr.Train(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	// 2 steps of 4 tasks × 4 episodes, one validation of 8 tasks × 1.
-	want := map[string][2]int64{"train": {2, 2}, "rollout": {32, 32}, "validation": {8, 8}}
+	// 2 steps of 4 tasks × 4 episodes, one validation of 8 tasks × 1,
+	// after the warm-up's 2 steps of rollouts and its fit (8 replies in
+	// batches of 4).
+	want := map[string][2]int64{"train": {2, 2}, "rollout": {32, 32}, "validation": {8, 8}, "warm-up": {2, 2}, "warm-up fit": {2, 2}}
 	for name, w := range want {
 		if got := rec.phases[name]; got != w {
 			t.Errorf("phase %s: total/done %v, want %v", name, got, w)
