@@ -35,8 +35,13 @@ import urllib.parse
 __all__ = ["Client", "run"]
 
 
+# Idle kept-alive connections to the gateway, shared by the episodes of
+# a serving process (each request carries its own session's token).
+_idle = {}
+
+
 class Client:
-    """One episode's session of the recording gateway: HTTP/1.1 over one
+    """One episode's session of the recording gateway: HTTP/1.1 over a
     kept-alive connection, standard library only."""
 
     def __init__(self, env):
@@ -48,6 +53,7 @@ class Client:
             raise ValueError("OPENAI_BASE_URL %r is not http://" % self.base_url)
         self._host, self._port, self._path = u.hostname, u.port or 80, u.path.rstrip("/")
         self._conn = None
+        self._busy = False
 
     async def chat(self, messages, **params):
         """POST /chat/completions; the gateway pins the model and sampling."""
@@ -59,17 +65,24 @@ class Client:
                 "Content-Type: application/json\r\nContent-Length: %d\r\n\r\n"
                 % (self._path, path, self._host, self._port, self.api_key, len(data))).encode()
         for attempt in (0, 1):
-            fresh = self._conn is None
-            if fresh:
-                self._conn = await asyncio.open_connection(self._host, self._port)
+            fresh = False
+            if self._conn is None:
+                idle = _idle.get((self._host, self._port))
+                if idle:
+                    self._conn = idle.pop()
+                else:
+                    self._conn = await asyncio.open_connection(self._host, self._port)
+                    fresh = True
             reader, writer = self._conn
+            self._busy = True  # until the whole response is read
             try:
                 writer.write(head + data)
                 await writer.drain()
                 status, body = await _read_response(reader)
+                self._busy = False
                 break
-            except (ConnectionError, asyncio.IncompleteReadError):
-                self.close()
+            except (ConnectionError, asyncio.IncompleteReadError, ValueError, IndexError):
+                self._drop()
                 if fresh or attempt:  # a kept-alive connection the server closed: once more
                     raise
         reply = json.loads(body) if body else {}
@@ -79,6 +92,15 @@ class Client:
         return reply
 
     def close(self):
+        """Hands the connection back for the next episode."""
+        if self._conn is not None:
+            if not self._busy and not self._conn[0].at_eof():
+                _idle.setdefault((self._host, self._port), []).append(self._conn)
+            else:
+                self._conn[1].close()
+            self._conn = None
+
+    def _drop(self):
         if self._conn is not None:
             self._conn[1].close()
             self._conn = None
