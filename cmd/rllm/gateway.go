@@ -28,9 +28,9 @@ type gatewayOptions struct {
 	// adminKeyFile is where the key the gateway makes is written when
 	// adminKeyEnv is empty (default ~/.rllm/gateway-PORT.key).
 	adminKeyFile string
-	maxCalls    int
-	maxBodyMB   int
-	maxSessions int
+	maxCalls     int
+	maxBodyMB    int
+	maxSessions  int
 	// ready, when set, is told the address once the gateway listens (tests).
 	ready func(addr string)
 }
