@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/rllm-org/rllm-go/pkg/episode"
@@ -157,15 +158,20 @@ func decodeMessages(body []byte) (call, error) {
 	return call{req: sampler.Request{Messages: msgs, Tools: tools}, stream: req.Stream, reqMsgs: msgs}, nil
 }
 
-// stopReason maps a finish reason onto Anthropic's stop_reason.
-func stopReason(t *Trace) (string, any) {
+// stopReason maps a finish reason onto Anthropic's stop_reason and
+// stop_sequence. Servers report the stop match their own way: vLLM's
+// stop_reason is null at the end of sequence, SGLang's matched_stop is
+// the end-of-sequence token's id, and both give the id of a stop token.
+// None of those is a stop sequence; only one of the request's stop
+// strings is (agent loops test for end_turn).
+func stopReason(t *Trace, stops []string) (string, any) {
 	switch t.FinishReason {
 	case "length":
 		return "max_tokens", nil
 	case "tool_calls":
 		return "tool_use", nil
 	}
-	if t.StopReason != "" && t.FinishReason == "stop" {
+	if t.FinishReason == "stop" && t.StopReason != "" && slices.Contains(stops, t.StopReason) {
 		return "stop_sequence", t.StopReason
 	}
 	return "end_turn", nil
@@ -203,7 +209,7 @@ func anthropicBlocks(t *Trace) []map[string]any {
 
 func writeMessages(w http.ResponseWriter, model string, t *Trace, c call) {
 	id := "msg_" + t.TraceID
-	stop, seq := stopReason(t)
+	stop, seq := stopReason(t, c.req.Params.Stop)
 	if !c.stream {
 		writeJSON(w, http.StatusOK, map[string]any{"id": id, "type": "message", "role": "assistant", "model": model,
 			"content": anthropicBlocks(t), "stop_reason": stop, "stop_sequence": seq,
