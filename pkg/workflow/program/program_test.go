@@ -291,7 +291,7 @@ func TestProgramFailures(t *testing.T) {
 		{"exits 1", self("exit1"), nil, episode.TerminationError, []string{"exited with status 1", "ValueError: bad thing happened"}},
 		{"hangs", self("hang"), map[string]any{"timeout_s": 0.5}, episode.TerminationTimeout, []string{"timeout_s=0.5", "thinking forever"}},
 		{"sends 100 MB", self("bigbody"), nil, episode.TerminationError, []string{"exited with status 1", "413", "request body too large"}},
-		{"not found", "./no-such-agent.py", nil, episode.TerminationError, []string{"exited with status 127"}},
+		{"not found", "exec ./no-such-agent.py", nil, episode.TerminationError, []string{"exited with status 127"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			args := map[string]any{"command": tc.command}
@@ -409,6 +409,8 @@ func TestBadArguments(t *testing.T) {
 		"empty list":       {"command": []any{}},
 		"not strings":      {"command": []any{1, 2}},
 		"missing program":  {"command": []any{"/no/such/program"}},
+		"misspelt program": {"command": "pythn3 agent.py"},
+		"missing in dir":   {"command": "LOG=1 ./agent.sh --x", "dir": "."},
 		"bad pass_env":     {"command": "true", "pass_env": []any{"A=B"}},
 		"timeout 0":        {"command": "true", "timeout_s": 0},
 		"max_calls 0":      {"command": "true", "max_calls": 0},
