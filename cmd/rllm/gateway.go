@@ -63,10 +63,12 @@ session's traces, need the admin key (Authorization: Bearer); a session's
 api_key makes model calls and reads that session's traces, nothing else.
 The key is the one in $NAME with --admin-key-env NAME; otherwise the
 gateway makes one and writes it, readable by you only, to --admin-key-file
-(default ~/.rllm/gateway-PORT.key), saying where on start. See
-docs/gateway.md.`,
-		Example: `  rllm gateway --port 9090
+(default ~/.rllm/gateway-PORT.key), saying where on start:
+
   curl -H "Authorization: Bearer $(cat ~/.rllm/gateway-9090.key)" -d '{}' http://127.0.0.1:9090/sessions
+
+See docs/gateway.md.`,
+		Example: `  rllm gateway --port 9090
   rllm gateway --port 9090 rollout.engine=openai rollout.endpoints=[http://gpu1:8000] rollout.model=Qwen/Qwen3-4B`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.args = args
