@@ -146,14 +146,14 @@ func (d *diagnosis) track(step int, m map[string]float64) {
 const zeroAdvantage = 1e-6
 
 // noLearningSignal reports whether a step trained on nothing: it was
-// skipped, or the advantages of its trained tokens are all zero. It reads
+// skipped (all of it), or the advantages of its trained tokens are all zero. It reads
 // the advantages, not the solve fractions: with partial credit (arith,
 // F1) a group none of whose episodes is correct still has a spread of
 // rewards and so advantages that train. Only a step whose metrics carry
 // no advantages (every token masked) falls back to the solve fractions.
 func noLearningSignal(m map[string]float64) bool {
-	if _, skipped := m["batch/skipped"]; skipped {
-		return true
+	if skipped := m["batch/skipped"]; skipped >= 1 {
+		return true // every optimizer step of it (an async step may skip some)
 	}
 	lo, hasLo := m["critic/advantages/min"]
 	hi, hasHi := m["critic/advantages/max"]

@@ -100,6 +100,10 @@ type Trainer struct {
 	// formerBest are the steps of bests a better validation has replaced
 	// since the last checkpoint: the next prune may remove them.
 	formerBest []int
+	// episodeSlots bound the episodes in flight across every rollout
+	// phase to workflow.n_parallel_tasks: the asynchronous producer's
+	// groups and a validation run at the same time.
+	episodeSlots chan struct{}
 	// validator runs a validation: t.validate, or a test's stand-in.
 	validator func(context.Context) (map[string]float64, error)
 }
@@ -118,6 +122,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Trainer, error
 	}
 	t := &Trainer{plan: plan, opts: opts, now: opts.Now, savedStep: -1, chat: &swapSampler{}, diag: newDiagnosis()}
 	t.validator = t.validate
+	t.episodeSlots = make(chan struct{}, max(1, plan.Runner.NParallel))
 	t.chat.step, t.chat.remote = func() int { return t.step }, plan.Remote.Mode // step is read by swap, on the trainer's goroutine
 	if t.now == nil {
 		t.now = time.Now
