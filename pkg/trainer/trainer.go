@@ -454,7 +454,11 @@ func (t *Trainer) stopped(ctx context.Context, res *Result, err error) error {
 	if errors.As(err, &unfinished) {
 		// Part of the step is on the service's weights: saving them would
 		// label step t a state that holds some of t+1.
-		t.logf("interrupted during step %d, whose optimizer call was sent but which could not finish (%v); its weights are not saved: resume from the checkpoint of step %d", unfinished.step, unfinished.err, t.savedStep)
+		resume := fmt.Sprintf("resume from the checkpoint of step %d", t.savedStep)
+		if t.savedStep < 0 {
+			resume = "the run has no checkpoint yet, so running it again starts over"
+		}
+		t.logf("interrupted during step %d, whose optimizer call was sent but which could not finish (%v); its weights are not saved: %s", unfinished.step, unfinished.err, resume)
 		return errors.Join(cause, err)
 	}
 	saveCtx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
