@@ -1,7 +1,7 @@
 // Package gateway is the recording proxy between agent programs and the
 // policy model. A program that only knows an OpenAI or Anthropic base URL
-// calls /sessions/{id}/v1/chat/completions, /v1/completions or
-// /v1/messages; the gateway checks the session's bearer token, pins the
+// calls /sessions/{id}/v1/chat/completions, /v1/completions,
+// /v1/responses or /v1/messages; the gateway checks the session's bearer token, pins the
 // model and sampling parameters to the session's, asks the sampler (an
 // OpenAI-compatible server, the embedded policy, Tinker's sampler: any
 // sampler.Sampler) for the reply with its exact token ids and logprobs,
@@ -123,10 +123,11 @@ func New(opts Options) *Gateway {
 	m.HandleFunc("POST /sessions/{id}/v1/chat/completions", g.call(endpointChat))
 	m.HandleFunc("POST /sessions/{id}/v1/completions", g.call(endpointCompletions))
 	m.HandleFunc("POST /sessions/{id}/v1/messages", g.call(endpointMessages))
+	m.HandleFunc("POST /sessions/{id}/v1/responses", g.call(endpointResponses))
 	m.HandleFunc("GET /sessions/{id}/v1/models", g.models)
 	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeOpenAIError(w, http.StatusNotFound, "not_found_error",
-			fmt.Sprintf("no route %s %s; agents call /sessions/{session_id}/v1/chat/completions, /v1/completions or /v1/messages", r.Method, r.URL.Path))
+			fmt.Sprintf("no route %s %s; agents call /sessions/{session_id}/v1/chat/completions, /v1/completions, /v1/responses or /v1/messages", r.Method, r.URL.Path))
 	})
 	g.mux = m
 	return g

@@ -34,6 +34,18 @@ type Session struct {
 	traces    []Trace
 	stats     SessionStats
 	closed    bool
+	// responses maps the id of each Responses call's reply to its call
+	// (previous_response_id); custom the call id of each custom tool call
+	// it returned to the arguments the model wrote.
+	responses map[string]responseRef
+	custom    map[string]string
+}
+
+// responseRef finds a Responses call's trace: its seq, and how many of
+// its leading messages its instructions were.
+type responseRef struct {
+	seq  int64
+	skip int
 }
 
 // SessionStats count a session's calls that left no trace.
@@ -103,14 +115,51 @@ func (s *Session) close() {
 	s.mu.Unlock()
 }
 
-func (s *Session) record(t Trace) bool {
+func (s *Session) record(t Trace, c call) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
 		return false
 	}
 	s.traces = append(s.traces, t)
+	if rc := c.responses; rc != nil {
+		if s.responses == nil {
+			s.responses, s.custom = map[string]responseRef{}, map[string]string{}
+		}
+		s.responses["resp_"+t.TraceID] = responseRef{seq: t.Seq, skip: rc.skip}
+		for _, tc := range t.Response.ToolCalls {
+			if rc.custom[tc.Function.Name] {
+				s.custom[tc.ID] = tc.Function.Arguments
+			}
+		}
+	}
 	return true
+}
+
+// previous is the conversation of response id of this session, its
+// reply included and its instructions left out (previous_response_id).
+func (s *Session) previous(id string) ([]episode.Message, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ref, ok := s.responses[id]
+	if !ok {
+		return nil, false
+	}
+	for _, t := range s.traces {
+		if t.Seq == ref.seq {
+			msgs := append([]episode.Message(nil), t.Messages[min(ref.skip, len(t.Messages)):]...)
+			return append(msgs, t.Response), true
+		}
+	}
+	return nil, false
+}
+
+// customArgs are the arguments the model wrote for custom tool call id.
+func (s *Session) customArgs(id string) (string, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	a, ok := s.custom[id]
+	return a, ok
 }
 
 func (s *Session) fail(f func(*SessionStats), msg string) {
@@ -127,10 +176,11 @@ const (
 	endpointChat endpoint = iota
 	endpointCompletions
 	endpointMessages
+	endpointResponses
 )
 
 func (e endpoint) String() string {
-	return [...]string{"chat.completions", "completions", "messages"}[e]
+	return [...]string{"chat.completions", "completions", "messages", "responses"}[e]
 }
 
 // call is one proxied request after it is decoded: what to sample and
@@ -140,6 +190,8 @@ type call struct {
 	stream  bool
 	asked   askedFor
 	reqMsgs []episode.Message
+	// responses is set on a Responses call.
+	responses *responsesCall
 }
 
 // askedFor is what the client asked to get back beyond the reply.
@@ -204,6 +256,8 @@ func (g *Gateway) serveCall(w http.ResponseWriter, r *http.Request, ep endpoint,
 		c, err = decodeCompletion(body)
 	case endpointMessages:
 		c, err = decodeMessages(body)
+	case endpointResponses:
+		c, err = decodeResponses(body, s)
 	}
 	if err != nil {
 		s.fail(func(st *SessionStats) { st.Refused++ }, err.Error())
@@ -235,6 +289,13 @@ func (g *Gateway) serveCall(w http.ResponseWriter, r *http.Request, ep endpoint,
 		default:
 			s.fail(func(st *SessionStats) { st.Failed++ }, err.Error())
 		}
+		if ep == endpointResponses {
+			code := ""
+			if errors.Is(err, sampler.ErrPromptTooLong) {
+				code = "context_length_exceeded"
+			}
+			return writeResponsesFailure(w, g.opts.Model, g.opts.Now().Unix(), c, status, typ, code, "sampling failed: "+err.Error())
+		}
 		errw(w, status, typ, "sampling failed: "+err.Error())
 		return status
 	}
@@ -263,7 +324,7 @@ func (g *Gateway) serveCall(w http.ResponseWriter, r *http.Request, ep endpoint,
 	if t.WeightVersion == "" {
 		t.WeightVersion = resp.Model
 	}
-	if !s.record(t) {
+	if !s.record(t, c) {
 		errw(w, http.StatusNotFound, "not_found_error", fmt.Sprintf("session %q was deleted during the call", s.ID))
 		return http.StatusNotFound
 	}
@@ -276,6 +337,8 @@ func (g *Gateway) serveCall(w http.ResponseWriter, r *http.Request, ep endpoint,
 		writeCompletion(w, g.opts.Model, &t, c)
 	case endpointMessages:
 		writeMessages(w, g.opts.Model, &t, c)
+	case endpointResponses:
+		writeResponses(w, g.opts.Model, &t, c)
 	}
 	return http.StatusOK
 }
