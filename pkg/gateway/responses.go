@@ -540,10 +540,12 @@ func writeResponses(w http.ResponseWriter, model string, t *Trace, c call) {
 			text := t.Response.Reasoning
 			added["content"] = []any{}
 			ev.send("response.output_item.added", map[string]any{"output_index": i, "item": added})
+			ev.send("response.content_part.added", at("content_index", 0, "part", map[string]any{"type": "reasoning_text", "text": ""}))
 			for _, p := range streamPieces(text, 4) {
 				ev.send("response.reasoning_text.delta", at("content_index", 0, "delta", p))
 			}
 			ev.send("response.reasoning_text.done", at("content_index", 0, "text", text))
+			ev.send("response.content_part.done", at("content_index", 0, "part", map[string]any{"type": "reasoning_text", "text": text}))
 		case "message":
 			part := item["content"].([]any)[0].(map[string]any)
 			added["content"] = []any{}
