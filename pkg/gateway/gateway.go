@@ -123,6 +123,7 @@ func New(opts Options) *Gateway {
 	m.HandleFunc("POST /sessions/{id}/v1/chat/completions", g.call(endpointChat))
 	m.HandleFunc("POST /sessions/{id}/v1/completions", g.call(endpointCompletions))
 	m.HandleFunc("POST /sessions/{id}/v1/messages", g.call(endpointMessages))
+	m.HandleFunc("POST /sessions/{id}/v1/messages/count_tokens", g.countTokens)
 	m.HandleFunc("POST /sessions/{id}/v1/responses", g.call(endpointResponses))
 	m.HandleFunc("GET /sessions/{id}/v1/models", g.models)
 	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {

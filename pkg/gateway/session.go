@@ -59,6 +59,9 @@ type SessionStats struct {
 	PromptTooLong int `json:"prompt_too_long"`
 	// OverLimit counts calls refused past max_calls.
 	OverLimit int `json:"over_limit"`
+	// CountTokens counts the count_tokens calls answered (they sample
+	// nothing, leave no trace and do not count against max_calls).
+	CountTokens int `json:"count_tokens"`
 	// LastError is the message of the last failed or refused call.
 	LastError string `json:"last_error,omitempty"`
 }
@@ -214,16 +217,26 @@ func (g *Gateway) call(ep endpoint) http.HandlerFunc {
 	}
 }
 
-func (g *Gateway) serveCall(w http.ResponseWriter, r *http.Request, ep endpoint, errw errorWriter) int {
+// callSession is the session a call names, when the call carries its
+// token; else it answers the error and returns its status.
+func (g *Gateway) callSession(w http.ResponseWriter, r *http.Request, errw errorWriter) (*Session, int) {
 	id := r.PathValue("id")
 	s, ok := g.Session(id)
 	if !ok {
 		errw(w, http.StatusNotFound, "not_found_error", fmt.Sprintf("session %q does not exist (never created, or deleted)", id))
-		return http.StatusNotFound
+		return nil, http.StatusNotFound
 	}
 	if !tokenEqual(bearer(r), s.Token) {
 		errw(w, http.StatusUnauthorized, "authentication_error", "missing or wrong API key for this session: send the session's token as Authorization: Bearer or x-api-key")
-		return http.StatusUnauthorized
+		return nil, http.StatusUnauthorized
+	}
+	return s, http.StatusOK
+}
+
+func (g *Gateway) serveCall(w http.ResponseWriter, r *http.Request, ep endpoint, errw errorWriter) int {
+	s, status := g.callSession(w, r, errw)
+	if s == nil {
+		return status
 	}
 	n := s.seq.Add(1) - 1
 	if int(n) >= s.cfg.MaxCalls {
