@@ -73,7 +73,7 @@ type Trace struct {
 	SessionID string `json:"session_id"`
 	// Seq orders calls by arrival (from 0).
 	Seq int64 `json:"seq"`
-	// Endpoint is chat.completions, completions or messages.
+	// Endpoint is chat.completions, completions, messages or responses.
 	Endpoint string            `json:"endpoint"`
 	Model    string            `json:"model"`
 	Messages []episode.Message `json:"messages,omitempty"`
