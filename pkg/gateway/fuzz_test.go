@@ -3,6 +3,7 @@ package gateway
 import (
 	"net/http/httptest"
 	"testing"
+	"time"
 
 	"github.com/rllm-org/rllm-go/pkg/episode"
 )
@@ -84,8 +85,18 @@ func FuzzDecodeResponses(f *testing.F) {
 				ToolCalls: []episode.ToolCall{{ID: "c", Function: episode.FunctionCall{Name: name, Arguments: string(body)}}}}}
 		for _, stream := range []bool{false, true} {
 			c.stream = stream
-			writeResponses(httptest.NewRecorder(), "m", tr, c)
-			writeResponsesFailure(httptest.NewRecorder(), "m", 0, c, 400, "invalid_request_error", "context_length_exceeded", "too long")
+			for _, fail := range []bool{false, true} {
+				w := httptest.NewRecorder()
+				c.responses.stream = nil
+				if stream {
+					c.responses.stream = beginResponseStream(w, "m", "resp_x", 0, c.responses, time.Hour)
+				}
+				if fail {
+					writeResponsesFailure(w, c, 400, "invalid_request_error", "context_length_exceeded", "too long")
+				} else {
+					writeResponses(w, "m", tr, c)
+				}
+			}
 		}
 	})
 }

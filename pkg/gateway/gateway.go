@@ -45,6 +45,7 @@ const (
 	DefaultMaxSessions     = 65536
 	DefaultMaxTraces       = 4096
 	DefaultModel           = "policy"
+	DefaultStreamKeepAlive = 10 * time.Second
 )
 
 // Options configure a Gateway.
@@ -74,6 +75,10 @@ type Options struct {
 	// list, read and delete sessions over HTTP; a session's own token may
 	// always read its own traces.
 	AdminToken string
+	// StreamKeepAlive is how often a streamed Responses call repeats
+	// response.in_progress while the sampler works (default 10 s), so that
+	// clients with an idle timeout between events wait for a slow sample.
+	StreamKeepAlive time.Duration
 	// Now is the clock (tests); nil means time.Now.
 	Now func() time.Time
 }
@@ -105,6 +110,9 @@ func New(opts Options) *Gateway {
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
+	}
+	if opts.StreamKeepAlive <= 0 {
+		opts.StreamKeepAlive = DefaultStreamKeepAlive
 	}
 	g := &Gateway{opts: opts, sessions: map[string]*Session{}, metrics: newMetrics()}
 	g.metrics.sessions = prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "rllm_gateway_sessions", Help: "Sessions alive."},

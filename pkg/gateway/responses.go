@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/rllm-org/rllm-go/pkg/episode"
 	"github.com/rllm-org/rllm-go/pkg/sampler"
@@ -105,6 +107,8 @@ type responsesCall struct {
 	// 1): a later call naming this response as previous_response_id
 	// continues from the messages after them.
 	skip int
+	// stream is a streamed call's event stream, begun before sampling.
+	stream *responseStream
 }
 
 // responseMemory is what a session keeps of its Responses calls: the
@@ -512,15 +516,14 @@ func responseObject(id, model string, created int64, rc *responsesCall, status s
 
 func writeResponses(w http.ResponseWriter, model string, t *Trace, c call) {
 	rc := c.responses
-	id, created := "resp_"+t.TraceID, t.Timestamp.Unix()
 	items := outputItems(t, rc)
-	if !c.stream {
-		writeJSON(w, http.StatusOK, responseObject(id, model, created, rc, "completed", items, t))
+	if !c.stream || rc.stream == nil {
+		writeJSON(w, http.StatusOK, responseObject("resp_"+t.TraceID, model, t.Timestamp.Unix(), rc, "completed", items, t))
 		return
 	}
-	ev := startResponseEvents(w)
-	ev.send("response.created", map[string]any{"response": responseObject(id, model, created, rc, "in_progress", nil, nil)})
-	ev.send("response.in_progress", map[string]any{"response": responseObject(id, model, created, rc, "in_progress", nil, nil)})
+	rs := rc.stream
+	rs.quiet()
+	ev := rs.ev
 	for i, item := range items {
 		itemID := item["id"]
 		at := func(kv ...any) map[string]any {
@@ -579,7 +582,60 @@ func writeResponses(w http.ResponseWriter, model string, t *Trace, c call) {
 		}
 		ev.send("response.output_item.done", map[string]any{"output_index": i, "item": item})
 	}
-	ev.send("response.completed", map[string]any{"response": responseObject(id, model, created, rc, "completed", items, t)})
+	ev.send("response.completed", map[string]any{"response": responseObject(rs.id, model, rs.created, rc, "completed", items, t)})
+}
+
+// responseStream is a streamed Responses call. Its events begin before
+// the sampler answers (response.created, response.in_progress), and
+// response.in_progress repeats every keepAlive while it samples: a
+// client's idle timeout (Codex's is 300 s between events) must not cut a
+// slow sample off and send the prompt again, which would sample and
+// record it twice.
+type responseStream struct {
+	ev          *responseEvents
+	id, model   string
+	created     int64
+	rc          *responsesCall
+	stop, ended chan struct{}
+	once        sync.Once
+}
+
+func beginResponseStream(w http.ResponseWriter, model, id string, created int64, rc *responsesCall, keepAlive time.Duration) *responseStream {
+	rs := &responseStream{ev: startResponseEvents(w), id: id, model: model, created: created, rc: rc,
+		stop: make(chan struct{}), ended: make(chan struct{})}
+	rs.ev.send("response.created", map[string]any{"response": responseObject(id, model, created, rc, "in_progress", nil, nil)})
+	rs.ev.send("response.in_progress", map[string]any{"response": responseObject(id, model, created, rc, "in_progress", nil, nil)})
+	go func() {
+		defer close(rs.ended)
+		tick := time.NewTicker(keepAlive)
+		defer tick.Stop()
+		for {
+			select {
+			case <-rs.stop:
+				return
+			case <-tick.C:
+				rs.ev.send("response.in_progress", map[string]any{"response": responseObject(id, model, created, rc, "in_progress", nil, nil)})
+			}
+		}
+	}()
+	return rs
+}
+
+// quiet ends the keep-alive events; the stream is the caller's alone
+// once it returns.
+func (rs *responseStream) quiet() {
+	rs.once.Do(func() { close(rs.stop) })
+	<-rs.ended
+}
+
+// fail ends the stream with response.failed carrying error.code: Codex
+// reads context_length_exceeded as "the prompt does not fit" and stops
+// retrying.
+func (rs *responseStream) fail(code, msg string) {
+	rs.quiet()
+	failed := responseObject(rs.id, rs.model, rs.created, rs.rc, "failed", nil, nil)
+	failed["error"] = map[string]any{"code": code, "message": msg}
+	rs.ev.send("response.failed", map[string]any{"response": failed})
 }
 
 // responseEvents writes a Responses event stream: each event an "event:"
@@ -601,25 +657,28 @@ func (e *responseEvents) send(typ string, data map[string]any) {
 }
 
 // writeResponsesFailure answers a Responses call the sampler could not
-// serve. A streamed call whose prompt does not fit gets the stream Codex
-// and the Agents SDK read: response.created, then response.failed with
-// error.code context_length_exceeded. Otherwise an error body whose code
-// names the cause. It returns the HTTP status written.
-func writeResponsesFailure(w http.ResponseWriter, model string, now int64, c call, status int, typ, code, msg string) int {
-	if c.stream && code == "context_length_exceeded" {
-		id := "resp_" + randomHex(8)
-		ev := startResponseEvents(w)
-		ev.send("response.created", map[string]any{"response": responseObject(id, model, now, c.responses, "in_progress", nil, nil)})
-		failed := responseObject(id, model, now, c.responses, "failed", nil, nil)
-		failed["error"] = map[string]any{"code": code, "message": msg}
-		ev.send("response.failed", map[string]any{"response": failed})
+// serve. A streamed call, whose events have begun, ends with
+// response.failed and error.code (context_length_exceeded when the prompt
+// does not fit: what Codex and the Agents SDK read); an unstreamed one
+// gets an error body with the same code. It returns the HTTP status
+// written.
+func writeResponsesFailure(w http.ResponseWriter, c call, status int, typ, code, msg string) int {
+	if rs := c.responses.stream; rs != nil {
+		rs.fail(code, msg)
 		return http.StatusOK
 	}
-	var codeV any = code
-	if code == "" {
-		codeV = nil
-	}
 	w.Header().Set("X-Should-Retry", "false")
-	writeJSON(w, status, map[string]any{"error": map[string]any{"message": msg, "type": typ, "param": nil, "code": codeV}})
+	writeJSON(w, status, map[string]any{"error": map[string]any{"message": msg, "type": typ, "param": nil, "code": code}})
 	return status
+}
+
+// failureCode is the Responses error code of a sampling failure.
+func failureCode(err error, status int) string {
+	switch {
+	case errors.Is(err, sampler.ErrPromptTooLong):
+		return "context_length_exceeded"
+	case status == http.StatusBadRequest:
+		return "invalid_prompt"
+	}
+	return "server_error"
 }

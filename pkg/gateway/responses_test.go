@@ -3,11 +3,16 @@ package gateway_test
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rllm-org/rllm-go/pkg/episode"
 	"github.com/rllm-org/rllm-go/pkg/gateway"
@@ -359,15 +364,71 @@ func TestResponsesPromptTooLong(t *testing.T) {
 		t.Fatalf("%d %s", code, body)
 	}
 	evs := readResponseEvents(t, body)
-	if len(evs) != 2 || evs[0].Name != "response.created" || evs[1].Name != "response.failed" {
+	if len(evs) != 3 || evs[0].Name != "response.created" || evs[2].Name != "response.failed" {
 		t.Fatalf("events %v", evs)
 	}
-	resp := evs[1].Data["response"].(map[string]any)
-	if resp["status"] != "failed" || resp["error"].(map[string]any)["code"] != "context_length_exceeded" {
+	resp := evs[2].Data["response"].(map[string]any)
+	if resp["status"] != "failed" || resp["error"].(map[string]any)["code"] != "context_length_exceeded" || resp["id"] != evs[0].Data["response"].(map[string]any)["id"] {
 		t.Fatalf("failed %v", resp)
 	}
 	if st := s.Stats(); st.PromptTooLong != 2 || len(s.Traces()) != 0 {
 		t.Fatalf("stats %+v", st)
+	}
+	// Any other failure of a streamed call ends it the same way.
+	f.smp.Reply = func(sampler.Request) gatewaytest.Reply { return gatewaytest.Reply{Err: errors.New("upstream exploded")} }
+	code, body = f.post(t, "/sessions/"+s.ID+"/v1/responses", s.Token, responsesBody(true, "hi", nil))
+	evs = readResponseEvents(t, body)
+	if code != 200 || evs[len(evs)-1].Name != "response.failed" || evs[len(evs)-1].Data["response"].(map[string]any)["error"].(map[string]any)["code"] != "server_error" {
+		t.Fatalf("%d %s", code, body)
+	}
+	if code, body := f.post(t, "/sessions/"+s.ID+"/v1/responses", s.Token, responsesBody(false, "hi", nil)); code != http.StatusBadGateway || !bytes.Contains(body, []byte(`"code":"server_error"`)) {
+		t.Fatalf("%d %s", code, body)
+	}
+}
+
+// TestResponsesKeepAlive holds the sampler until the client has seen the
+// stream's keep-alive events: a client with an idle timeout between
+// events (Codex) keeps waiting for a slow sample instead of sending the
+// prompt again.
+func TestResponsesKeepAlive(t *testing.T) {
+	f := newFixture(t, gateway.Options{StreamKeepAlive: time.Millisecond})
+	release := make(chan struct{})
+	f.smp.Reply = func(sampler.Request) gatewaytest.Reply {
+		<-release
+		return gatewaytest.Reply{Text: "slow"}
+	}
+	s := f.open(t, gateway.SessionConfig{})
+	b, _ := json.Marshal(responsesBody(true, "hi", nil))
+	// The deadline only bounds a broken gateway that never sends them.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, f.srv.URL+"/sessions/"+s.ID+"/v1/responses", bytes.NewReader(b))
+	req.Header.Set("Authorization", "Bearer "+s.Token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		close(release)
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var got bytes.Buffer
+	rd := bufio.NewReader(io.TeeReader(resp.Body, &got))
+	for waiting := 0; waiting < 3; {
+		line, err := rd.ReadString('\n')
+		if err != nil {
+			close(release)
+			t.Fatalf("the stream ended before the reply: %v\n%s", err, got.String())
+		}
+		if line == "event: response.in_progress\n" {
+			waiting++
+		}
+	}
+	close(release)
+	if _, err := io.Copy(io.Discard, rd); err != nil {
+		t.Fatal(err)
+	}
+	r, _ := finalResponse(t, got.Bytes())
+	if r["output"].([]any)[0].(map[string]any)["content"].([]any)[0].(map[string]any)["text"] != "slow" || len(s.Traces()) != 1 {
+		t.Fatalf("response %v", r)
 	}
 }
 

@@ -282,6 +282,11 @@ func (g *Gateway) serveCall(w http.ResponseWriter, r *http.Request, ep endpoint,
 	if c.req.Messages != nil {
 		c.req.ChatTemplateKwargs = s.cfg.ChatTemplateKwargs
 	}
+	traceID := randomHex(8)
+	if c.responses != nil && c.stream {
+		c.responses.stream = beginResponseStream(w, g.opts.Model, "resp_"+traceID, g.opts.Now().Unix(), c.responses, g.opts.StreamKeepAlive)
+		defer c.responses.stream.quiet()
+	}
 	began := time.Now()
 	resp, err := s.cfg.Sampler.Sample(r.Context(), c.req)
 	latency := time.Since(began)
@@ -303,11 +308,7 @@ func (g *Gateway) serveCall(w http.ResponseWriter, r *http.Request, ep endpoint,
 			s.fail(func(st *SessionStats) { st.Failed++ }, err.Error())
 		}
 		if ep == endpointResponses {
-			code := ""
-			if errors.Is(err, sampler.ErrPromptTooLong) {
-				code = "context_length_exceeded"
-			}
-			return writeResponsesFailure(w, g.opts.Model, g.opts.Now().Unix(), c, status, typ, code, "sampling failed: "+err.Error())
+			return writeResponsesFailure(w, c, status, typ, failureCode(err, status), "sampling failed: "+err.Error())
 		}
 		errw(w, status, typ, "sampling failed: "+err.Error())
 		return status
@@ -315,7 +316,6 @@ func (g *Gateway) serveCall(w http.ResponseWriter, r *http.Request, ep endpoint,
 	if len(resp.ToolCalls) > 0 && (resp.FinishReason == "stop" || resp.FinishReason == "") {
 		resp.FinishReason = "tool_calls"
 	}
-	traceID := randomHex(8)
 	for i := range resp.ToolCalls {
 		// Clients match tool results to calls by id; a sampler that parses
 		// calls out of text may leave it empty.
@@ -338,7 +338,11 @@ func (g *Gateway) serveCall(w http.ResponseWriter, r *http.Request, ep endpoint,
 		t.WeightVersion = resp.Model
 	}
 	if !s.record(t, c) {
-		errw(w, http.StatusNotFound, "not_found_error", fmt.Sprintf("session %q was deleted during the call", s.ID))
+		msg := fmt.Sprintf("session %q was deleted during the call", s.ID)
+		if ep == endpointResponses {
+			return writeResponsesFailure(w, c, http.StatusNotFound, "not_found_error", "not_found", msg)
+		}
+		errw(w, http.StatusNotFound, "not_found_error", msg)
 		return http.StatusNotFound
 	}
 	g.metrics.tokens.WithLabelValues("prompt").Add(float64(len(t.PromptIDs)))
