@@ -375,7 +375,9 @@ func TestResponsesPromptTooLong(t *testing.T) {
 		t.Fatalf("stats %+v", st)
 	}
 	// Any other failure of a streamed call ends it the same way.
-	f.smp.Reply = func(sampler.Request) gatewaytest.Reply { return gatewaytest.Reply{Err: errors.New("upstream exploded")} }
+	f.smp.Reply = func(sampler.Request) gatewaytest.Reply {
+		return gatewaytest.Reply{Err: errors.New("upstream exploded")}
+	}
 	code, body = f.post(t, "/sessions/"+s.ID+"/v1/responses", s.Token, responsesBody(true, "hi", nil))
 	evs = readResponseEvents(t, body)
 	if code != 200 || evs[len(evs)-1].Name != "response.failed" || evs[len(evs)-1].Data["response"].(map[string]any)["error"].(map[string]any)["code"] != "server_error" {
