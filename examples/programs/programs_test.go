@@ -24,30 +24,15 @@ import (
 	"github.com/rllm-org/rllm-go/pkg/workflow"
 )
 
-// missing skips, or fails under CI where the fetch scripts have run.
-func missing(t *testing.T, why string) {
-	t.Helper()
-	if os.Getenv("CI") != "" {
-		t.Fatalf("%s (CI is set, so this fails instead of skipping)", why)
-	}
-	t.Skip(why)
-}
-
 // stage copies an example next to a node_modules link, since Node's ES
 // module resolution looks for packages beside the script, not on
 // NODE_PATH.
 func stage(t *testing.T, script, modules string) []any {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("starts node; skipped with -short")
-	}
-	node, err := exec.LookPath("node")
-	if err != nil {
-		missing(t, "node is not installed; install Node.js to run the JavaScript agent programs")
-	}
+	node := repotest.Node(t)
 	mods := filepath.Join(repotest.Root(t), "testdata", modules, "node_modules")
 	if _, err := os.Stat(mods); err != nil {
-		missing(t, "testdata/"+modules+"/node_modules is missing; run scripts/fetch-openai-node.sh, scripts/fetch-openai-agents.sh and scripts/fetch-anthropic-node.sh")
+		repotest.Missing(t, "testdata/"+modules+"/node_modules is missing; run scripts/fetch-openai-node.sh, scripts/fetch-openai-agents.sh and scripts/fetch-anthropic-node.sh")
 	}
 	dir := t.TempDir()
 	src, err := os.ReadFile(script)

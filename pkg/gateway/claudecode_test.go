@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"io"
 	"net/http"
 	"reflect"
 	"testing"
@@ -21,24 +20,16 @@ import (
 // the anthropic-version and anthropic-beta headers and its session id.
 func claudePost(t *testing.T, f *fixture, path string, key string, bearer bool, body any) (int, []byte) {
 	t.Helper()
-	b, _ := json.Marshal(body)
-	req, _ := http.NewRequest(http.MethodPost, f.srv.URL+path+"?beta=true", bytes.NewReader(b))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Anthropic-Version", "2023-06-01")
-	req.Header.Set("Anthropic-Beta", "claude-code-20250219,interleaved-thinking-2025-05-14,fine-grained-tool-streaming-2025-05-14")
-	req.Header.Set("X-Claude-Code-Session-Id", "0b6c-session")
+	h := http.Header{}
+	h.Set("Anthropic-Version", "2023-06-01")
+	h.Set("Anthropic-Beta", "claude-code-20250219,interleaved-thinking-2025-05-14,fine-grained-tool-streaming-2025-05-14")
+	h.Set("X-Claude-Code-Session-Id", "0b6c-session")
 	if bearer {
-		req.Header.Set("Authorization", "Bearer "+key)
+		h.Set("Authorization", "Bearer "+key)
 	} else {
-		req.Header.Set("X-Api-Key", key)
+		h.Set("X-Api-Key", key)
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	out, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, out
+	return f.send(t, path+"?beta=true", h, body)
 }
 
 var bashTool = map[string]any{"name": "Bash", "description": "Run a shell command.",

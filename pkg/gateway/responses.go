@@ -563,22 +563,24 @@ func writeResponses(w http.ResponseWriter, model string, t *Trace, c call) {
 			}
 			ev.send("response.output_text.done", done)
 			ev.send("response.content_part.done", at("content_index", 0, "part", part))
-		case "function_call":
-			added["arguments"] = ""
-			ev.send("response.output_item.added", map[string]any{"output_index": i, "item": added})
-			args := item["arguments"].(string)
-			for _, p := range streamPieces(args, 3) {
-				ev.send("response.function_call_arguments.delta", at("delta", p))
+		case "function_call", "custom_tool_call":
+			// A call streams its arguments (a function's JSON, a custom
+			// tool's input) in pieces.
+			field, event := "arguments", "response.function_call_arguments"
+			if item["type"] == "custom_tool_call" {
+				field, event = "input", "response.custom_tool_call_input"
 			}
-			ev.send("response.function_call_arguments.done", at("arguments", args, "name", item["name"]))
-		case "custom_tool_call":
-			added["input"] = ""
+			added[field] = ""
 			ev.send("response.output_item.added", map[string]any{"output_index": i, "item": added})
-			input := item["input"].(string)
-			for _, p := range streamPieces(input, 3) {
-				ev.send("response.custom_tool_call_input.delta", at("delta", p))
+			val := item[field].(string)
+			for _, p := range streamPieces(val, 3) {
+				ev.send(event+".delta", at("delta", p))
 			}
-			ev.send("response.custom_tool_call_input.done", at("input", input))
+			done := at(field, val)
+			if field == "arguments" {
+				done["name"] = item["name"]
+			}
+			ev.send(event+".done", done)
 		}
 		ev.send("response.output_item.done", map[string]any{"output_index": i, "item": item})
 	}
