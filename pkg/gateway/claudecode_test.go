@@ -5,9 +5,12 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"path/filepath"
 	"reflect"
+	"strconv"
 	"testing"
 
+	"github.com/rllm-org/rllm-go/internal/repotest"
 	"github.com/rllm-org/rllm-go/pkg/episode"
 	"github.com/rllm-org/rllm-go/pkg/gateway"
 	"github.com/rllm-org/rllm-go/pkg/gateway/gatewaytest"
@@ -123,6 +126,15 @@ func TestAnthropicCountTokensVLLM(t *testing.T) {
 	}
 }
 
+// claudeModel thinks and calls Bash, then answers with its output.
+func claudeModel(req sampler.Request) gatewaytest.Reply {
+	last := req.Messages[len(req.Messages)-1]
+	if last.Role == "tool" {
+		return gatewaytest.Reply{Text: "Files: " + last.Content}
+	}
+	return gatewaytest.Reply{Reasoning: "I should list them.", ToolCalls: []episode.ToolCall{{ID: "toolu_1", Function: episode.FunctionCall{Name: "Bash", Arguments: `{"command":"ls"}`}}}}
+}
+
 // TestAnthropicClaudeCodeReplay plays a Claude Code tool turn: the model
 // thinks and calls Bash; Claude Code replays the thinking (with its
 // signature) and the tool_use, then the tool_result, with a system turn
@@ -130,13 +142,7 @@ func TestAnthropicCountTokensVLLM(t *testing.T) {
 // prompt and reply token for token.
 func TestAnthropicClaudeCodeReplay(t *testing.T) {
 	f := newFixture(t, gateway.Options{})
-	f.smp.Reply = func(req sampler.Request) gatewaytest.Reply {
-		last := req.Messages[len(req.Messages)-1]
-		if last.Role == "tool" {
-			return gatewaytest.Reply{Text: "Files: " + last.Content}
-		}
-		return gatewaytest.Reply{Reasoning: "I should list them.", ToolCalls: []episode.ToolCall{{ID: "toolu_1", Function: episode.FunctionCall{Name: "Bash", Arguments: `{"command":"ls"}`}}}}
-	}
+	f.smp.Reply = claudeModel
 	// The key each way; the second turn streamed or not.
 	for _, stream := range []bool{false, true} {
 		s := f.open(t, gateway.SessionConfig{})
@@ -170,5 +176,30 @@ func TestAnthropicClaudeCodeReplay(t *testing.T) {
 		if tj := gateway.Trajectories(tr, "ep", "claude-code"); len(tj) != 1 || len(tj[0].Steps) != 2 {
 			t.Fatalf("%d trajectories", len(tj))
 		}
+	}
+}
+
+// anthropicSDKCases is how many cases testdata/anthropic_sdk.mjs runs.
+const anthropicSDKCases = 4
+
+// TestAnthropicNodeSDK runs the official Anthropic SDK for Node against a
+// session as Claude Code uses it: count_tokens with the key as x-api-key
+// and as a bearer token, the beta route with betas, and a thinking +
+// tool_use turn replayed with its tool_result.
+func TestAnthropicNodeSDK(t *testing.T) {
+	sdk := repotest.NodeModule(t, "node-anthropic", "@anthropic-ai/sdk", "scripts/fetch-anthropic-node.sh")
+	f := newFixture(t, gateway.Options{})
+	f.smp.Reply = claudeModel
+	s := f.open(t, gateway.SessionConfig{})
+	want := len(gatewaytest.Render([]episode.Message{{Role: "system", Content: "You are Claude Code."}, {Role: "user", Content: "list the files"}},
+		[]sampler.Tool{{Type: "function", Function: sampler.ToolFunction{Name: "Bash"}}}))
+	ran, stderr := repotest.NodeCases(t, filepath.Join("testdata", "anthropic_sdk.mjs"),
+		"ANTHROPIC_SDK="+sdk, "BASE_URL="+f.srv.URL+"/sessions/"+s.ID, "API_KEY="+s.Token, "WANT_TOKENS="+strconv.Itoa(want))
+	if ran != anthropicSDKCases {
+		t.Fatalf("%d SDK cases ran, want %d (stderr: %s)", ran, anthropicSDKCases, stderr)
+	}
+	tr := s.Traces()
+	if tj := gateway.Trajectories(tr, "ep", "claude-code"); len(tr) != 2 || len(tj) != 1 || len(tj[0].Steps) != 2 || s.Stats().CountTokens != 3 {
+		t.Fatalf("%d traces, %d trajectories, stats %+v", len(tr), len(tj), s.Stats())
 	}
 }
