@@ -110,3 +110,35 @@ func runCallers(b *testing.B, n int, body []byte, target func(i int) (url, token
 	b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N)/1e3, "cpu-µs/call")
 	b.ReportMetric(float64(latency.Load())/float64(b.N)/1e3, "µs/call")
 }
+
+// BenchmarkRoutes compares one caller's calls through each wire format
+// the gateway serves, the same question to the same fake vLLM: what the
+// Responses and Messages translations cost beside chat completions.
+func BenchmarkRoutes(b *testing.B) {
+	up := fakevllm.New(fakevllm.Config{ReplyTokens: 8})
+	defer up.Close()
+	client, err := rollout.NewClient(rollout.Options{Endpoints: []string{up.URL}, Model: up.Model()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer client.Close()
+	gw := gateway.New(gateway.Options{Sampler: client, Params: sampler.Params{Temperature: 1, TopP: 1, TopK: -1, MaxTokens: 8}, MaxCalls: 1 << 30})
+	srv := httptest.NewServer(gw.Handler())
+	defer srv.Close()
+	s, err := gw.Open(gateway.SessionConfig{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, r := range []struct{ name, path, body string }{
+		{"chat", "chat/completions", `{"model":"m","messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"What is 3+4?"}]}`},
+		{"chat/stream", "chat/completions", `{"model":"m","stream":true,"messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"What is 3+4?"}]}`},
+		{"responses", "responses", `{"model":"m","instructions":"Be brief.","input":"What is 3+4?"}`},
+		{"responses/stream", "responses", `{"model":"m","stream":true,"instructions":"Be brief.","input":"What is 3+4?"}`},
+		{"messages", "messages", `{"model":"m","max_tokens":8,"system":"Be brief.","messages":[{"role":"user","content":"What is 3+4?"}]}`},
+		{"messages/stream", "messages", `{"model":"m","max_tokens":8,"stream":true,"system":"Be brief.","messages":[{"role":"user","content":"What is 3+4?"}]}`},
+	} {
+		b.Run(r.name, func(b *testing.B) {
+			runCallers(b, 1, []byte(r.body), func(int) (string, string) { return srv.URL + "/sessions/" + s.ID + "/v1/" + r.path, s.Token })
+		})
+	}
+}
