@@ -28,16 +28,7 @@ import (
 // caller, gateway, rollout client and fake server together), so the
 // difference between the two rows is what the gateway costs.
 func BenchmarkGatewayOverhead(b *testing.B) {
-	up := fakevllm.New(fakevllm.Config{ReplyTokens: 8})
-	defer up.Close()
-	client, err := rollout.NewClient(rollout.Options{Endpoints: []string{up.URL}, Model: up.Model()})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer client.Close()
-	gw := gateway.New(gateway.Options{Sampler: client, Params: sampler.Params{Temperature: 1, TopP: 1, TopK: -1, MaxTokens: 8}, MaxCalls: 1 << 30})
-	srv := httptest.NewServer(gw.Handler())
-	defer srv.Close()
+	up, gw, srv := benchGateway(b)
 	body := []byte(`{"model":"` + up.Model() + `","messages":[{"role":"user","content":"What is 3+4?"}],"max_tokens":8}`)
 	for _, sessions := range []int{1, 64, 512} {
 		b.Run(fmt.Sprintf("upstream/sessions=%d", sessions), func(b *testing.B) {
@@ -62,6 +53,22 @@ func BenchmarkGatewayOverhead(b *testing.B) {
 			})
 		})
 	}
+}
+
+// benchGateway is a gateway in front of a fake vLLM answering 8 tokens at
+// once, through the rollout client; all are closed when b ends.
+func benchGateway(b *testing.B) (*fakevllm.Server, *gateway.Gateway, *httptest.Server) {
+	up := fakevllm.New(fakevllm.Config{ReplyTokens: 8})
+	b.Cleanup(up.Close)
+	client, err := rollout.NewClient(rollout.Options{Endpoints: []string{up.URL}, Model: up.Model()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(client.Close)
+	gw := gateway.New(gateway.Options{Sampler: client, Params: sampler.Params{Temperature: 1, TopP: 1, TopK: -1, MaxTokens: 8}, MaxCalls: 1 << 30})
+	srv := httptest.NewServer(gw.Handler())
+	b.Cleanup(srv.Close)
+	return up, gw, srv
 }
 
 func cpuTime() time.Duration {
@@ -115,16 +122,7 @@ func runCallers(b *testing.B, n int, body []byte, target func(i int) (url, token
 // the gateway serves, the same question to the same fake vLLM: what the
 // Responses and Messages translations cost beside chat completions.
 func BenchmarkRoutes(b *testing.B) {
-	up := fakevllm.New(fakevllm.Config{ReplyTokens: 8})
-	defer up.Close()
-	client, err := rollout.NewClient(rollout.Options{Endpoints: []string{up.URL}, Model: up.Model()})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer client.Close()
-	gw := gateway.New(gateway.Options{Sampler: client, Params: sampler.Params{Temperature: 1, TopP: 1, TopK: -1, MaxTokens: 8}, MaxCalls: 1 << 30})
-	srv := httptest.NewServer(gw.Handler())
-	defer srv.Close()
+	_, gw, srv := benchGateway(b)
 	s, err := gw.Open(gateway.SessionConfig{})
 	if err != nil {
 		b.Fatal(err)
