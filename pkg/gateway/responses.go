@@ -61,6 +61,8 @@ type responsesTool struct {
 		Syntax     string `json:"syntax"`
 		Definition string `json:"definition"`
 	} `json:"format"`
+	// Tools are a namespace's.
+	Tools []json.RawMessage `json:"tools"`
 }
 
 // inputItem is one item of a Responses request's input.
@@ -96,7 +98,9 @@ var includeKnown = map[string]bool{
 // tools are custom (their calls come back as custom_tool_call items),
 // and what the response object echoes.
 type responsesCall struct {
-	custom       map[string]bool
+	custom map[string]bool
+	// namespace is the namespace of each tool offered ("" outside one).
+	namespace    map[string]string
 	instructions json.RawMessage
 	tools        []json.RawMessage
 	toolChoice   json.RawMessage
@@ -179,7 +183,7 @@ func decodeResponses(body []byte, mem responseMemory) (call, error) {
 	if err := checkToolChoice(req.ToolChoice); err != nil {
 		return call{}, err
 	}
-	rc := &responsesCall{custom: map[string]bool{}, instructions: req.Instructions, tools: req.Tools,
+	rc := &responsesCall{custom: map[string]bool{}, namespace: map[string]string{}, instructions: req.Instructions, tools: req.Tools,
 		toolChoice: req.ToolChoice, parallel: req.ParallelToolCalls == nil || *req.ParallelToolCalls}
 	for i, inc := range req.Include {
 		if !includeKnown[inc] {
@@ -187,35 +191,9 @@ func decodeResponses(body []byte, mem responseMemory) (call, error) {
 		}
 		rc.logprobs = rc.logprobs || inc == "message.output_text.logprobs"
 	}
-	var tools []sampler.Tool
-	for i, raw := range req.Tools {
-		var t responsesTool
-		if err := json.Unmarshal(raw, &t); err != nil {
-			return call{}, fmt.Errorf("tools[%d]: %v", i, err)
-		}
-		switch t.Type {
-		case "function":
-			if t.Name == "" {
-				return call{}, fmt.Errorf("tools[%d]: a function tool needs a name", i)
-			}
-			var params json.RawMessage
-			if isSet(t.Parameters) {
-				params = t.Parameters
-			}
-			tools = append(tools, sampler.Tool{Type: "function", Function: sampler.ToolFunction{Name: t.Name, Description: t.Description, Parameters: params}})
-		case "custom":
-			if t.Name == "" {
-				return call{}, fmt.Errorf("tools[%d]: a custom tool needs a name", i)
-			}
-			tool, err := customTool(t)
-			if err != nil {
-				return call{}, fmt.Errorf("tools[%d] (%s): %v", i, t.Name, err)
-			}
-			rc.custom[t.Name] = true
-			tools = append(tools, tool)
-		default:
-			return call{}, fmt.Errorf("tools[%d] is a %q tool: hosted tools (%s) run on OpenAI's side and the gateway has none; offer function or custom tools (Codex: web_search = \"disabled\")", i, t.Type, hostedTools)
-		}
+	tools, err := rc.readTools(req.Tools, "tools", "")
+	if err != nil {
+		return call{}, err
 	}
 	var msgs []episode.Message
 	if isSet(req.Instructions) {
@@ -252,6 +230,60 @@ func decodeResponses(body []byte, mem responseMemory) (call, error) {
 		return call{}, errors.New("input is empty; a Responses request needs at least one input item or instructions")
 	}
 	return call{req: sampler.Request{Messages: msgs, Tools: tools}, stream: req.Stream, reqMsgs: msgs, responses: rc}, nil
+}
+
+// readTools reads the tools of a request (or of a namespace ns, at
+// where) into the chat tools offered to the model. A namespace (Codex
+// groups its sub-agent tools so) is a client-side grouping: its tools are
+// offered as they are, and a call to one comes back with the namespace.
+func (rc *responsesCall) readTools(raws []json.RawMessage, where, ns string) ([]sampler.Tool, error) {
+	var tools []sampler.Tool
+	for i, raw := range raws {
+		at := fmt.Sprintf("%s[%d]", where, i)
+		var t responsesTool
+		if err := json.Unmarshal(raw, &t); err != nil {
+			return nil, fmt.Errorf("%s: %v", at, err)
+		}
+		named := t.Type == "function" || t.Type == "custom" || t.Type == "namespace"
+		if named && t.Name == "" {
+			return nil, fmt.Errorf("%s: a %s tool needs a name", at, t.Type)
+		}
+		if t.Type == "function" || t.Type == "custom" {
+			if _, dup := rc.namespace[t.Name]; dup {
+				return nil, fmt.Errorf("%s: a tool named %q is offered twice (the model sees one list of tools)", at, t.Name)
+			}
+			rc.namespace[t.Name] = ns
+		}
+		switch t.Type {
+		case "function":
+			var params json.RawMessage
+			if isSet(t.Parameters) {
+				params = t.Parameters
+			}
+			tools = append(tools, sampler.Tool{Type: "function", Function: sampler.ToolFunction{Name: t.Name, Description: t.Description, Parameters: params}})
+		case "custom":
+			tool, err := customTool(t)
+			if err != nil {
+				return nil, fmt.Errorf("%s (%s): %v", at, t.Name, err)
+			}
+			rc.custom[t.Name] = true
+			tools = append(tools, tool)
+		case "namespace":
+			if ns != "" {
+				return nil, fmt.Errorf("%s: a namespace inside a namespace", at)
+			}
+			inner, err := rc.readTools(t.Tools, at+".tools", t.Name)
+			if err != nil {
+				return nil, err
+			}
+			tools = append(tools, inner...)
+		case "tool_search":
+			return nil, fmt.Errorf("%s is a tool_search tool: the gateway cannot load tools in the middle of a conversation; offer every tool up front (Codex: supports_search_tool = false in the model's catalogue entry)", at)
+		default:
+			return nil, fmt.Errorf("%s is a %q tool: hosted tools (%s) run on OpenAI's side and the gateway has none; offer function or custom tools (Codex: web_search = \"disabled\")", at, t.Type, hostedTools)
+		}
+	}
+	return tools, nil
 }
 
 func isSet(raw json.RawMessage) bool {
@@ -467,8 +499,12 @@ func outputItems(t *Trace, rc *responsesCall) []map[string]any {
 				"call_id": tc.ID, "name": tc.Function.Name, "input": customInput(tc.Function.Arguments)})
 			continue
 		}
-		out = append(out, map[string]any{"type": "function_call", "id": "fc_" + suffix, "status": "completed",
-			"call_id": tc.ID, "name": tc.Function.Name, "arguments": tc.Function.Arguments})
+		item := map[string]any{"type": "function_call", "id": "fc_" + suffix, "status": "completed",
+			"call_id": tc.ID, "name": tc.Function.Name, "arguments": tc.Function.Arguments}
+		if ns := rc.namespace[tc.Function.Name]; ns != "" {
+			item["namespace"] = ns
+		}
+		out = append(out, item)
 	}
 	return out
 }

@@ -438,13 +438,24 @@ func TestResponsesKeepAlive(t *testing.T) {
 // sets that changes nothing here is accepted.
 func TestResponsesCodexRequest(t *testing.T) {
 	f := newFixture(t, gateway.Options{})
+	var offered []string
+	f.smp.Reply = func(req sampler.Request) gatewaytest.Reply {
+		for _, tl := range req.Tools {
+			offered = append(offered, tl.Function.Name)
+		}
+		return gatewaytest.Reply{ToolCalls: []episode.ToolCall{{ID: "c1", Function: episode.FunctionCall{Name: "spawn_agent", Arguments: `{}`}},
+			{ID: "c2", Function: episode.FunctionCall{Name: "shell", Arguments: `{"command":["ls"]}`}}}}
+	}
 	s := f.open(t, gateway.SessionConfig{})
 	body := map[string]any{"model": "gpt-5-codex", "instructions": "You are Codex.", "stream": true, "store": false,
 		"tool_choice": "auto", "parallel_tool_calls": false, "prompt_cache_key": "0199-abc",
 		"reasoning": map[string]any{"effort": "medium", "summary": "auto"}, "text": map[string]any{"verbosity": "low"},
 		"include": []any{"reasoning.encrypted_content"}, "service_tier": nil, "client_metadata": map[string]any{"x": "y"},
 		"tools": []any{map[string]any{"type": "function", "name": "shell", "description": "Runs a command", "strict": false,
-			"parameters": map[string]any{"type": "object", "properties": map[string]any{"command": map[string]any{"type": "array", "items": map[string]any{"type": "string"}}}, "required": []any{"command"}}}},
+			"parameters": map[string]any{"type": "object", "properties": map[string]any{"command": map[string]any{"type": "array", "items": map[string]any{"type": "string"}}}, "required": []any{"command"}}},
+			// Codex groups its sub-agent tools in a namespace.
+			map[string]any{"type": "namespace", "name": "multi_agent_v1", "description": "Sub-agents.", "tools": []any{
+				map[string]any{"type": "function", "name": "spawn_agent", "description": "Spawn one.", "strict": false, "parameters": map[string]any{"type": "object", "properties": map[string]any{}}}}}},
 		"input": []any{
 			map[string]any{"type": "message", "role": "developer", "content": []any{map[string]any{"type": "input_text", "text": "<permissions>"}}},
 			map[string]any{"type": "message", "role": "user", "content": []any{map[string]any{"type": "input_text", "text": "<environment_context>"}}},
@@ -457,6 +468,13 @@ func TestResponsesCodexRequest(t *testing.T) {
 	resp, _ := finalResponse(t, out)
 	if resp["id"] == "" || resp["usage"] == nil || resp["parallel_tool_calls"] != false {
 		t.Fatalf("response %v", resp)
+	}
+	// The namespace's tools are offered with the others; a call to one
+	// comes back with its namespace, the others without.
+	calls := resp["output"].([]any)
+	if !reflect.DeepEqual(offered, []string{"shell", "spawn_agent"}) || len(calls) != 2 ||
+		calls[0].(map[string]any)["namespace"] != "multi_agent_v1" || calls[1].(map[string]any)["namespace"] != nil {
+		t.Fatalf("offered %v, output %v", offered, calls)
 	}
 	msgs := s.Traces()[0].Messages
 	if len(msgs) != 4 || msgs[0].Role != "system" || msgs[1].Role != "system" || msgs[1].Content != "<permissions>" {
@@ -479,7 +497,11 @@ func TestResponsesRefused(t *testing.T) {
 		{"file_search", map[string]any{"tools": []any{map[string]any{"type": "file_search", "vector_store_ids": []any{"v"}}}}, `"file_search" tool`},
 		{"code_interpreter", map[string]any{"tools": []any{map[string]any{"type": "code_interpreter", "container": map[string]any{"type": "auto"}}}}, `"code_interpreter" tool`},
 		{"local_shell", map[string]any{"tools": []any{map[string]any{"type": "local_shell"}}}, `"local_shell" tool`},
+		{"tool_search", map[string]any{"tools": []any{map[string]any{"type": "tool_search", "execution": "client"}}}, "tools[0] is a tool_search tool"},
 		{"conversation", map[string]any{"conversation": "conv_1"}, "conversation"},
+		{"a name twice", map[string]any{"tools": []any{calcFlat, map[string]any{"type": "namespace", "name": "ns", "tools": []any{calcFlat}}}}, "tools[1].tools[0]"},
+		{"nested namespace", map[string]any{"tools": []any{map[string]any{"type": "namespace", "name": "a", "tools": []any{map[string]any{"type": "namespace", "name": "b"}}}}}, "tools[0].tools[0]"},
+		{"hosted tool in a namespace", map[string]any{"tools": []any{map[string]any{"type": "namespace", "name": "a", "tools": []any{map[string]any{"type": "web_search"}}}}}, "tools[0].tools[0]"},
 		{"prompt template", map[string]any{"prompt": map[string]any{"id": "pmpt_1"}}, "prompt"},
 		{"truncation auto", map[string]any{"truncation": "auto"}, "truncation"},
 		{"top_logprobs", map[string]any{"top_logprobs": 5}, "top_logprobs"},
