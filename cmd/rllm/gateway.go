@@ -50,8 +50,9 @@ the session's url and api_key. Point an agent at it:
   ANTHROPIC_BASE_URL=http://HOST:PORT/sessions/ID      (Anthropic SDKs)
   OPENAI_API_KEY / ANTHROPIC_API_KEY = the session's api_key
 
-Calls go to /v1/chat/completions, /v1/completions (token-id prompts) and
-/v1/messages, streamed or not; the model and sampling parameters are the
+Calls go to /v1/chat/completions, /v1/completions (token-id prompts),
+/v1/responses (the Responses API: the Agents SDK, Codex) and /v1/messages
+(+ /v1/messages/count_tokens), streamed or not; the model and sampling parameters are the
 session's whatever the client sends. GET /sessions/ID/traces returns each
 call with its exact prompt and completion token ids, logprobs, finish
 reason, weight version and latency; DELETE /sessions/ID ends it. /health

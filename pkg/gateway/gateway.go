@@ -1,7 +1,7 @@
 // Package gateway is the recording proxy between agent programs and the
 // policy model. A program that only knows an OpenAI or Anthropic base URL
-// calls /sessions/{id}/v1/chat/completions, /v1/completions or
-// /v1/messages; the gateway checks the session's bearer token, pins the
+// calls /sessions/{id}/v1/chat/completions, /v1/completions,
+// /v1/responses or /v1/messages; the gateway checks the session's bearer token, pins the
 // model and sampling parameters to the session's, asks the sampler (an
 // OpenAI-compatible server, the embedded policy, Tinker's sampler: any
 // sampler.Sampler) for the reply with its exact token ids and logprobs,
@@ -45,6 +45,7 @@ const (
 	DefaultMaxSessions     = 65536
 	DefaultMaxTraces       = 4096
 	DefaultModel           = "policy"
+	DefaultStreamKeepAlive = 10 * time.Second
 )
 
 // Options configure a Gateway.
@@ -76,6 +77,10 @@ type Options struct {
 	// and nothing else. Empty: New makes a random one (AdminToken), so
 	// session management is never open to whoever reaches the port.
 	AdminToken string
+	// StreamKeepAlive is how often a streamed Responses call repeats
+	// response.in_progress while the sampler works (default 10 s), so that
+	// clients with an idle timeout between events wait for a slow sample.
+	StreamKeepAlive time.Duration
 	// Now is the clock (tests); nil means time.Now.
 	Now func() time.Time
 }
@@ -111,6 +116,9 @@ func New(opts Options) *Gateway {
 	if opts.AdminToken == "" {
 		opts.AdminToken = "rllm-admin-" + randomHex(24)
 	}
+	if opts.StreamKeepAlive <= 0 {
+		opts.StreamKeepAlive = DefaultStreamKeepAlive
+	}
 	g := &Gateway{opts: opts, sessions: map[string]*Session{}, metrics: newMetrics()}
 	g.metrics.sessions = prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "rllm_gateway_sessions", Help: "Sessions alive."},
 		func() float64 { g.mu.Lock(); defer g.mu.Unlock(); return float64(len(g.sessions)) })
@@ -128,10 +136,12 @@ func New(opts Options) *Gateway {
 	m.HandleFunc("POST /sessions/{id}/v1/chat/completions", g.call(endpointChat))
 	m.HandleFunc("POST /sessions/{id}/v1/completions", g.call(endpointCompletions))
 	m.HandleFunc("POST /sessions/{id}/v1/messages", g.call(endpointMessages))
+	m.HandleFunc("POST /sessions/{id}/v1/messages/count_tokens", g.countTokens)
+	m.HandleFunc("POST /sessions/{id}/v1/responses", g.call(endpointResponses))
 	m.HandleFunc("GET /sessions/{id}/v1/models", g.models)
 	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeOpenAIError(w, http.StatusNotFound, "not_found_error",
-			fmt.Sprintf("no route %s %s; agents call /sessions/{session_id}/v1/chat/completions, /v1/completions or /v1/messages", r.Method, r.URL.Path))
+			fmt.Sprintf("no route %s %s; agents call /sessions/{session_id}/v1/chat/completions, /v1/completions, /v1/responses or /v1/messages", r.Method, r.URL.Path))
 	})
 	g.mux = m
 	return g

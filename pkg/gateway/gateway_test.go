@@ -56,12 +56,20 @@ func (f *fixture) open(t *testing.T, cfg gateway.SessionConfig) *gateway.Session
 // post sends body to path with the token; it returns the status and body.
 func (f *fixture) post(t *testing.T, path, token string, body any) (int, []byte) {
 	t.Helper()
+	h := http.Header{}
+	if token != "" {
+		h.Set("Authorization", "Bearer "+token)
+	}
+	return f.send(t, path, h, body)
+}
+
+// send posts body as JSON to path with the headers.
+func (f *fixture) send(t *testing.T, path string, h http.Header, body any) (int, []byte) {
+	t.Helper()
 	b, _ := json.Marshal(body)
 	req, _ := http.NewRequest(http.MethodPost, f.srv.URL+path, bytes.NewReader(b))
+	req.Header = h.Clone()
 	req.Header.Set("Content-Type", "application/json")
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
