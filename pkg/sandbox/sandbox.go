@@ -17,10 +17,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sort"
 	"strings"
 	"time"
 )
+
+// Logger receives the sandbox's notes (once per process: which limits
+// bound each process rather than the whole sandbox).
+var Logger = slog.Default()
 
 // Backend names (sandbox.backend).
 const (
