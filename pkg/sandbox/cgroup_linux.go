@@ -202,7 +202,7 @@ func (cg *Cgroup) Start(cmd *exec.Cmd) error {
 			errc <- err
 			return
 		}
-		if err := cg.Add(tid, "tasks"); err != nil {
+		if err := cg.add(tid, "tasks"); err != nil {
 			errc <- fmt.Errorf("sandbox: cgroup: %w", err)
 			_ = back.restore(tid) // a half move is undone too
 			runtime.UnlockOSThread()
@@ -227,12 +227,12 @@ func (cg *Cgroup) Start(cmd *exec.Cmd) error {
 // before the move stays where it was: start processes with Start where
 // that matters.
 func (cg *Cgroup) AddProcess(pid int) error {
-	return cg.Add(strconv.Itoa(pid), "cgroup.procs")
+	return cg.add(strconv.Itoa(pid), "cgroup.procs")
 }
 
-// Add writes id to file (cgroup.procs for a process, tasks for a v1
+// add writes id to file (cgroup.procs for a process, tasks for a v1
 // thread) in each of the cgroup's directories.
-func (cg *Cgroup) Add(id, file string) error {
+func (cg *Cgroup) add(id, file string) error {
 	for _, d := range cg.dirs() {
 		if err := writeCgroupFile(d, file, id); err != nil {
 			return err
