@@ -75,4 +75,3 @@ func TestKilledRllmLeavesNoEnvProcess(t *testing.T) {
 		}
 	}
 }
-
