@@ -203,3 +203,24 @@ func alive(pid int) bool {
 	i := strings.LastIndexByte(s, ')')
 	return i < 0 || !strings.HasPrefix(s[i+1:], " Z")
 }
+
+// BenchmarkStart measures what the supervisor adds to a program's start
+// and end: `true` run plainly and supervised (this test binary is the
+// supervisor, as rllm is for rllm's programs).
+//
+//	go test ./internal/procgroup -run '^$' -bench Start -benchtime 200x
+func BenchmarkStart(b *testing.B) {
+	for _, sup := range []bool{false, true} {
+		b.Run("supervised="+strconv.FormatBool(sup), func(b *testing.B) {
+			for range b.N {
+				cmd := Command(context.Background(), "true")
+				if sup {
+					Supervise(cmd)
+				}
+				if err := cmd.Run(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
