@@ -317,7 +317,9 @@ func removeCgroupDir(d string) error {
 			break
 		}
 		for _, f := range strings.Fields(string(b)) {
-			if pid, err := strconv.Atoi(f); err == nil && pid > 0 {
+			// Never rllm itself (a thread of it left in a v1 cgroup by a
+			// failed move lists its process here).
+			if pid, err := strconv.Atoi(f); err == nil && pid > 0 && pid != os.Getpid() {
 				_ = syscall.Kill(pid, syscall.SIGKILL)
 			}
 		}
