@@ -71,18 +71,24 @@ var (
 // controllers can be made, and proves it by making and removing one.
 func hostCgroups() cgroupHost {
 	cgroupOnce.Do(func() {
-		cgroupAt = findCgroupParents()
-		if cgroupAt.err != nil {
-			return
-		}
-		cg, err := cgroupAt.create(Limits{MemoryBytes: 64 << 20, Processes: 8}, 0)
+		hosts, err := findCgroupParents()
 		if err != nil {
 			cgroupAt.err = err
 			return
 		}
-		if err := cg.Remove(); err != nil {
-			cgroupAt.err = err
+		var errs []error
+		for _, h := range hosts {
+			cg, err := h.create(Limits{MemoryBytes: 64 << 20, Processes: 8}, 0)
+			if err == nil {
+				err = cg.Remove()
+			}
+			if err == nil {
+				cgroupAt = h
+				return
+			}
+			errs = append(errs, err)
 		}
+		cgroupAt.err = errors.Join(errs...)
 	})
 	return cgroupAt
 }
@@ -440,57 +446,60 @@ func parseProcCgroup(b []byte) (v2 string, v1 map[string]string) {
 	return v2, v1
 }
 
-// findCgroupParents picks where new cgroups go: on a host whose memory
-// and pids controllers are v1 hierarchies (v1 or hybrid), under rllm's
-// own cgroup in each; on a v2 host, rllm's own cgroup when it may hold
-// children with both controllers, else the hierarchy's root.
-func findCgroupParents() cgroupHost {
+// findCgroupParents lists, best first, where new cgroups may go: on a
+// host whose memory and pids controllers are v1 hierarchies (v1 or
+// hybrid), under rllm's own cgroup in each; on a v2 host, each of rllm's
+// own cgroup, its parent (a delegated subtree: rllm's own is a leaf
+// holding processes, which v2 lets have no controlled children) and the
+// hierarchy's root, where memory and pids are already enabled for
+// children. Controllers are never enabled here: that would change the
+// host's cgroup tree beyond rllm's own cgroups.
+func findCgroupParents() ([]cgroupHost, error) {
 	mounts, err := readCgroupMounts()
 	if err != nil {
-		return cgroupHost{err: err}
+		return nil, err
 	}
 	b, err := os.ReadFile("/proc/self/cgroup")
 	if err != nil {
-		return cgroupHost{err: err}
+		return nil, err
 	}
 	v2path, v1paths := parseProcCgroup(b)
 	if mounts.v1["memory"] != "" || mounts.v1["pids"] != "" {
 		if mounts.v1["memory"] == "" || mounts.v1["pids"] == "" {
-			return cgroupHost{err: errors.New("the host has a cgroup v1 memory or pids hierarchy but not both")}
+			return nil, errors.New("the host has a cgroup v1 memory or pids hierarchy but not both")
 		}
-		return cgroupHost{
+		return []cgroupHost{{
 			memory: filepath.Join(mounts.v1["memory"], v1paths["memory"]),
 			pids:   filepath.Join(mounts.v1["pids"], v1paths["pids"]),
 			mounts: mounts,
-		}
+		}}, nil
 	}
 	if mounts.v2 == "" {
-		return cgroupHost{err: errors.New("no cgroup hierarchy is mounted")}
+		return nil, errors.New("no cgroup hierarchy is mounted")
 	}
-	for _, p := range []string{filepath.Join(mounts.v2, v2path), mounts.v2} {
-		if enableControllers(p) {
-			return cgroupHost{v2: p}
+	own := filepath.Join(mounts.v2, v2path)
+	var out []cgroupHost
+	for _, p := range []string{own, filepath.Dir(own), mounts.v2} {
+		if !strings.HasPrefix(p, mounts.v2) || !controlsChildren(p) || slices.ContainsFunc(out, func(h cgroupHost) bool { return h.v2 == p }) {
+			continue
 		}
+		out = append(out, cgroupHost{v2: p, mounts: mounts})
 	}
-	return cgroupHost{err: fmt.Errorf("the memory and pids controllers cannot be enabled for children of %s (not root, and no cgroup delegated to this user)", filepath.Join(mounts.v2, v2path))}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("neither %s, its parent nor the root has the memory and pids controllers enabled for its children", own)
+	}
+	return out, nil
 }
 
-// enableControllers makes memory and pids available to p's children,
-// and reports whether they are.
-func enableControllers(p string) bool {
-	has := func() bool {
-		b, err := os.ReadFile(filepath.Join(p, "cgroup.subtree_control"))
-		if err != nil {
-			return false
-		}
-		f := strings.Fields(string(b))
-		return slices.Contains(f, "memory") && slices.Contains(f, "pids")
+// controlsChildren reports whether p's children get the memory and pids
+// controllers.
+func controlsChildren(p string) bool {
+	b, err := os.ReadFile(filepath.Join(p, "cgroup.subtree_control"))
+	if err != nil {
+		return false
 	}
-	if has() {
-		return true
-	}
-	_ = writeCgroupFile(p, "cgroup.subtree_control", "+memory +pids")
-	return has()
+	f := strings.Fields(string(b))
+	return slices.Contains(f, "memory") && slices.Contains(f, "pids")
 }
 
 // threadPlaces is where the calling thread sits in the v1 memory and
