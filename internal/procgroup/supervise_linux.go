@@ -185,6 +185,17 @@ func supervise(args []string) int {
 		return 126
 	}
 	progPid := proc.Pid
+	// The program's descriptors are the program's: a pipe it closes
+	// reads end-of-file at once, not when the supervisor exits.
+	if null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0); err == nil {
+		for fd := 0; fd < 3; fd++ {
+			_ = unix.Dup2(int(null.Fd()), fd)
+		}
+		null.Close()
+	}
+	for _, f := range files[3:] {
+		f.Close()
+	}
 
 	// Reaping: every child, the program and orphans alike.
 	type exit struct {

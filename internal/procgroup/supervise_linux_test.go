@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -107,6 +108,36 @@ func TestSupervisedIsTransparent(t *testing.T) {
 	Supervise(cmd)
 	if err := cmd.Start(); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("Start of a missing program = %v, want not exist", err)
+	}
+}
+
+// The supervisor keeps none of the program's descriptors: a program
+// that closes its stdout is read to its end while it still runs.
+func TestSupervisorHoldsNoDescriptor(t *testing.T) {
+	cmd := Command(context.Background(), "sh", "-c", "exec >&-; read x")
+	Supervise(cmd)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer Kill(cmd)
+	eof := make(chan struct{})
+	go func() { io.ReadAll(stdout); close(eof) }()
+	select {
+	case <-eof:
+	case <-time.After(30 * time.Second):
+		t.Fatal("stdout did not end when the program closed it: the supervisor holds it")
+	}
+	stdin.Close()
+	if err := cmd.Wait(); err != nil {
+		t.Fatal(err)
 	}
 }
 
