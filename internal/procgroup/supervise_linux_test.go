@@ -114,7 +114,7 @@ func TestSupervisedIsTransparent(t *testing.T) {
 // The supervisor keeps none of the program's descriptors: a program
 // that closes its stdout is read to its end while it still runs.
 func TestSupervisorHoldsNoDescriptor(t *testing.T) {
-	cmd := Command(context.Background(), "sh", "-c", "exec >&-; read x")
+	cmd := Command(context.Background(), "sh", "-c", "exec >&-; cat >/dev/null")
 	Supervise(cmd)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
