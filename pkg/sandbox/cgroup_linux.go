@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -96,12 +97,16 @@ func hostCgroups() cgroupHost {
 // announceCgroups says once, when a bwrap or unsafe-host backend opens,
 // which limits bound each process rather than the whole sandbox.
 func announceCgroups() {
-	announceOnce.Do(func() {
-		if err := CgroupsAvailable(); err != nil {
-			Logger.Warn("sandbox: sandbox.limits.memory_mb and sandbox.limits.processes bound each process of a run (RLIMIT_AS, RLIMIT_NPROC), not the run as a whole: no cgroup can be made here (" +
-				err.Error() + "); run rllm as root or in a cgroup delegated to its user to bound the whole sandbox")
-		}
-	})
+	announceOnce.Do(func() { noteCgroups(Logger, CgroupsAvailable()) })
+}
+
+// noteCgroups logs, when err says no cgroup can be made, which limits
+// are per process.
+func noteCgroups(log *slog.Logger, err error) {
+	if err != nil {
+		log.Warn("sandbox: sandbox.limits.memory_mb and sandbox.limits.processes bound each process of a run (RLIMIT_AS, RLIMIT_NPROC), not the run as a whole: no cgroup can be made here (" +
+			err.Error() + "); run rllm as root or in a cgroup delegated to its user to bound the whole sandbox")
+	}
 }
 
 // CgroupsAvailable reports whether NewCgroup can work here, and if not,

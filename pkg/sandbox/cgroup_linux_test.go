@@ -1,6 +1,9 @@
 package sandbox
 
 import (
+	"bytes"
+	"errors"
+	"log/slog"
 	"os"
 	"strings"
 	"testing"
@@ -133,5 +136,32 @@ func TestParseCgroupFiles(t *testing.T) {
 	v2, v1 := parseProcCgroup([]byte("8:pids:/\n4:memory:/a/b\n2:cpu,cpuacct:/c\n0::/user.slice\n"))
 	if v2 != "/user.slice" || v1["memory"] != "/a/b" || v1["pids"] != "/" || v1["cpuacct"] != "/c" {
 		t.Fatalf("parseProcCgroup = %q %v", v2, v1)
+	}
+}
+
+// Where no cgroup can be made, one line says which limits are per
+// process and why; where one can, nothing is said.
+func TestNoteCgroups(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want []string
+	}{
+		{nil, nil},
+		{errors.New("mkdir /sys/fs/cgroup/memory/rllm-1-1: permission denied"),
+			[]string{"memory_mb", "processes", "each process", "permission denied", "delegated"}},
+	} {
+		var b bytes.Buffer
+		noteCgroups(slog.New(slog.NewTextHandler(&b, nil)), tc.err)
+		if tc.want == nil && b.Len() != 0 {
+			t.Errorf("logged %q with cgroups available", b.String())
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(b.String(), w) {
+				t.Errorf("log %q lacks %q", b.String(), w)
+			}
+		}
+		if strings.Count(b.String(), "\n") > 1 {
+			t.Errorf("more than one line: %q", b.String())
+		}
 	}
 }
