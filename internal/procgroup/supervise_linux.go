@@ -162,10 +162,9 @@ func supervise(args []string) int {
 	// program. SIGTERM, SIGINT and SIGHUP reach the program directly
 	// (same process group); the supervisor waits for it to act on them.
 	signal.Notify(sigs, syscall.SIGUSR1, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
-	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
-		fmt.Fprintln(os.Stderr, "rllm supervisor: PR_SET_CHILD_SUBREAPER:", err)
-		return 126
-	}
+	// Refused only by a seccomp profile: the program still runs, and its
+	// descendants that stay below it are still found and killed.
+	_ = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
 	life := os.NewFile(uintptr(lifeFd), "lifeline")
 	syscall.CloseOnExec(lifeFd)
 	files := []*os.File{os.Stdin, os.Stdout, os.Stderr}
