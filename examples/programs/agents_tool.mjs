@@ -19,6 +19,10 @@ import { z } from "zod";
 import { run } from "./rllm_program.mjs";
 
 setTracingDisabled(true); // no export of traces to OpenAI's platform
+// The SDK's default model speaks the Responses API (/v1/responses), which
+// the gateway serves; AGENT_API=chat_completions switches it to
+// /v1/chat/completions. Both record the same tokens.
+const useResponses = process.env.AGENT_API !== "chat_completions";
 
 const calculator = tool({
   name: "calculator",
@@ -47,8 +51,8 @@ const agent = new Agent({
 const stream = process.env.AGENT_STREAM === "1";
 
 run(async (task, client, { signal }) => {
-  // The episode's client, over chat completions (what the gateway speaks).
-  const runner = new Runner({ modelProvider: new OpenAIProvider({ openAIClient: client, useResponses: false }) });
+  // The episode's own client and session.
+  const runner = new Runner({ modelProvider: new OpenAIProvider({ openAIClient: client, useResponses }) });
   const result = await runner.run(agent, task.question, { maxTurns: 4, stream, signal });
   if (stream) {
     for await (const _event of result) {

@@ -146,6 +146,9 @@ func (t *Trainer) sampleGroups(ctx context.Context, tasks []episode.Task) ([]Gro
 	if err != nil {
 		return nil, nil, err
 	}
+	if err := allFailed(eps); err != nil {
+		return nil, nil, err // the loop names the step
+	}
 	t.diag.noteEpisodes(phaseRollouts, eps)
 	groups, err := groupEpisodes(eps, t.plan.Train.N)
 	if err != nil {
@@ -331,5 +334,6 @@ const (
 func (t *Trainer) runnerFor(phase int) rollout.RunnerOptions {
 	o := t.plan.Runner
 	o.SeedSalt = uint64(phase)<<40 | uint64(t.step)
+	o.Shared = t.episodeSlots
 	return o
 }

@@ -78,6 +78,9 @@ func (t *Trainer) warmup(ctx context.Context) error {
 			return err
 		}
 		bar.Add(1)
+		if err := allFailed(eps); err != nil {
+			return fmt.Errorf("warm-up step %d: %w", s+1, err)
+		}
 		seqs, _, err := rollout.Assemble(eps, t.plan.Assemble)
 		if err != nil {
 			return err

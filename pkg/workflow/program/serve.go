@@ -235,6 +235,8 @@ func (s *server) start() (*serveProc, error) {
 	cmd.Dir = w.dir
 	cmd.Env = childenv.FromProcess(w.passEnv, map[string]string{"RLLM_PROGRAM_MODE": ModeServe})
 	procgroup.Configure(cmd, 0)
+	// As per episode: nothing it starts outlives it or rllm (kill -9 too).
+	procgroup.Supervise(cmd)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, err
