@@ -3,12 +3,12 @@
 // served (workflow.args.mode=serve), with an OpenAI client per episode.
 // It streams the reply, as many agents do; the gateway records the same
 // tokens either way. Train it on the built-in arith task, served (one
-// Node process for the run; about 4 minutes on a 2-core machine):
+// Node process for the run; about 10 minutes on a 2-core machine):
 //
 //   npm install openai   (in this directory or a parent: ES modules do not read NODE_PATH)
 //   rllm train workflow.name=program workflow.args.mode=serve \
 //       workflow.args.command="node examples/programs/openai_agent.mjs" \
-//       trainer.total_training_steps=200 trainer.test_freq=50
+//       trainer.total_training_steps=600 trainer.test_freq=100
 import { run } from "./rllm_program.mjs";
 
 run(async (task, client, { signal }) => {
