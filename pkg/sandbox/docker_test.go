@@ -8,11 +8,14 @@ import (
 	"io/fs"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
 
 	"github.com/rllm-org/rllm-go/pkg/usererr"
@@ -301,5 +304,144 @@ func TestDockerImageMissing(t *testing.T) {
 	var ue *usererr.Error
 	if !errors.As(err, &ue) || ue.Subject != "sandbox.docker.image" || !strings.Contains(err.Error(), "rllm-no-such-image:0") {
 		t.Fatalf("err %v", err)
+	}
+}
+
+// TestDockerBuildImage: a context builds once, its tag is the context's
+// hash and is reused; a Dockerfile that fails names the directory and the
+// end of the build log.
+func TestDockerBuildImage(t *testing.T) {
+	d := dockerSmall(t)
+	dir := t.TempDir()
+	write := func(name, s string) {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, name)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("environment/Dockerfile", "FROM "+BaseImage()+"\nWORKDIR /app\nCOPY src/ /app/\nRUN echo built > /app/stamp\n")
+	write("src/hello.py", "print('hello from the image')\n")
+	ctx := context.Background()
+	tag, err := d.BuildImage(ctx, dir, filepath.Join(dir, "environment/Dockerfile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(tag, BuiltImageRepo+":") {
+		t.Fatalf("tag %q", tag)
+	}
+	t.Cleanup(func() { d.cli.ImageRemove(context.Background(), tag, client.ImageRemoveOptions{Force: true}) })
+	insp, err := d.cli.ImageInspect(ctx, tag)
+	if err != nil || insp.Config == nil || insp.Config.Labels[LabelContext] == "" {
+		t.Fatalf("image %s: %v (labels %v)", tag, err, insp.Config)
+	}
+	again, err := d.BuildImage(ctx, dir, filepath.Join(dir, "environment/Dockerfile"))
+	if err != nil || again != tag {
+		t.Fatalf("second build: %q %v, want %q", again, err, tag)
+	}
+	if insp2, _ := d.cli.ImageInspect(ctx, tag); insp2.ID != insp.ID {
+		t.Fatalf("the image was built again: %s then %s", insp.ID, insp2.ID)
+	}
+	w := openWS(t, d, WorkspaceSpec{Image: tag, WorkDir: "/app"})
+	res := execWS(t, w, ExecRequest{Command: []string{"sh", "-c", "python3 hello.py; cat stamp"}})
+	if string(res.Stdout) != "hello from the image\nbuilt\n" {
+		t.Fatalf("in the built image: %+v stdout %q stderr %q", res, res.Stdout, res.Stderr)
+	}
+
+	write("environment/Dockerfile", "FROM "+BaseImage()+"\nRUN echo preparing the repo && echo broken-step-output >&2 && exit 3\n")
+	_, err = d.BuildImage(ctx, dir, filepath.Join(dir, "environment/Dockerfile"))
+	if err == nil || !strings.Contains(err.Error(), dir) || !strings.Contains(err.Error(), "preparing the repo") || !strings.Contains(err.Error(), "returned a non-zero code: 3") {
+		t.Fatalf("failed build: %v", err)
+	}
+	if _, err := d.BuildImage(ctx, dir, filepath.Join(dir, "nowhere/Dockerfile")); err == nil || !strings.Contains(err.Error(), "no Dockerfile") {
+		t.Fatalf("missing Dockerfile: %v", err)
+	}
+}
+
+// TestDockerSweep: the containers of a process that is gone (its pid
+// free, or taken by a process started at another time) are removed; this
+// process's own, and those of another host, are not.
+func TestDockerSweep(t *testing.T) {
+	d := dockerSmall(t)
+	ctx := context.Background()
+	me := d.owner
+	create := func(labels map[string]string) string {
+		t.Helper()
+		cfgLabels := map[string]string{"org.rllm.test": t.Name()}
+		for k, v := range labels {
+			cfgLabels[k] = v
+		}
+		created, err := d.cli.ContainerCreate(ctx, client.ContainerCreateOptions{Config: &container.Config{Image: d.image, Cmd: []string{"sleep", "60"}, Labels: cfgLabels}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { d.remove(created.ID) })
+		return created.ID
+	}
+	exited := exec.Command("true")
+	if err := exited.Run(); err != nil {
+		t.Fatal(err)
+	}
+	other := func(pid, start, host string) map[string]string {
+		return map[string]string{LabelRun: "other", LabelOwnerHost: host, LabelOwnerBoot: me.boot, LabelOwnerPID: pid, LabelOwnerStart: start}
+	}
+	dead := create(other(strconv.Itoa(exited.Process.Pid), "12345", me.host))
+	reused := create(other(me.pid, "1", me.host))
+	mine := create(me.labels())
+	elsewhere := create(other("1", "1", me.host+"-elsewhere"))
+	removed, err := sweep(ctx, d.cli, me)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]bool{}
+	for _, id := range removed {
+		got[id] = true
+	}
+	if !got[dead] || !got[reused] || got[mine] || got[elsewhere] {
+		t.Fatalf("removed %v; want the dead owner's %s and the reused pid's %s only", removed, shortID(dead), shortID(reused))
+	}
+}
+
+// TestDockerWorkspaceSocket: with Network.Socket set, the socket's
+// directory is at the same path inside, and a program there reaches the
+// host's listener through it (the gateway's forwarder serves it on the
+// workspace's loopback); nothing else of the network is reachable.
+func TestDockerWorkspaceSocket(t *testing.T) {
+	d := dockerSmall(t)
+	sock := filepath.Join(t.TempDir(), "gw.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	got := make(chan string, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		b := make([]byte, 64)
+		n, _ := c.Read(b)
+		got <- string(b[:n])
+	}()
+	w := openWS(t, d, WorkspaceSpec{Network: Network{Socket: sock}})
+	code := fmt.Sprintf("import socket\ns = socket.socket(socket.AF_UNIX)\ns.connect(%q)\ns.sendall(b'hello gateway')\n", sock)
+	res := execWS(t, w, ExecRequest{Command: []string{"python3", "-c", code}})
+	if !res.OK() {
+		t.Fatalf("%+v (%s) stderr %q", res, res.Reason(), res.Stderr)
+	}
+	select {
+	case s := <-got:
+		if s != "hello gateway" {
+			t.Fatalf("got %q", s)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("nothing arrived through the socket")
+	}
+	res = execWS(t, w, ExecRequest{Command: []string{"python3", "-c", "import socket\nsocket.create_connection(('1.1.1.1', 80), timeout=2)"}})
+	if res.OK() {
+		t.Fatal("the workspace reached an outside address")
 	}
 }
