@@ -34,6 +34,9 @@ type Config struct {
 	// DockerImage is the image the docker backend runs; empty is the
 	// local base image (BaseImage).
 	DockerImage string
+	// DockerWarm is how many started containers the docker backend keeps
+	// waiting per container shape (sandbox.docker.warm_pool); 0: none.
+	DockerWarm int
 }
 
 // DefaultEnv is the environment every sandboxed program starts with;
@@ -167,7 +170,7 @@ func Configure(c Config) {
 
 func equalConfig(a, b Config) bool {
 	return a.Backend == b.Backend && slices.Equal(a.BindRO, b.BindRO) && fmt.Sprint(a.Env) == fmt.Sprint(b.Env) &&
-		a.MaxConcurrent == b.MaxConcurrent && a.Limits == b.Limits && a.DockerImage == b.DockerImage
+		a.MaxConcurrent == b.MaxConcurrent && a.Limits == b.Limits && a.DockerImage == b.DockerImage && a.DockerWarm == b.DockerWarm
 }
 
 // Shared returns the process-wide pool, opening it on first use (with

@@ -84,7 +84,7 @@ func OpenDocker(ctx context.Context, c Config) (*Docker, error) {
 	for _, p := range c.BindRO {
 		d.binds = append(d.binds, p+":"+p+":ro")
 	}
-	d.warm = newWarmPool(d)
+	d.warm = newWarmPool(d, c.DockerWarm)
 	sctx, scancel := context.WithTimeout(ctx, dockerTimeout)
 	defer scancel()
 	_ = sweepOnce(sctx, cli)
@@ -179,8 +179,19 @@ func (d *Docker) Run(ctx context.Context, req Request) (Result, error) {
 func (d *Docker) runSpec(l Limits, total int64) containerSpec {
 	return containerSpec{
 		Image: d.image, WorkDir: WorkDir, Limits: l, Life: l.WallTime + 30*time.Second, Env: d.env, Binds: d.binds,
-		ReadOnlyRoot: true, User: "65534:65534", WorkDirBytes: 2*l.FileSizeBytes + total,
+		ReadOnlyRoot: true, User: "65534:65534", WorkDirBytes: 2*l.FileSizeBytes + ceilPow2(total),
 	}
+}
+
+// ceilPow2 is the least power of two at least n (1 MiB at least): runs
+// whose files differ a little in size share one container shape, and so
+// the warm pool's containers.
+func ceilPow2(n int64) int64 {
+	p := int64(1 << 20)
+	for p < n {
+		p <<= 1
+	}
+	return p
 }
 
 // errDaemon wraps an error of the daemon with what was being done, and
