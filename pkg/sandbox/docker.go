@@ -179,7 +179,7 @@ func (d *Docker) Run(ctx context.Context, req Request) (Result, error) {
 func (d *Docker) runSpec(l Limits, total int64) containerSpec {
 	return containerSpec{
 		Image: d.image, WorkDir: WorkDir, Limits: l, Life: l.WallTime + 30*time.Second, Env: d.env, Binds: d.binds,
-		ReadOnlyRoot: true, User: "65534:65534", WorkDirBytes: 2*l.FileSizeBytes + ceilPow2(total),
+		ReadOnlyRoot: true, ProcessMemory: true, User: "65534:65534", WorkDirBytes: 2*l.FileSizeBytes + ceilPow2(total),
 	}
 }
 

@@ -60,6 +60,14 @@ type containerSpec struct {
 	// SocketDir is bind-mounted at the same path (Network.Socket's
 	// directory).
 	SocketDir string
+	// ProcessMemory bounds each command's address space by
+	// Limits.MemoryBytes too (RLIMIT_AS, set by the exec wrapper: the
+	// container's own init cannot start under it), as bwrap does, so an
+	// allocation fails (MemoryError, bad_alloc) before the container's
+	// OOM killer picks a process: a batch harness sees which test
+	// allocated. One-shot runs set it; workspaces do not (node and the
+	// JVM reserve far more address space than they use).
+	ProcessMemory bool
 }
 
 // key identifies the containers a warm pool may hand out for s.
@@ -327,9 +335,10 @@ func (w *dockerWorkspace) Close(ctx context.Context) error {
 // it started (children inherit the environment).
 const execToken = "RLLM_EXEC"
 
-// cpuWrapper sets the command's CPU limit (soft, and the hard one a
-// second later, as prlimitArgs) and execs it.
-const cpuWrapper = `ulimit -H -t "$1" 2>/dev/null; ulimit -S -t "$2" 2>/dev/null; shift 2; exec "$@"`
+// limitWrapper sets the command's CPU limit (soft, and the hard one a
+// second later, as prlimitArgs) and, when $3 is not 0, its address space
+// in KiB, then execs it.
+const limitWrapper = `ulimit -H -t "$1" 2>/dev/null; ulimit -S -t "$2" 2>/dev/null; [ "$3" = 0 ] || ulimit -v "$3" 2>/dev/null; shift 3; exec "$@"`
 
 // killScript kills every process whose environment holds the token $1,
 // a few rounds, so children forked meanwhile go too.
@@ -358,7 +367,11 @@ func (w *dockerWorkspace) Exec(ctx context.Context, req ExecRequest) (Result, er
 	_, _ = rand.Read(b)
 	token := hex.EncodeToString(b)
 	cpu := int64((l.CPUTime + time.Second - 1) / time.Second)
-	argv := append([]string{"sh", "-c", cpuWrapper, "sh", strconv.FormatInt(cpu+1, 10), strconv.FormatInt(cpu, 10)}, req.Command...)
+	as := int64(0)
+	if w.spec.ProcessMemory {
+		as = l.MemoryBytes >> 10
+	}
+	argv := append([]string{"sh", "-c", limitWrapper, "sh", strconv.FormatInt(cpu+1, 10), strconv.FormatInt(cpu, 10), strconv.FormatInt(as, 10)}, req.Command...)
 	env := append(slices.Clone(req.Env), execToken+"="+token)
 
 	cctx, cancel := context.WithTimeout(ctx, dockerTimeout)
