@@ -160,6 +160,7 @@ func TestDockerCancel(t *testing.T) {
 	if _, err := d.Run(ctx, Request{Command: []string{"sleep", "30"}}); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("err %v, want the context's", err)
 	}
+	d.removing.Wait()
 	if n := ownContainers(t, d); n != 0 {
 		t.Fatalf("%d containers of this run remain", n)
 	}
@@ -483,6 +484,7 @@ func TestDockerWarmPool(t *testing.T) {
 	if res := run(t, d, req); string(res.Stdout) != "warm\n" {
 		t.Fatalf("warm run: %+v", res)
 	}
+	d.removing.Wait()
 	if _, err := d.cli.ContainerInspect(context.Background(), first, client.ContainerInspectOptions{}); !isNotFound(err) {
 		t.Fatalf("the first warm container %s was not the one used and removed: %v", shortID(first), err)
 	}
