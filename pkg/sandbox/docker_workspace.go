@@ -479,6 +479,16 @@ func (w *dockerWorkspace) Exec(ctx context.Context, req ExecRequest) (Result, er
 		return Result{}, err
 	}
 	res.ExitCode = code
+	select {
+	case <-w.dead:
+		// The container was killed for a limit (dead is closed before
+		// the kill): the stream's end may have been seen first.
+		if code != 0 {
+			res.Limit = w.why
+			return res, nil
+		}
+	default:
+	}
 	if code == 137 && w.oomKilled(ctx) {
 		res.Limit = LimitMemory
 	}
