@@ -256,10 +256,8 @@ func TestDockerWorkspace(t *testing.T) {
 // what it started (a background child included), and the workspace goes
 // on; memory, processes and disk are the workspace's.
 func TestDockerWorkspaceLimits(t *testing.T) {
-	old := diskCheckEvery
-	diskCheckEvery = 100 * time.Millisecond
-	defer func() { diskCheckEvery = old }()
 	d := dockerSmall(t)
+	d.diskEvery = 100 * time.Millisecond
 	lim := small
 	lim.WallTime = 0
 	lim.DiskBytes = 8 << 20
