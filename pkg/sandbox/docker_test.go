@@ -564,3 +564,29 @@ func TestCloseAll(t *testing.T) {
 		t.Fatalf("%d containers remain after CloseAll", n)
 	}
 }
+
+// TestDockerImageWithoutSleep: an image the workspace's idle process
+// cannot run in says so at the first command.
+func TestDockerImageWithoutSleep(t *testing.T) {
+	d := dockerSmall(t)
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "Dockerfile"), []byte("FROM "+BaseImage()+"\nRUN rm /usr/bin/sleep\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tag, err := d.BuildImage(context.Background(), dir, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.cli.ImageRemove(context.Background(), tag, client.ImageRemoveOptions{Force: true}) })
+	w := openWS(t, d, WorkspaceSpec{Image: tag})
+	var res Result
+	for range 600 { // the container stops a moment after it starts
+		if res, err = w.Exec(context.Background(), ExecRequest{Command: []string{"true"}}); err != nil {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err == nil || !strings.Contains(err.Error(), "needs sh and sleep") {
+		t.Fatalf("res %+v err %v", res, err)
+	}
+}

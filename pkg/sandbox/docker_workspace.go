@@ -394,6 +394,9 @@ func (w *dockerWorkspace) Exec(ctx context.Context, req ExecRequest) (Result, er
 		if e := w.ended(); e != nil {
 			return Result{}, e
 		}
+		if strings.Contains(err.Error(), "is not running") {
+			return Result{}, fmt.Errorf("sandbox: docker: the container %s of %s is not running: its idle process ended (an image needs sh and sleep): %w", w.ID(), w.spec.Image, err)
+		}
 		return Result{}, errDaemon("exec in "+w.ID(), err)
 	}
 	att, err := w.d.cli.ExecAttach(cctx, ex.ID, client.ExecAttachOptions{})
