@@ -341,7 +341,7 @@ func TestDockerBuildImage(t *testing.T) {
 	}
 	t.Cleanup(func() { d.cli.ImageRemove(context.Background(), tag, client.ImageRemoveOptions{Force: true}) })
 	insp, err := d.cli.ImageInspect(ctx, tag)
-	if err != nil || insp.Config == nil || insp.Config.Labels[LabelContext] == "" {
+	if err != nil || insp.Config == nil || insp.Config.Labels[LabelContext] == "" || insp.Config.Labels["org.rllm.build.owner.pid"] != d.owner.pid || insp.Config.Labels[LabelOwnerPID] != "" {
 		t.Fatalf("image %s: %v (labels %v)", tag, err, insp.Config)
 	}
 	again, err := d.BuildImage(ctx, dir, filepath.Join(dir, "environment/Dockerfile"))
