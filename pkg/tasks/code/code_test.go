@@ -55,7 +55,7 @@ func newEnv(t testing.TB, p *sandbox.Pool, task episode.Task, params Params) *En
 	if !ok {
 		t.Fatalf("language %q", params.Language)
 	}
-	return &Env{Task: task, Tests: tests, Params: params, Runner: p, Limits: p.Limits(), lang: lang}
+	return &Env{Task: task, Tests: tests, Params: params, Runner: p, Limits: p.Limits(), Isolated: p.Backend() != sandbox.BackendUnsafeHost, lang: lang}
 }
 
 var defaults = Params{Language: "python", TimeoutS: 5, DebugChars: 200, Batch: true}

@@ -60,7 +60,10 @@ type Env struct {
 	Runner sandbox.Runner
 	// Limits are the runner's limits (the pool's).
 	Limits sandbox.Limits
-	lang   Language
+	// Isolated: the runner's sandboxes have their own PID namespace
+	// (every backend but unsafe-host).
+	Isolated bool
+	lang     Language
 }
 
 // New builds the env of one task: its tests are read now, so a
@@ -78,7 +81,7 @@ func New(task episode.Task, p Params) (*Env, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Env{Task: task, Tests: tests, Params: p, Runner: pool, Limits: pool.Limits(), lang: lang}, nil
+	return &Env{Task: task, Tests: tests, Params: p, Runner: pool, Limits: pool.Limits(), Isolated: pool.Backend() != sandbox.BackendUnsafeHost, lang: lang}, nil
 }
 
 // Reset shows the question.
@@ -124,7 +127,7 @@ func (e *Env) options() GradeOptions {
 		total = per*time.Duration(len(e.Tests)) + 5*time.Second
 	}
 	return GradeOptions{Language: e.lang, TestTimeout: per, TotalTimeout: total, All: e.Params.Partial, DebugChars: e.Params.DebugChars,
-		Batch: e.Params.Batch, Limits: e.Limits}
+		Batch: e.Params.Batch, Limits: e.Limits, Isolated: e.Isolated}
 }
 
 // Close does nothing: the sandbox pool is shared.
