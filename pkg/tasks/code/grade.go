@@ -20,13 +20,12 @@ type Language struct {
 	File string
 	// Run is the argv that runs File.
 	Run []string
-	// Functions says whether function tests can call into a program.
-	Functions bool
 	// Prelude goes before assert/check test code appended to a program
 	// (rLLM's BASE_IMPORTS, in short).
 	Prelude string
-	// Harness says whether harness.py can run the language's stdin and
-	// function tests in one sandbox run.
+	// Harness says whether harness.py runs the language's programs: it
+	// runs function and assert-style tests (always) and batches of
+	// tests (env.args.batch).
 	Harness bool
 }
 
@@ -34,7 +33,7 @@ type Language struct {
 // host's /usr (or the docker image) has: python3 for python.
 var Languages = map[string]Language{
 	"python": {
-		File: "solution.py", Run: []string{"python3", "solution.py"}, Functions: true, Harness: true,
+		File: "solution.py", Run: []string{"python3", "solution.py"}, Harness: true,
 		Prelude: "from typing import *\nimport math, re, sys, collections, itertools, functools, heapq, bisect, string\nfrom collections import *\n",
 	},
 }
