@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"sync"
 
 	"github.com/rllm-org/rllm-go/pkg/backend"
@@ -26,15 +27,22 @@ func (t *Trainer) checkPromptsFit(ctx context.Context) error {
 	return promptsFit(ctx, t.be, t.plan, t.train)
 }
 
-// CheckPrompts is train's prompt check for rllm validate-config: with
-// the embedded policy (backend local, rollouts from it: nothing to reach
-// over a network) it loads the training tasks, opens the policy and
-// refuses, with train's words, a configuration whose first prompts
-// leave the model no room to reply. Other backends are checked when
-// train starts.
+// CheckPrompts is train's prompt check for rllm validate-config: given
+// the data (data.train_files, every one a file here) and the embedded
+// policy (backend local, rollouts from it: nothing to reach over a
+// network), it loads the training tasks, opens the policy and refuses,
+// with train's words, a configuration whose first prompts leave the
+// model no room to reply. Other configurations (and one with MCP tool
+// servers, which validate-config does not start) are checked when train
+// starts.
 func CheckPrompts(ctx context.Context, c *config.Config, opts Options) error {
-	if c.Backend.Name != "local" || c.Rollout.Engine != "auto" {
+	if c.Backend.Name != "local" || c.Rollout.Engine != "auto" || len(c.Data.TrainFiles) == 0 || len(c.Tools.MCP) > 0 {
 		return nil
+	}
+	for _, f := range c.Data.TrainFiles {
+		if fi, err := os.Stat(f); err != nil || fi.IsDir() {
+			return nil
+		}
 	}
 	plan, err := NewPlan(c)
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"path/filepath"
@@ -441,5 +442,28 @@ time.sleep(0.5)`
 		if info["tests_passed"] != 0 || info["tests_run"] != 3 {
 			t.Errorf("batch=%v: %v; a later test found what an earlier one left", batch, info)
 		}
+	}
+}
+
+// TestFormatExample: the warm-up's replies are fenced code blocks the
+// env reads (issue 36: the warm-up taught test JSON, never a block),
+// naming the function the question calls.
+func TestFormatExample(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	names := map[string]bool{}
+	for _, q := range []string{"Write add(a, b).", "Read n and then n integers; print their sum."} {
+		for range 20 {
+			ex := FormatExample(q+"\n"+Instruction, rng)
+			c, _, ok := Extract(ex)
+			if !ok {
+				t.Fatalf("%q has no code block the env reads", ex)
+			}
+			if strings.HasPrefix(c, "def ") {
+				names[strings.TrimPrefix(strings.SplitN(c, "(", 2)[0], "def ")] = true
+			}
+		}
+	}
+	if !names["add"] || len(names) != 1 {
+		t.Errorf("functions defined: %v, want add only", names)
 	}
 }
