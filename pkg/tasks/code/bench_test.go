@@ -37,7 +37,8 @@ func BenchmarkGrade100(b *testing.B) {
 						b.Skipf("%s: %v", backend, err)
 					}
 					defer p.Close()
-					o := GradeOptions{Language: Languages["python"], TestTimeout: 10 * time.Second, DebugChars: 200, Batch: batch, Limits: p.Limits()}
+					o := GradeOptions{Language: Languages["python"], TestTimeout: 10 * time.Second, DebugChars: 200, Batch: batch, Limits: p.Limits(),
+						Isolated: backend != sandbox.BackendUnsafeHost}
 					var wg sync.WaitGroup
 					next := make(chan struct{})
 					b.ResetTimer()
@@ -86,7 +87,7 @@ func BenchmarkGradeAsserts(b *testing.B) {
 				b.Skipf("bwrap: %v", err)
 			}
 			defer p.Close()
-			o := GradeOptions{Language: Languages["python"], TestTimeout: 10 * time.Second, DebugChars: 200, Batch: batch, Limits: p.Limits()}
+			o := GradeOptions{Language: Languages["python"], TestTimeout: 10 * time.Second, DebugChars: 200, Batch: batch, Limits: p.Limits(), Isolated: true}
 			b.ResetTimer()
 			start := time.Now()
 			for i := 0; i < b.N; i++ {

@@ -22,7 +22,7 @@
 # objects, the garbage collector's object lists, tracing, ctypes and
 # /proc (its own memory). The harness and the tests are non-dumpable, so
 # no other process of the sandbox can read their memory or descriptors.
-import builtins, json, os, resource, select, shutil, signal, sys, time
+import builtins, json, os, resource, select, signal, sys, time
 
 TOKENS = ".rllm-tokens"
 TOKEN_LEN = 26  # Go's crypto/rand.Text(); each followed by a newline
@@ -42,13 +42,13 @@ def main():
     except BaseException:
         code = None
         err = format_exc()
+    os.makedirs(".rllm", exist_ok=True)
     keep = set(os.listdir("."))
+    paths = (".rllm/in", ".rllm/out", ".rllm/err")
     for i, inp in enumerate(spec["inputs"]):
         if code is None:
             emit(i, tokfd, {"exit": 1, "err": err[-256:]})
             break
-        os.makedirs(".rllm", exist_ok=True)
-        paths = (".rllm/in", ".rllm/out", ".rllm/err")
         with open(paths[0], "w") as f:
             f.write(inp if kind != "program" else "")
         prf, pwf = os.pipe()
@@ -256,12 +256,15 @@ def kill_rest():
 
 
 def clean(keep):
-    """Removes what a test left in the work directory (all but keep) and
-    in /tmp (the sandbox's own)."""
-    for d, names in ((".", set(os.listdir(".")) - keep), ("/tmp", os.listdir("/tmp"))):
+    """Removes what a test left in the work directory (all but keep), in
+    .rllm (all but the harness's three files) and in /tmp (the sandbox's
+    own)."""
+    for d, names in ((".", set(os.listdir(".")) - keep), (".rllm", set(os.listdir(".rllm")) - {"in", "out", "err"}),
+                     ("/tmp", os.listdir("/tmp"))):
         for n in names:
             p = os.path.join(d, n)
             if os.path.isdir(p) and not os.path.islink(p):
+                import shutil
                 shutil.rmtree(p, ignore_errors=True)
             else:
                 try:
