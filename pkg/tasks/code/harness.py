@@ -34,6 +34,9 @@ def main():
     os.unlink(TOKENS)
     with open("tests.json") as f:
         spec = json.load(f)
+    # The tests (assert-style tests hold their expected values) are not
+    # left for the model's code to read.
+    os.unlink("tests.json")
     with open("solution.py") as f:
         spec["src"] = f.read()
     kind = spec["kind"]
@@ -45,12 +48,12 @@ def main():
     os.makedirs(".rllm", exist_ok=True)
     keep = set(os.listdir("."))
     paths = (".rllm/in", ".rllm/out", ".rllm/err")
-    for i, inp in enumerate(spec["inputs"]):
+    for i in range(len(spec["inputs"])):
         if code is None:
             emit(i, tokfd, {"exit": 1, "err": err[-256:]})
             break
         with open(paths[0], "w") as f:
-            f.write(inp if kind != "program" else "")
+            f.write(spec["inputs"][i] if kind != "program" else "")
         prf, pwf = os.pipe()
         start = time.monotonic()
         try:
@@ -64,7 +67,7 @@ def main():
             # Never returns: the test ends in os._exit, or its exception
             # (or SystemExit) goes up through frames that hold no token
             # and ends the process as it would end `python3 solution.py`.
-            child(spec, i, inp, code, paths, tokfd, pwf)
+            child(spec, i, code, paths, tokfd, pwf)
         os.close(pwf)
         status, timed_out = wait(pid, spec["timeout_s"])
         try:
@@ -106,7 +109,7 @@ def main():
             break
 
 
-def child(spec, i, inp, code, paths, tokfd, pwf):
+def child(spec, i, code, paths, tokfd, pwf):
     _exit = os._exit  # the model's code may replace os._exit
     os.setpgid(0, 0)
     fd = os.open(paths[0], os.O_RDONLY)
@@ -129,7 +132,7 @@ def child(spec, i, inp, code, paths, tokfd, pwf):
     # The tail (the tests, then the proof) is compiled before the model's
     # code runs and lives only on this frame's value stack while it runs.
     scope = {"__name__": "__main__" if kind == "program" else "solution", "__builtins__": builtins}
-    exec(tail(spec, i, inp, tokfd, pwf), scope, run(program(spec, code, i), scope, tokfd, pwf))
+    exec(tail(spec, i, tokfd, pwf), scope, run(program(spec, code, i), scope, tokfd, pwf))
     _exit(0)
 
 
@@ -142,13 +145,18 @@ def program(spec, code, i):
     return compile(spec["prelude"] + spec["src"], "solution.py", "exec")
 
 
-def tail(spec, i, inp, tokfd, pwf):
+def tail(spec, i, tokfd, pwf):
     """The code after the model's: the test (assert-style), or the call
     and the printed result (function), then the token written to the
-    proof pipe. The token is a constant of this code object only."""
+    proof pipe. The token is a constant of this code object only, and so
+    is the test: this process's copy of the tests is emptied, so that no
+    frame the model's code can reach (a signal handler is handed one)
+    holds a test."""
     token = os.pread(tokfd, TOKEN_LEN, i * (TOKEN_LEN + 1)).decode("ascii")
+    inp = spec["inputs"][i]
+    spec["inputs"] = []
     if spec["kind"] == "program":
-        src = spec["inputs"][i] + "\n"
+        src = inp + "\n"
     else:
         args = "[" + ",".join(l for l in inp.split("\n") if l.strip()) + "]"
         fn = spec["fn"]
