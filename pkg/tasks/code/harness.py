@@ -45,6 +45,8 @@ def main():
     except BaseException:
         code = None
         err = format_exc()
+    if kind == "program":
+        spec["trusted"] = trusted_types(spec["prelude"])
     os.makedirs(".rllm", exist_ok=True)
     keep = set(os.listdir("."))
     paths = (".rllm/in", ".rllm/out", ".rllm/err")
@@ -156,7 +158,7 @@ def tail(spec, i, tokfd, pwf):
     inp = spec["inputs"][i]
     spec["inputs"] = []
     if spec["kind"] == "program":
-        src = inp + "\n"
+        src = checked(inp, spec["trusted"])
     else:
         args = "[" + ",".join(l for l in inp.split("\n") if l.strip()) + "]"
         fn = spec["fn"]
@@ -168,8 +170,101 @@ def tail(spec, i, tokfd, pwf):
                "__rllm_r = __rllm_fn(*__rllm_json.loads(%r))\n" % args +
                "if type(__rllm_r) is tuple:\n    __rllm_r = list(__rllm_r)\n"
                "__rllm_sys.stdout.write('\\n' + %r + '\\n' + __rllm_json.dumps(__rllm_r) + '\\n')\n" % spec["marker"])
-    src += "import sys as __rllm_sys, os as __rllm_os\n__rllm_sys.stdout.flush()\n__rllm_os.write(%d, %r)\n" % (pwf, token.encode())
-    return compile(src, "<tests>", "exec")
+    proof = "import sys as __rllm_sys, os as __rllm_os\n__rllm_sys.stdout.flush()\n__rllm_os.write(%d, %r)\n" % (pwf, token.encode())
+    if spec["kind"] == "program":
+        import ast
+        src.body += ast.parse(proof).body
+        return compile(src, "<tests>", "exec")
+    return compile(src + proof, "<tests>", "exec")
+
+
+def trusted_types(prelude):
+    """The hashes of every class that exists before the model's code runs
+    (the prelude and the standard library's common modules imported
+    first), and of those among them that are mappings or containers,
+    whose elements are checked too. A class the model's code makes is
+    not among them."""
+    import collections, datetime, decimal, fractions, operator
+    exec(prelude, {})
+    seen, stack = {}, [object]
+    while stack:
+        t = stack.pop()
+        h = type.__hash__(t)
+        if h in seen:
+            continue
+        seen[h] = t
+        try:
+            stack.extend(type.__subclasses__(t))
+        except TypeError:
+            pass
+    containers = (list, tuple, set, frozenset, collections.deque)
+    mappings = frozenset(h for h, t in seen.items() if dict in t.__mro__)
+    sequences = frozenset(h for h, t in seen.items() if any(c in t.__mro__ for c in containers))
+    return frozenset(seen), mappings, sequences
+
+
+# OVERRIDES are the methods by which an object could fool a comparison,
+# a truth test or arithmetic.
+OVERRIDES = frozenset((
+    "__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__", "__hash__", "__bool__", "__len__", "__iter__",
+    "__next__", "__getitem__", "__contains__", "__getattr__", "__getattribute__", "__class__",
+    "__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__", "__truediv__", "__rtruediv__",
+    "__floordiv__", "__rfloordiv__", "__mod__", "__rmod__", "__pow__", "__rpow__", "__neg__", "__pos__",
+    "__abs__", "__float__", "__int__", "__index__", "__round__", "__complex__", "__and__", "__rand__",
+    "__or__", "__ror__", "__xor__", "__rxor__", "__lshift__", "__rlshift__", "__rshift__", "__rrshift__",
+    "__matmul__", "__rmatmul__", "__divmod__", "__rdivmod__", "__invert__"))
+
+
+def checked(script, trusted):
+    """The test script, parsed, with every value the test compares,
+    asserts or computes with checked first: an object of a class the
+    model's code made (one whose __eq__ returns True, whose __sub__
+    returns 0) fails the test instead of fooling it. The check uses no
+    name the model's code could rebind: type comes from a constant's
+    class, the classes allowed are a constant of the code."""
+    import ast
+    allowed, mappings, sequences = trusted
+    consts = {"A": allowed, "M": mappings, "S": sequences, "D": OVERRIDES}
+    # A value passes when its class existed before the model's code ran,
+    # or is a plain class (made by type) whose own classes override none
+    # of OVERRIDES (a namedtuple); the elements of a mapping or container
+    # pass too.
+    source = ("(lambda g: lambda x: x if g(g, x) else [][0])("
+              "lambda g, x, T=().__class__.__class__: "
+              "(T.__hash__(T(x)) in A or (T(T(x)) is T and False not in "
+              "[T.__hash__(c) in A or not (D & c.__dict__.keys()) for c in T(x).__mro__])) and "
+              "(True not in [T.__hash__(c) in M for c in T(x).__mro__] or "
+              "False not in [g(g, k) and g(g, v) for k, v in T({}).items(x)]) and "
+              "(True not in [T.__hash__(c) in S for c in T(x).__mro__] or False not in [g(g, e) for e in x]))")
+
+    class Consts(ast.NodeTransformer):
+        def visit_Name(self, n):
+            return ast.Constant(consts[n.id]) if n.id in consts else n
+
+    def wrap(e):
+        check = Consts().visit(ast.parse(source, mode="eval").body)
+        return ast.Call(func=check, args=[e], keywords=[])
+
+    class Wrap(ast.NodeTransformer):
+        def visit_Compare(self, n):
+            self.generic_visit(n)
+            if not any(isinstance(o, (ast.Is, ast.IsNot)) for o in n.ops):
+                n.left = wrap(n.left)
+                n.comparators = [wrap(c) for c in n.comparators]
+            return n
+
+        def visit_BinOp(self, n):
+            self.generic_visit(n)
+            n.left, n.right = wrap(n.left), wrap(n.right)
+            return n
+
+        def visit_Assert(self, n):
+            self.generic_visit(n)
+            n.test = wrap(n.test)
+            return n
+
+    tree = Wrap().visit(ast.parse(script))
+    return ast.fix_missing_locations(tree)
 
 
 def run(code, scope, tokfd, pwf):
