@@ -233,6 +233,8 @@ func (w *Program) Run(ctx context.Context, task episode.Task, episodeID string) 
 		"RLLM_EPISODE_ID":    episodeID,
 	})
 	cmd.Stdin = bytes.NewReader(append(in, '\n'))
+	// Nothing the program starts outlives it or rllm (killed by SIGKILL too).
+	procgroup.Supervise(cmd)
 	stdout, stderr := procgroup.NewTail(1<<20), procgroup.NewTail(64<<10)
 	began := time.Now()
 	runErr := runGroup(cmd, stdout, stderr)

@@ -28,6 +28,9 @@ import (
 // The test binary doubles as the agent program: run with the argument
 // "agent-program MODE", it acts as MODE says and exits.
 func TestMain(m *testing.M) {
+	if f := os.Getenv("PROGRAM_TEST_RLLM"); f != "" { // outlive_linux_test.go
+		os.Exit(rllmStandIn(f))
+	}
 	for i, a := range os.Args {
 		if a == "agent-program" && i+1 < len(os.Args) {
 			os.Exit(agentProgram(os.Args[i+1], os.Args[i+2:]))
