@@ -9,11 +9,11 @@ import (
 	"github.com/rllm-org/rllm-go/pkg/dataset"
 	"github.com/rllm-org/rllm-go/pkg/episode"
 	"github.com/rllm-org/rllm-go/pkg/sandbox"
-	"github.com/rllm-org/rllm-go/pkg/tasks/harbor"
 	"github.com/rllm-org/rllm-go/pkg/tasks/arith"
 	"github.com/rllm-org/rllm-go/pkg/tasks/code"
 	"github.com/rllm-org/rllm-go/pkg/tasks/countdown"
 	"github.com/rllm-org/rllm-go/pkg/tasks/frozenlake"
+	"github.com/rllm-org/rllm-go/pkg/tasks/harbor"
 	"github.com/rllm-org/rllm-go/pkg/usererr"
 )
 

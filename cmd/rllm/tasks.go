@@ -3,7 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
-		"fmt"
+	"fmt"
 
 	"github.com/spf13/cobra"
 

@@ -208,12 +208,12 @@ cpus = 1
 memory_mb = 1024
 storage_mb = 1024
 `, b.name),
-			"environment/Dockerfile": fmt.Sprintf("FROM %s\nWORKDIR /app\nCOPY repo/ /app/\n", o.Image),
-			"environment/repo/README.md": fmt.Sprintf("# %s\n\nSmall helpers. Run the tests with `python3 -m pytest -q tests`.\n", pkg),
-			"environment/repo/" + pkg + "/__init__.py": fmt.Sprintf("from .%s import %s\n", strings.TrimSuffix(b.module, ".py"), b.fn),
-			"environment/repo/" + pkg + "/" + b.module: b.bad,
-			"environment/repo/tests/test_" + b.name + ".py":  testFile(pkg, b, visible, "test_"+b.name),
-			"tests/test_hidden.py":                           testFile(pkg, b, hidden, "test_hidden"),
+			"environment/Dockerfile":                        fmt.Sprintf("FROM %s\nWORKDIR /app\nCOPY repo/ /app/\n", o.Image),
+			"environment/repo/README.md":                    fmt.Sprintf("# %s\n\nSmall helpers. Run the tests with `python3 -m pytest -q tests`.\n", pkg),
+			"environment/repo/" + pkg + "/__init__.py":      fmt.Sprintf("from .%s import %s\n", strings.TrimSuffix(b.module, ".py"), b.fn),
+			"environment/repo/" + pkg + "/" + b.module:      b.bad,
+			"environment/repo/tests/test_" + b.name + ".py": testFile(pkg, b, visible, "test_"+b.name),
+			"tests/test_hidden.py":                          testFile(pkg, b, hidden, "test_hidden"),
 			"tests/test.sh": "#!/bin/bash\n# The verifier: the hidden tests against the package in /app; reward 1 when all pass.\n" +
 				"mkdir -p /logs/verifier\ncd /app\n" +
 				"if PYTHONPATH=/app python3 -m pytest -q -p no:cacheprovider /tests/test_hidden.py; then\n" +
