@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/rllm-org/rllm-go/pkg/sandbox"
 	"github.com/rllm-org/rllm-go/pkg/tasks/harbor"
 	"github.com/rllm-org/rllm-go/pkg/usererr"
 	"github.com/rllm-org/rllm-go/pkg/workflow"
@@ -48,7 +49,7 @@ status is 1 when any task is broken. Needs a Docker daemon
 			if err != nil {
 				return err
 			}
-			harbor.Configure(workflow.SandboxConfig(ld.Config))
+			sandbox.Configure(workflow.SandboxConfig(ld.Config))
 			return runTasksCheck(cmd.Context(), a, pos[0], opts.parallel)
 		},
 	}

@@ -17,6 +17,8 @@ import (
 	"github.com/rllm-org/rllm-go/pkg/tasks/countdown"
 	"github.com/rllm-org/rllm-go/pkg/tasks/frozenlake"
 	_ "github.com/rllm-org/rllm-go/pkg/tasks/qa"
+	// Tasks in the Harbor format, in containers (env.name=task).
+	_ "github.com/rllm-org/rllm-go/pkg/tasks/harbor"
 	// Environments in other processes.
 	_ "github.com/rllm-org/rllm-go/pkg/env/exec"
 	_ "github.com/rllm-org/rllm-go/pkg/env/openenv"

@@ -56,30 +56,22 @@ func NewEngine(d *sandbox.Docker) *Engine {
 }
 
 var shared struct {
-	mu  sync.Mutex
-	cfg sandbox.Config
-	e   *Engine
+	mu sync.Mutex
+	e  *Engine
 }
 
-// Configure sets the docker settings (sandbox.docker.*, sandbox.env)
-// the process-wide engine opens with.
-func Configure(c sandbox.Config) {
-	shared.mu.Lock()
-	defer shared.mu.Unlock()
-	shared.cfg = c
-}
-
-// SharedEngine is the process-wide engine, opened on first use (the
-// daemon probed, the containers dead rllm processes left removed). A
-// daemon that does not answer is a user error naming what to start; it
-// is probed again on the next call.
+// SharedEngine is the process-wide engine, opened on first use with the
+// process's sandbox settings (sandbox.Configured: sandbox.docker.*,
+// sandbox.env, sandbox.bind_ro), whatever sandbox.backend says: tasks
+// run in containers. A daemon that does not answer is a user error
+// naming what to start; it is probed again on the next call.
 func SharedEngine(ctx context.Context) (*Engine, error) {
 	shared.mu.Lock()
 	defer shared.mu.Unlock()
 	if shared.e != nil {
 		return shared.e, nil
 	}
-	c := shared.cfg
+	c := sandbox.Configured()
 	c.Backend = sandbox.BackendDocker
 	if c.Limits == (sandbox.Limits{}) {
 		c.Limits = sandbox.DefaultLimits

@@ -404,7 +404,7 @@ func kind(v any) string {
 	return fmt.Sprintf("%T", v)
 }
 
-var sizeRE = regexp.MustCompile(`^\s*([0-9]+(?:\.[0-9]+)?)\s*([kKmMgGtT]?)(?:[iI]?[bB])?\s*$`)
+var sizeRE = regexp.MustCompile(`^\s*([0-9]+(?:\.[0-9]+)?)\s*([kKmMgGtT]?)(?:[iI]?[bB]?)\s*$`)
 
 // parseSize reads "2G", "512M", "1.5GB", "2Gi" (binary units) or a bare
 // number of megabytes, as megabytes.
