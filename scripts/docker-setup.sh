@@ -39,7 +39,9 @@ if ! docker info >/dev/null 2>&1; then
 	fi
 	[ "$(id -u)" = 0 ] || die "no Docker daemon answers and starting one needs root"
 	say "starting dockerd --bridge=none --iptables=false (log: $log)"
-	nohup dockerd --bridge=none --iptables=false >"$log" 2>&1 </dev/null &
+	# A session of its own, and no descriptor of ours: the daemon outlives
+	# this script without holding a caller's pipes or process group.
+	setsid dockerd --bridge=none --iptables=false >"$log" 2>&1 </dev/null &
 	pid=$!
 	for _ in $(seq 1 60); do
 		docker info >/dev/null 2>&1 && break

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -31,10 +33,11 @@ type Docker struct {
 	binds []string
 	owner *owner
 
-	mu     sync.Mutex
-	live   map[string]*dockerWorkspace // open workspaces by container id
-	closed bool
-	warm   *warmPool
+	mu       sync.Mutex
+	live     map[string]*dockerWorkspace // open workspaces by container id
+	closed   bool
+	warm     *warmPool
+	removing sync.WaitGroup // removals of one-shot containers under way
 }
 
 // dockerTimeout bounds one control call to the daemon (create, start,
@@ -137,6 +140,12 @@ func (d *Docker) Close() error {
 	for _, w := range open {
 		errs = append(errs, w.Close(ctx))
 	}
+	done := make(chan struct{})
+	go func() { d.removing.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
 	unregister(d)
 	errs = append(errs, d.cli.Close())
 	return errors.Join(errs...)
@@ -157,11 +166,9 @@ func (d *Docker) Run(ctx context.Context, req Request) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	defer func() {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), dockerTimeout)
-		defer cancel()
-		_ = w.Close(cctx)
-	}()
+	// The container is removed behind the result (Close waits for the
+	// removals still under way).
+	defer w.closeLater()
 	if len(req.Files) > 0 {
 		files := make([]File, 0, len(req.Files))
 		for _, name := range req.sortedFiles() {
@@ -200,13 +207,20 @@ func errDaemon(doing string, err error) error {
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return fmt.Errorf("sandbox: docker: %s: %w", doing, err)
 	}
-	if client.IsErrConnectionFailed(err) {
+	if daemonGone(err) {
 		return fmt.Errorf("sandbox: docker: %s: the Docker daemon stopped answering (%w)", doing, err)
 	}
 	return fmt.Errorf("sandbox: docker: %s: %w", doing, err)
 }
 
-// dockerErrors is how tests see the daemon's error text.
+// daemonGone reports an error of a daemon that is not there any more: no
+// connection, or one it closed in the middle.
+func daemonGone(err error) bool {
+	return client.IsErrConnectionFailed(err) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) ||
+		errors.Is(err, syscall.EPIPE) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF)
+}
+
+// isNotFound reports the daemon's "no such" answers.
 func isNotFound(err error) bool { return cerrdefs.IsNotFound(err) }
 
 // trimLog keeps the last n lines of a log.

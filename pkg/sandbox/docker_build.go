@@ -198,15 +198,33 @@ func runBuild(ctx context.Context, cli *client.Client, dir, dockerfile, tag, sum
 		return errDaemon("build "+dir, err)
 	}
 	defer res.Body.Close()
+	tail, failed, err := readBuildLog(res.Body)
+	switch {
+	case err != nil:
+		return fmt.Errorf("sandbox: docker build of %s: reading the build's log: %w\n%s", dir, err, tail)
+	case failed != "":
+		return fmt.Errorf("sandbox: docker build of %s (Dockerfile %s) failed: %s; the end of its log:\n%s", dir, path.Clean(dockerfile), failed, tail)
+	}
+	if _, err := cli.ImageInspect(ctx, tag); err != nil {
+		return fmt.Errorf("sandbox: docker build of %s ended without the image %s; the end of its log:\n%s", dir, tag, tail)
+	}
+	return nil
+}
+
+// readBuildLog reads the build API's JSON stream to its end or its
+// first error message, and returns the last lines of the log, the error
+// message (empty when the build succeeded) and an error when the stream
+// is not the API's JSON. The log kept is bounded, whatever its length.
+func readBuildLog(r io.Reader) (tail, failed string, err error) {
 	var log strings.Builder
-	dec := json.NewDecoder(res.Body)
+	dec := json.NewDecoder(r)
 	for {
 		var m buildMessage
 		if err := dec.Decode(&m); err != nil {
 			if errors.Is(err, io.EOF) {
-				break
+				return trimLog(log.String(), buildLogTail), "", nil
 			}
-			return fmt.Errorf("sandbox: docker build of %s: reading the build's log: %w\n%s", dir, err, trimLog(log.String(), buildLogTail))
+			return trimLog(log.String(), buildLogTail), "", err
 		}
 		log.WriteString(m.Stream)
 		if log.Len() > 1<<20 {
@@ -219,13 +237,12 @@ func runBuild(ctx context.Context, cli *client.Client, dir, dockerfile, tag, sum
 			if m.ErrorDetail != nil && m.ErrorDetail.Message != "" {
 				msg = m.ErrorDetail.Message
 			}
-			return fmt.Errorf("sandbox: docker build of %s (Dockerfile %s) failed: %s; the end of its log:\n%s", dir, path.Clean(dockerfile), strings.TrimSpace(msg), trimLog(log.String(), buildLogTail))
+			if msg = strings.TrimSpace(msg); msg == "" {
+				msg = "an error without a message"
+			}
+			return trimLog(log.String(), buildLogTail), msg, nil
 		}
 	}
-	if _, err := cli.ImageInspect(ctx, tag); err != nil {
-		return fmt.Errorf("sandbox: docker build of %s ended without the image %s; the end of its log:\n%s", dir, tag, trimLog(log.String(), buildLogTail))
-	}
-	return nil
 }
 
 // BuildImage is BuildImage through this backend's client.

@@ -5,11 +5,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -158,6 +160,7 @@ func TestDockerCancel(t *testing.T) {
 	if _, err := d.Run(ctx, Request{Command: []string{"sleep", "30"}}); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("err %v, want the context's", err)
 	}
+	d.removing.Wait()
 	if n := ownContainers(t, d); n != 0 {
 		t.Fatalf("%d containers of this run remain", n)
 	}
@@ -481,6 +484,7 @@ func TestDockerWarmPool(t *testing.T) {
 	if res := run(t, d, req); string(res.Stdout) != "warm\n" {
 		t.Fatalf("warm run: %+v", res)
 	}
+	d.removing.Wait()
 	if _, err := d.cli.ContainerInspect(context.Background(), first, client.ContainerInspectOptions{}); !isNotFound(err) {
 		t.Fatalf("the first warm container %s was not the one used and removed: %v", shortID(first), err)
 	}
@@ -490,5 +494,75 @@ func TestDockerWarmPool(t *testing.T) {
 	}
 	if n := ownContainers(t, d); n != 0 {
 		t.Fatalf("%d containers remain after Close", n)
+	}
+}
+
+// TestDockerKill9: a process killed with SIGKILL while it holds a
+// workspace leaves its container; the next sweep (what the next rllm
+// does when it opens the docker backend) removes it.
+func TestDockerKill9(t *testing.T) {
+	if os.Getenv("RLLM_SANDBOX_LEAKER") == "1" {
+		d, err := OpenDocker(context.Background(), Config{Limits: small})
+		if err != nil {
+			fmt.Println("error", err)
+			return
+		}
+		w, err := d.Open(context.Background(), WorkspaceSpec{})
+		if err != nil {
+			fmt.Println("error", err)
+			return
+		}
+		fmt.Println("open", w.(*dockerWorkspace).id)
+		time.Sleep(time.Hour)
+		return
+	}
+	d := dockerSmall(t)
+	cmd := exec.Command(os.Args[0], "-test.run=^TestDockerKill9$")
+	cmd.Env = append(os.Environ(), "RLLM_SANDBOX_LEAKER=1")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line := make([]byte, 256)
+	n, _ := io.ReadAtLeast(out, line, 70)
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
+	var id string
+	if _, err := fmt.Sscanf(string(line[:n]), "open %s", &id); err != nil {
+		t.Fatalf("the helper said %q", line[:n])
+	}
+	ctx := context.Background()
+	if _, err := d.cli.ContainerInspect(ctx, id, client.ContainerInspectOptions{}); err != nil {
+		t.Fatalf("the killed process's container is not there to sweep: %v", err)
+	}
+	removed, err := sweep(ctx, d.cli, d.owner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(removed, id) {
+		t.Fatalf("sweep removed %v, not the killed process's %s", removed, shortID(id))
+	}
+	if _, err := d.cli.ContainerInspect(ctx, id, client.ContainerInspectOptions{}); !isNotFound(err) {
+		t.Fatalf("container %s still there: %v", shortID(id), err)
+	}
+}
+
+// TestCloseAll: what the CLI calls on its way out removes the open
+// workspaces.
+func TestCloseAll(t *testing.T) {
+	d := dockerSmall(t)
+	openWS(t, d, WorkspaceSpec{})
+	openWS(t, d, WorkspaceSpec{WorkDir: "/app"})
+	if n := ownContainers(t, d); n != 2 {
+		t.Fatalf("%d containers, want 2", n)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	CloseAll(ctx)
+	if n := ownContainers(t, d); n != 0 {
+		t.Fatalf("%d containers remain after CloseAll", n)
 	}
 }

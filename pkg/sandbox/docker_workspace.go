@@ -330,6 +330,16 @@ func (w *dockerWorkspace) Close(ctx context.Context) error {
 	return w.closeErr
 }
 
+// closeLater closes the workspace in the background; the backend's Close
+// waits for it.
+func (w *dockerWorkspace) closeLater() {
+	w.d.removing.Add(1)
+	go func() {
+		defer w.d.removing.Done()
+		_ = w.Close(context.Background())
+	}()
+}
+
 // execToken is the environment variable that marks every process one
 // command starts, so a command that outlives its time is killed with all
 // it started (children inherit the environment).
@@ -469,6 +479,16 @@ func (w *dockerWorkspace) Exec(ctx context.Context, req ExecRequest) (Result, er
 		return Result{}, err
 	}
 	res.ExitCode = code
+	select {
+	case <-w.dead:
+		// The container was killed for a limit (dead is closed before
+		// the kill): the stream's end may have been seen first.
+		if code != 0 {
+			res.Limit = w.why
+			return res, nil
+		}
+	default:
+	}
 	if code == 137 && w.oomKilled(ctx) {
 		res.Limit = LimitMemory
 	}
