@@ -9,7 +9,6 @@ import (
 
 	"github.com/rllm-org/rllm-go/pkg/sandbox"
 	"github.com/rllm-org/rllm-go/pkg/tasks/harbor"
-	"github.com/rllm-org/rllm-go/pkg/usererr"
 	"github.com/rllm-org/rllm-go/pkg/workflow"
 )
 
@@ -73,6 +72,9 @@ type checkLine struct {
 
 func runTasksCheck(ctx context.Context, a *App, dir string, parallel int) error {
 	tasks, loadErr := harbor.LoadAll(dir)
+	if len(tasks) == 0 {
+		return loadErr // nothing to check: the reasons, one line each
+	}
 	// A task that cannot even be read is broken too: report it and go
 	// on with the others.
 	broken := 0
@@ -84,12 +86,6 @@ func runTasksCheck(ctx context.Context, a *App, dir string, parallel int) error 
 		} else {
 			fmt.Fprintf(a.Stdout, "BROKEN %s\n", err)
 		}
-	}
-	if len(tasks) == 0 {
-		if loadErr != nil && broken == 1 && usererr.Is(loadErr) {
-			return loadErr
-		}
-		return fmt.Errorf("%s: %d broken tasks, none to check", dir, broken)
 	}
 	e, err := harbor.SharedEngine(ctx)
 	if err != nil {
