@@ -21,6 +21,7 @@ func init() {
 			return &Bash{Params: registry.As[BashParams](v)}, nil
 		},
 	})
+	MarkWorkspace("bash")
 }
 
 // BashParams are the bash tool's arguments (tools.args.bash).

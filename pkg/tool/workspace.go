@@ -1,6 +1,7 @@
 package tool
 
 import (
+	"sync"
 	"time"
 
 	"github.com/rllm-org/rllm-go/pkg/sandbox"
@@ -54,4 +55,23 @@ func (s *Set) Bind(w Workspace) *Set {
 		b.tools[n] = t
 	}
 	return b
+}
+
+var workspaceTools sync.Map
+
+// MarkWorkspace records that built-in tool name runs in an episode's
+// workspace (its Tool implements InWorkspace), so a config that selects
+// it with an env that has none is refused before any episode runs.
+func MarkWorkspace(name string) { workspaceTools.Store(name, true) }
+
+// WorkspaceTools lists the names among builtin that run in an episode's
+// workspace.
+func WorkspaceTools(builtin []string) []string {
+	var out []string
+	for _, n := range builtin {
+		if _, ok := workspaceTools.Load(n); ok {
+			out = append(out, n)
+		}
+	}
+	return out
 }

@@ -114,11 +114,8 @@ func newAgentEnv(args SingleTurnParams, deps Deps, maxSteps int) (*AgentEnv, err
 		}
 		deps.Toolbox = set
 	}
-	if deps.Toolbox != nil && deps.NewEnv == nil {
-		if need := deps.Toolbox.NeedsWorkspace(); len(need) > 0 && !env.HasWorkspace(deps.Env.Name) {
-			return nil, usererr.Errorf("tools.builtin: %s runs in the episode's workspace, and env %q has none; use env.name=task (a task's container)",
-				strings.Join(need, ", "), deps.Env.Name)
-		}
+	if err := CheckWorkspaceTools(deps); err != nil {
+		return nil, err
 	}
 	if deps.Toolbox != nil {
 		w.toolbox = deps.Toolbox
@@ -356,4 +353,23 @@ func fail(ep *episode.Episode, ctx context.Context, err error) (*episode.Episode
 	}
 	ep.Error = err.Error()
 	return ep, err
+}
+
+// CheckWorkspaceTools refuses tools that run in an episode's workspace
+// (tools.builtin bash) with an env whose episodes have none: there would
+// be nowhere to run them. An env a Go program builds itself (NewEnv) is
+// checked when its episode starts.
+func CheckWorkspaceTools(deps Deps) error {
+	if deps.NewEnv != nil || env.HasWorkspace(deps.Env.Name) {
+		return nil
+	}
+	need := tool.WorkspaceTools(deps.ToolConfig.Builtin)
+	if deps.Toolbox != nil {
+		need = deps.Toolbox.NeedsWorkspace()
+	}
+	if len(need) == 0 {
+		return nil
+	}
+	return &usererr.Error{Subject: "tools.builtin", Msg: fmt.Sprintf("%s runs in the episode's workspace, and env %q has none", strings.Join(need, ", "), deps.Env.Name),
+		Fix: "use env.name=task (a task's container), or drop " + strings.Join(need, ", ")}
 }

@@ -118,3 +118,22 @@ func TestToolRoundsBounded(t *testing.T) {
 		t.Fatalf("%v %s %d", err, ep.TerminationReason, len(ep.Trajectories[0].Steps))
 	}
 }
+
+// TestWorkspaceToolsNeedAWorkspaceEnv: the bash tool runs in an episode's
+// workspace; with an env that has none, the workflow is refused before
+// any episode, naming tools.builtin and the fix.
+func TestWorkspaceToolsNeedAWorkspaceEnv(t *testing.T) {
+	deps := workflow.Deps{Sampler: &toolSampler{}, ToolConfig: tool.Config{Builtin: []string{"calculator", "bash"}},
+		Agent: workflow.Component{Name: "tool_agent"}, Env: workflow.Component{Name: "math"}}
+	_, err := workflow.New("multi_turn", nil, deps)
+	if err == nil || !strings.Contains(err.Error(), `tools.builtin: bash runs in the episode's workspace, and env "math" has none; use env.name=task`) {
+		t.Fatalf("%v", err)
+	}
+	if err := workflow.CheckWorkspaceTools(deps); err == nil {
+		t.Fatal("CheckWorkspaceTools let bash through with env math")
+	}
+	deps.Env.Name = "task"
+	if err := workflow.CheckWorkspaceTools(deps); err != nil {
+		t.Fatal(err)
+	}
+}
