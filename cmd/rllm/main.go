@@ -6,6 +6,11 @@ import (
 )
 
 func main() {
+	if err := makeUndumpable(); err != nil {
+		// Not fatal: rllm works, but a same-user program could read its
+		// environment through /proc.
+		os.Stderr.WriteString("rllm: warning: cannot make the process non-dumpable (" + err.Error() + "); programs running as your user can read rllm's environment through /proc\n")
+	}
 	app := &App{
 		Stdin:   os.Stdin,
 		Stdout:  os.Stdout,
