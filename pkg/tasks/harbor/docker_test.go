@@ -13,6 +13,8 @@ import (
 
 	"github.com/moby/moby/client"
 
+	"github.com/rllm-org/rllm-go/pkg/dataset"
+	"github.com/rllm-org/rllm-go/pkg/env"
 	"github.com/rllm-org/rllm-go/pkg/episode"
 	"github.com/rllm-org/rllm-go/pkg/sampler"
 	"github.com/rllm-org/rllm-go/pkg/sandbox"
@@ -313,4 +315,56 @@ func listTaskContainers(t *testing.T) []string {
 		ids = append(ids, c.ID)
 	}
 	return ids
+}
+
+// TestWorkspacesHook: a workflow running its own agent (a harness, a
+// program) asks env.WorkspacesFor for the task's container, runs its
+// agent there, and has the task's verifier score it in the same
+// container.
+func TestWorkspacesHook(t *testing.T) {
+	engine(t)
+	tk := generated(t, 1, 21)[0]
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	// The rows of a directory dataset, as the trainer and rllm eval read them.
+	rows, err := dataset.Load(ctx, filepath.Dir(tk.Dir), dataset.Options{})
+	if err != nil || len(rows) != 1 || rows[0]["task_dir"] != tk.Dir || rows[0]["instruction"] != tk.Instruction {
+		t.Fatalf("%v %v", rows, err)
+	}
+	if !env.HasWorkspace("task") || env.HasWorkspace("math") {
+		t.Fatal("HasWorkspace")
+	}
+	w, ok, err := env.WorkspacesFor("task", nil)
+	if !ok || err != nil {
+		t.Fatal(ok, err)
+	}
+	def := sandbox.WorkspaceSpec{WorkDir: "/work", ReadOnly: []string{"/usr/share/doc"}, Labels: map[string]string{"rllm.harness": "test"}}
+	opener, spec, files, err := w.Workspace(ctx, rows[0], def)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if spec.WorkDir != "/app" || len(files) != 0 || spec.Labels["rllm.harness"] != "test" || spec.ReadOnly[0] != "/usr/share/doc" || spec.Limits.MemoryBytes != 1024<<20 {
+		t.Fatalf("spec %+v", spec)
+	}
+	for _, solve := range []bool{false, true} {
+		ws, err := opener.Open(ctx, spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if solve { // the "agent": the oracle's script, run as a harness would run its commands
+			script, _ := os.ReadFile(filepath.Join(tk.Dir, "solution", "solve.sh"))
+			res, err := ws.Exec(ctx, sandbox.ExecRequest{Command: []string{"bash", "-c", string(script)}})
+			if err != nil || !res.OK() {
+				t.Fatal(res.Reason(), err)
+			}
+		}
+		reward, correct, info, err := w.Verify(ctx, ws, rows[0])
+		ws.Close(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := map[bool]float64{false: 0, true: 1}[solve]; reward != want || correct != solve || info["verifier_output"] == nil {
+			t.Errorf("solved %v: reward %v correct %v %v", solve, reward, correct, info)
+		}
+	}
 }
