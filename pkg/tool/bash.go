@@ -91,24 +91,7 @@ func (b *Bash) Call(ctx context.Context, arguments string) (Result, error) {
 	if res.Limit == sandbox.LimitWallTime && !b.w.Deadline.IsZero() && !time.Now().Before(b.w.Deadline) {
 		return Result{}, b.expired()
 	}
-	var s strings.Builder
-	s.Write(res.Stdout)
-	if len(res.Stderr) > 0 {
-		if s.Len() > 0 && !strings.HasSuffix(s.String(), "\n") {
-			s.WriteByte('\n')
-		}
-		s.Write(res.Stderr)
-	}
-	if s.Len() > 0 && !strings.HasSuffix(s.String(), "\n") {
-		s.WriteByte('\n')
-	}
-	switch {
-	case res.Limit != sandbox.LimitNone:
-		fmt.Fprintf(&s, "[%s]", res.Reason())
-	default:
-		fmt.Fprintf(&s, "[exit status %d]", res.ExitCode)
-	}
-	return Result{Text: truncateMiddle(strings.ToValidUTF8(s.String(), "\uFFFD"), b.Params.MaxOutputChars), IsError: !res.OK()}, nil
+	return Result{Text: truncateMiddle(strings.ToValidUTF8(runOutput(res, true), "\uFFFD"), b.Params.MaxOutputChars), IsError: !res.OK()}, nil
 }
 
 func (b *Bash) expired() error {

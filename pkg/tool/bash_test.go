@@ -39,7 +39,7 @@ func TestBash(t *testing.T) {
 		err      error
 	}{
 		{name: "ok", args: `{"command": "ls"}`, res: sandbox.Result{Stdout: []byte("a\nb")}, want: "a\nb\n[exit status 0]"},
-		{name: "fails", args: `{"command": "false"}`, res: sandbox.Result{ExitCode: 1, Stderr: []byte("nope\n")}, want: "nope\n[exit status 1]", isErr: true},
+		{name: "fails", args: `{"command": "false"}`, res: sandbox.Result{ExitCode: 1, Stderr: []byte("nope\n")}, want: "nope\n[exit status 1: nope]", isErr: true},
 		{name: "stdout then stderr", args: `{"command": "x"}`, res: sandbox.Result{Stdout: []byte("out"), Stderr: []byte("err")}, want: "out\nerr\n[exit status 0]"},
 		{name: "limit", args: `{"command": "yes"}`, res: sandbox.Result{ExitCode: 137, Limit: sandbox.LimitOutput, Stdout: []byte("y\n")}, want: "y\n[output limit exceeded]", isErr: true},
 		{name: "not json", args: `ls`, want: "arguments must be a JSON object", isErr: true},
