@@ -38,6 +38,8 @@ type Docker struct {
 	closed   bool
 	warm     *warmPool
 	removing sync.WaitGroup // removals of one-shot containers under way
+	// diskEvery is how often workspaces' disk use is measured.
+	diskEvery time.Duration
 }
 
 // dockerTimeout bounds one control call to the daemon (create, start,
@@ -83,7 +85,7 @@ func OpenDocker(ctx context.Context, c Config) (*Docker, error) {
 		cli.Close()
 		return nil, err
 	}
-	d := &Docker{cli: cli, image: image, env: c.environ(), owner: self(), live: map[string]*dockerWorkspace{}}
+	d := &Docker{cli: cli, image: image, env: c.environ(), owner: self(), live: map[string]*dockerWorkspace{}, diskEvery: diskCheckEvery}
 	for _, p := range c.BindRO {
 		d.binds = append(d.binds, p+":"+p+":ro")
 	}

@@ -188,9 +188,14 @@ func runBuild(ctx context.Context, cli *client.Client, dir, dockerfile, tag, sum
 	pr, pw := io.Pipe()
 	go func() { pw.CloseWithError(writeContext(pw, dir)) }()
 	defer pr.Close()
-	labels := self().labels()
-	delete(labels, LabelRun) // an image outlives its run; it names who built it
-	labels[LabelContext] = sum
+	// The image names the run and process that built it under keys of
+	// its own: a container inherits its image's labels, and one started
+	// from this image by anyone else must not look like a container of
+	// the (later dead) builder to the sweep.
+	labels := map[string]string{LabelContext: sum}
+	for k, v := range self().labels() {
+		labels[strings.Replace(k, "org.rllm.", "org.rllm.build.", 1)] = v
+	}
 	res, err := cli.ImageBuild(ctx, pr, client.ImageBuildOptions{
 		Tags: []string{tag}, Dockerfile: dockerfile, Remove: true, ForceRemove: true, Labels: labels,
 	})

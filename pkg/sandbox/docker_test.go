@@ -256,10 +256,8 @@ func TestDockerWorkspace(t *testing.T) {
 // what it started (a background child included), and the workspace goes
 // on; memory, processes and disk are the workspace's.
 func TestDockerWorkspaceLimits(t *testing.T) {
-	old := diskCheckEvery
-	diskCheckEvery = 100 * time.Millisecond
-	defer func() { diskCheckEvery = old }()
 	d := dockerSmall(t)
+	d.diskEvery = 100 * time.Millisecond
 	lim := small
 	lim.WallTime = 0
 	lim.DiskBytes = 8 << 20
@@ -343,7 +341,7 @@ func TestDockerBuildImage(t *testing.T) {
 	}
 	t.Cleanup(func() { d.cli.ImageRemove(context.Background(), tag, client.ImageRemoveOptions{Force: true}) })
 	insp, err := d.cli.ImageInspect(ctx, tag)
-	if err != nil || insp.Config == nil || insp.Config.Labels[LabelContext] == "" {
+	if err != nil || insp.Config == nil || insp.Config.Labels[LabelContext] == "" || insp.Config.Labels["org.rllm.build.owner.pid"] != d.owner.pid || insp.Config.Labels[LabelOwnerPID] != "" {
 		t.Fatalf("image %s: %v (labels %v)", tag, err, insp.Config)
 	}
 	again, err := d.BuildImage(ctx, dir, filepath.Join(dir, "environment/Dockerfile"))
@@ -564,5 +562,31 @@ func TestCloseAll(t *testing.T) {
 	CloseAll(ctx)
 	if n := ownContainers(t, d); n != 0 {
 		t.Fatalf("%d containers remain after CloseAll", n)
+	}
+}
+
+// TestDockerImageWithoutSleep: an image the workspace's idle process
+// cannot run in says so at the first command.
+func TestDockerImageWithoutSleep(t *testing.T) {
+	d := dockerSmall(t)
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "Dockerfile"), []byte("FROM "+BaseImage()+"\nRUN rm /usr/bin/sleep\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tag, err := d.BuildImage(context.Background(), dir, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.cli.ImageRemove(context.Background(), tag, client.ImageRemoveOptions{Force: true}) })
+	w := openWS(t, d, WorkspaceSpec{Image: tag})
+	var res Result
+	for range 600 { // the container stops a moment after it starts
+		if res, err = w.Exec(context.Background(), ExecRequest{Command: []string{"true"}}); err != nil {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err == nil || !strings.Contains(err.Error(), "needs sh and sleep") {
+		t.Fatalf("res %+v err %v", res, err)
 	}
 }

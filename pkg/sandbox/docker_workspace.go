@@ -34,8 +34,9 @@ const DefaultWorkspaceLife = time.Hour
 // idle process ends (and the container stops) after its life plus this.
 const warmIdleMax = 10 * time.Minute
 
-// diskCheckEvery is how often a workspace's writable layer is measured.
-var diskCheckEvery = time.Second
+// diskCheckEvery is how often a workspace's writable layer is measured
+// (Docker.diskEvery's default).
+const diskCheckEvery = time.Second
 
 // containerSpec is one container as the backend creates it.
 type containerSpec struct {
@@ -293,7 +294,7 @@ func (w *dockerWorkspace) ended() error {
 // watchDisk kills the workspace when its writable layer passes the disk
 // limit.
 func (w *dockerWorkspace) watchDisk() {
-	t := time.NewTicker(diskCheckEvery)
+	t := time.NewTicker(w.d.diskEvery)
 	defer t.Stop()
 	for {
 		select {
@@ -392,6 +393,9 @@ func (w *dockerWorkspace) Exec(ctx context.Context, req ExecRequest) (Result, er
 		cancel()
 		if e := w.ended(); e != nil {
 			return Result{}, e
+		}
+		if strings.Contains(err.Error(), "is not running") {
+			return Result{}, fmt.Errorf("sandbox: docker: the container %s of %s is not running: its idle process ended (an image needs sh and sleep): %w", w.ID(), w.spec.Image, err)
 		}
 		return Result{}, errDaemon("exec in "+w.ID(), err)
 	}

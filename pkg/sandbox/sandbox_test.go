@@ -73,7 +73,7 @@ func py(code string) Request {
 }
 
 func TestRunBasics(t *testing.T) {
-	for _, name := range []string{BackendBwrap, BackendUnsafeHost} {
+	for _, name := range []string{BackendBwrap, BackendDocker, BackendUnsafeHost} {
 		t.Run(name, func(t *testing.T) {
 			b := backendFor(t, name)
 			res := run(t, b, Request{Command: []string{"sh", "-c", "cat; echo err >&2; cat sub/dir/f.txt; exit 3"},
