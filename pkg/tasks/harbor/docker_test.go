@@ -87,6 +87,29 @@ func TestCheck(t *testing.T) {
 	tasks[6] = edit(t, tasks[6], map[string]string{"tests/test.sh": "#!/bin/bash\necho '{\"reward\": 1.0}' > /logs/verifier/reward.json\n" + "[ -e /app/FIXED ] || echo '{\"reward\": 0}' > /logs/verifier/reward.json\n",
 		"solution/solve.sh": "#!/bin/bash\ntouch /app/FIXED\n"})
 	tasks[7] = edit(t, tasks[7], map[string]string{"solution/solve.sh": "#!/bin/bash\nexit 4\n", "tests/test.sh": fail})
+	// The newer layout with an image by name instead of a Dockerfile,
+	// a reward in reward.json, and the verifier's environment.
+	img := filepath.Join(t.TempDir(), "by-image")
+	for name, content := range map[string]string{
+		"instruction.md": "Write hi to /srv/out.txt.",
+		"task.toml": "schema_version = \"1.1\"\n[task]\nname = \"demo/by-image\"\n[verifier]\ntimeout_sec = 30\n[verifier.env]\nWANT = \"hi\"\n" +
+			"[environment]\ndocker_image = \"" + sandbox.BaseImage() + "\"\nmemory = \"512M\"\n",
+		"tests/test.sh":     "#!/bin/bash\nif [ \"$(cat /srv/out.txt 2>/dev/null)\" = \"$WANT\" ]; then r=1; else r=0; fi\necho \"{\\\"reward\\\": $r, \\\"note\\\": \\\"x\\\"}\" > /logs/verifier/reward.json\n",
+		"solution/solve.sh": "#!/bin/bash\nmkdir -p /srv && echo hi > /srv/out.txt\n",
+	} {
+		p := filepath.Join(img, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	byImage, err := harbor.Load(img)
+	if err != nil || byImage.Name != "demo/by-image" || byImage.Config.MemoryMB != 512 {
+		t.Fatalf("%+v %v", byImage, err)
+	}
+	tasks = append(tasks, byImage)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	before := taskContainers(t)
@@ -103,6 +126,7 @@ func TestCheck(t *testing.T) {
 		"failed: The command", // the build's error, then its log's end
 		"",                    // reward.json
 		"its oracle (solution/solve.sh) failed: exit status 4",
+		"", // by image, the newer layout
 	}
 	for i, r := range res {
 		if want[i] == "" {
