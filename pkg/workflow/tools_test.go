@@ -6,6 +6,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/rllm-org/rllm-go/pkg/config"
 	"github.com/rllm-org/rllm-go/pkg/episode"
 	"github.com/rllm-org/rllm-go/pkg/sampler"
 	"github.com/rllm-org/rllm-go/pkg/sampler/samplertest"
@@ -135,5 +136,23 @@ func TestWorkspaceToolsNeedAWorkspaceEnv(t *testing.T) {
 	deps.Env.Name = "task"
 	if err := workflow.CheckWorkspaceTools(deps); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestSpecWorkspaces: the spec hands workflows that run their own agent
+// the env's workspace hook when the env has one (env.name=task), and
+// none otherwise.
+func TestSpecWorkspaces(t *testing.T) {
+	for _, tc := range []struct {
+		env  string
+		want bool
+	}{{"task", true}, {"math", false}} {
+		ld, err := config.Load(config.Sources{Args: []string{"env.name=" + tc.env}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := workflow.SpecFromConfig(ld.Config).Deps.Workspaces != nil; got != tc.want {
+			t.Errorf("env %s: Workspaces set %v, want %v", tc.env, got, tc.want)
+		}
 	}
 }
