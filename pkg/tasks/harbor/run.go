@@ -291,12 +291,8 @@ func readReward(ctx context.Context, ws sandbox.Workspace) (reward float64, file
 	b, err := ws.ReadFile(ctx, RewardTxt, maxRewardBytes)
 	switch {
 	case err == nil:
-		s := strings.TrimSpace(string(b))
-		f, perr := strconv.ParseFloat(s, 64)
-		if perr != nil || math.IsNaN(f) || math.IsInf(f, 0) {
-			return 0, RewardTxt, fmt.Sprintf("the verifier wrote %s, but not a number: %q", RewardTxt, clip(s, 80)), nil
-		}
-		return f, RewardTxt, "", nil
+		r, why := parseRewardTxt(b)
+		return r, RewardTxt, why, nil
 	case !errors.Is(err, fs.ErrNotExist):
 		return 0, "", "", err
 	}
@@ -307,12 +303,33 @@ func readReward(ctx context.Context, ws sandbox.Workspace) (reward float64, file
 	case err != nil:
 		return 0, "", "", err
 	}
+	r, why := parseRewardJSON(b)
+	return r, RewardJSON, why, nil
+}
+
+// parseRewardTxt reads reward.txt's content: one finite number.
+func parseRewardTxt(b []byte) (float64, string) {
+	s := strings.TrimSpace(string(b))
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
+		return 0, fmt.Sprintf("the verifier wrote %s, but not a number: %q", RewardTxt, clip(strings.ToValidUTF8(s, "?"), 80))
+	}
+	return f, ""
+}
+
+// parseRewardJSON reads reward.json's content: {"reward": x}, or an
+// object holding exactly one number.
+func parseRewardJSON(b []byte) (float64, string) {
 	var obj map[string]any
-	if err := json.Unmarshal(b, &obj); err != nil {
-		return 0, RewardJSON, fmt.Sprintf("the verifier wrote %s, but not a JSON object: %v", RewardJSON, err), nil
+	if err := json.Unmarshal(b, &obj); err != nil || obj == nil {
+		why := "null"
+		if err != nil {
+			why = err.Error()
+		}
+		return 0, fmt.Sprintf("the verifier wrote %s, but not a JSON object: %s", RewardJSON, clip(why, 120))
 	}
 	if x, ok := obj["reward"].(float64); ok {
-		return x, RewardJSON, "", nil
+		return x, ""
 	}
 	var nums []float64
 	for _, v := range obj {
@@ -321,9 +338,9 @@ func readReward(ctx context.Context, ws sandbox.Workspace) (reward float64, file
 		}
 	}
 	if len(nums) == 1 {
-		return nums[0], RewardJSON, "", nil
+		return nums[0], ""
 	}
-	return 0, RewardJSON, fmt.Sprintf(`the verifier wrote %s without a number under "reward" (nor exactly one number)`, RewardJSON), nil
+	return 0, fmt.Sprintf(`the verifier wrote %s without a number under "reward" (nor exactly one number)`, RewardJSON)
 }
 
 // ReadTree reads every regular file under dir (at most 64 MiB in all),

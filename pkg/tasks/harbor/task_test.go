@@ -1,6 +1,7 @@
 package harbor
 
 import (
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -233,6 +234,60 @@ func FuzzParseConfig(f *testing.F) {
 		}
 		if c.AgentTimeout <= 0 || c.VerifierTimeout <= 0 || c.MemoryMB <= 0 || c.StorageMB <= 0 || c.CPUs <= 0 {
 			t.Fatalf("accepted %+v", c)
+		}
+	})
+}
+
+func TestParseReward(t *testing.T) {
+	for _, tc := range []struct {
+		txt  bool
+		in   string
+		want float64
+		why  string
+	}{
+		{true, "1\n", 1, ""},
+		{true, " 0.25 ", 0.25, ""},
+		{true, "", 0, "but not a number"},
+		{true, "1 2", 0, "but not a number"},
+		{true, "NaN", 0, "but not a number"},
+		{true, "inf", 0, "but not a number"},
+		{false, `{"reward": 0.5, "tests": "3/6"}`, 0.5, ""},
+		{false, `{"score": 1}`, 1, ""},
+		{false, `{"a": 1, "b": 0}`, 0, "nor exactly one number"},
+		{false, `{"reward": "1"}`, 0, "nor exactly one number"},
+		{false, `null`, 0, "not a JSON object"},
+		{false, `[1]`, 0, "not a JSON object"},
+		{false, `{"reward": 1`, 0, "not a JSON object"},
+	} {
+		var got float64
+		var why string
+		if tc.txt {
+			got, why = parseRewardTxt([]byte(tc.in))
+		} else {
+			got, why = parseRewardJSON([]byte(tc.in))
+		}
+		if got != tc.want || (tc.why == "") != (why == "") || !strings.Contains(why, tc.why) {
+			t.Errorf("%q: %v %q, want %v %q", tc.in, got, why, tc.want, tc.why)
+		}
+	}
+}
+
+func FuzzParseReward(f *testing.F) {
+	for _, s := range []string{"1", "0.5\n", `{"reward": 1}`, `{"x": 2, "y": 3}`, "\xff"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		for _, parse := range []func([]byte) (float64, string){parseRewardTxt, parseRewardJSON} {
+			r, why := parse(b)
+			if why != "" && r != 0 {
+				t.Fatalf("%q: reward %v with a reason %q", b, r, why)
+			}
+			if math.IsNaN(r) || math.IsInf(r, 0) {
+				t.Fatalf("%q: reward %v", b, r)
+			}
+			if strings.Contains(why, "\n") {
+				t.Fatalf("%q: reason on more than one line: %q", b, why)
+			}
 		}
 	})
 }
