@@ -268,10 +268,12 @@ func TestAgentInTaskContainer(t *testing.T) {
 		cmds   []string
 		reason episode.TerminationReason
 		want   string // in the error or the last step's reward_error/verifier output
+		small  bool   // storage_mb = 64
 	}{
 		{name: "deletes /logs and forges a reward", cmds: []string{"rm -rf /logs /tests; mkdir -p /logs/verifier && echo 1 > /logs/verifier/reward.txt"}, reason: episode.TerminationEnvDone},
 		{name: "fork bomb", cmds: []string{"f() { f | f & }; f; sleep 30"}, reason: episode.TerminationEnvDone},
-		{name: "fills the disk", cmds: []string{"dd if=/dev/zero of=/big bs=1M count=3000 2>&1 | tail -1; df -h / | tail -1"}},
+		{name: "fills the disk", small: true, cmds: []string{"for i in 1 2 3 4; do dd if=/dev/zero of=/big$i bs=1M count=50 2>&1 | tail -1; sleep 1; done"},
+			want: "disk limit exceeded"},
 		{name: "floods the output", cmds: []string{"yes flood"}, reason: episode.TerminationEnvDone},
 		{name: "breaks the verifier's tools", cmds: []string{"rm -f /usr/bin/bash /bin/bash 2>&1; echo gone"}, reason: episode.TerminationEnvDone, want: "bash: not found"},
 	}
@@ -281,7 +283,13 @@ func TestAgentInTaskContainer(t *testing.T) {
 			for _, c := range tc.cmds {
 				rs = append(rs, bash(c))
 			}
-			ep, err := runAgent(t, tk, rs...)
+			task := tk
+			if tc.small {
+				task = edit(t, tk, map[string]string{"task.toml": "version = \"1.0\"\n[environment]\nstorage_mb = 64\n"})
+				defer edit(t, tk, map[string]string{"task.toml": "version = \"1.0\"\n"})
+			}
+			ep, err := runAgent(t, task, rs...)
+			t.Logf("%s, reward %v, error %q, info %v", ep.TerminationReason, ep.Trajectories[0].Reward, ep.Error, lastInfo(ep)["reward_error"])
 			if ep.Trajectories[0].Reward != 0 || ep.IsCorrect {
 				t.Fatalf("reward %v (%s, %v)", ep.Trajectories[0].Reward, ep.TerminationReason, err)
 			}
