@@ -25,6 +25,9 @@ const (
 	VerifierLogDir = "/logs/verifier"
 	RewardTxt      = "/logs/verifier/reward.txt"
 	RewardJSON     = "/logs/verifier/reward.json"
+	// RewardRLLM is where rLLM's own verifiers may write reward.json;
+	// read after the two above.
+	RewardRLLM = "/tmp/rllm/reward.json"
 	TestsMount     = "/tests"
 	SolutionMount  = "/solution"
 )
@@ -229,7 +232,7 @@ func verify(ctx context.Context, ws sandbox.Workspace, t *Task, workDir string) 
 		v.Info["reward_error"] = why
 		return v, nil
 	}
-	prep := fmt.Sprintf("rm -rf %s %s && mkdir -p %s /logs/agent", VerifierLogDir, TestsMount, VerifierLogDir)
+	prep := fmt.Sprintf("rm -rf %s %s %s && mkdir -p %s /logs/agent", VerifierLogDir, TestsMount, RewardRLLM, VerifierLogDir)
 	res, err := ws.Exec(ctx, sandbox.ExecRequest{Command: []string{"sh", "-c", prep}, Dir: "/", Limits: sandbox.Limits{WallTime: time.Minute, CPUTime: time.Minute}})
 	if err != nil {
 		if ctx.Err() != nil {
@@ -285,7 +288,8 @@ func verify(ctx context.Context, ws sandbox.Workspace, t *Task, workDir string) 
 }
 
 // readReward reads reward.txt (a number), else reward.json ({"reward":
-// x}, or an object with exactly one number). why says what was wrong
+// x}, or an object with exactly one number), else rLLM's
+// /tmp/rllm/reward.json. why says what was wrong
 // when there is no usable reward.
 func readReward(ctx context.Context, ws sandbox.Workspace) (reward float64, file, why string, err error) {
 	b, err := ws.ReadFile(ctx, RewardTxt, maxRewardBytes)
@@ -296,15 +300,18 @@ func readReward(ctx context.Context, ws sandbox.Workspace) (reward float64, file
 	case !errors.Is(err, fs.ErrNotExist):
 		return 0, "", "", err
 	}
-	b, err = ws.ReadFile(ctx, RewardJSON, maxRewardBytes)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		return 0, "", fmt.Sprintf("the verifier wrote no reward (neither %s nor %s)", RewardTxt, RewardJSON), nil
-	case err != nil:
-		return 0, "", "", err
+	for _, file := range []string{RewardJSON, RewardRLLM} {
+		b, err = ws.ReadFile(ctx, file, maxRewardBytes)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			continue
+		case err != nil:
+			return 0, "", "", err
+		}
+		r, why := parseRewardJSON(b)
+		return r, file, why, nil
 	}
-	r, why := parseRewardJSON(b)
-	return r, RewardJSON, why, nil
+	return 0, "", fmt.Sprintf("the verifier wrote no reward (neither %s nor %s)", RewardTxt, RewardJSON), nil
 }
 
 // parseRewardTxt reads reward.txt's content: one finite number.
@@ -317,7 +324,7 @@ func parseRewardTxt(b []byte) (float64, string) {
 	return f, ""
 }
 
-// parseRewardJSON reads reward.json's content: {"reward": x}, or an
+// parseRewardJSON reads a reward.json's content: {"reward": x}, or an
 // object holding exactly one number.
 func parseRewardJSON(b []byte) (float64, string) {
 	var obj map[string]any
@@ -326,7 +333,7 @@ func parseRewardJSON(b []byte) (float64, string) {
 		if err != nil {
 			why = err.Error()
 		}
-		return 0, fmt.Sprintf("the verifier wrote %s, but not a JSON object: %s", RewardJSON, clip(why, 120))
+		return 0, fmt.Sprintf("the verifier wrote a reward.json, but not a JSON object: %s", clip(why, 120))
 	}
 	if x, ok := obj["reward"].(float64); ok {
 		return x, ""
@@ -340,7 +347,7 @@ func parseRewardJSON(b []byte) (float64, string) {
 	if len(nums) == 1 {
 		return nums[0], ""
 	}
-	return 0, fmt.Sprintf(`the verifier wrote %s without a number under "reward" (nor exactly one number)`, RewardJSON)
+	return 0, `the verifier wrote a reward.json without a number under "reward" (nor exactly one number)`
 }
 
 // ReadTree reads every regular file under dir (at most 64 MiB in all),
