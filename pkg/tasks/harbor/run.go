@@ -27,9 +27,9 @@ const (
 	RewardJSON     = "/logs/verifier/reward.json"
 	// RewardRLLM is where rLLM's own verifiers may write reward.json;
 	// read after the two above.
-	RewardRLLM = "/tmp/rllm/reward.json"
-	TestsMount     = "/tests"
-	SolutionMount  = "/solution"
+	RewardRLLM    = "/tmp/rllm/reward.json"
+	TestsMount    = "/tests"
+	SolutionMount = "/solution"
 )
 
 // Bounds of what is read back.
