@@ -134,8 +134,12 @@ func (e *Env) Reset(ctx context.Context) (any, map[string]any, error) {
 		return nil, nil, err
 	}
 	e.mu.Lock()
+	prev := e.run
 	e.run = run
 	e.mu.Unlock()
+	if prev != nil { // a second Reset starts afresh
+		_ = prev.Close()
+	}
 	return map[string]any{"question": e.Task.Instruction}, map[string]any{"task": e.Task.Name, "workspace": run.WS.ID()}, nil
 }
 

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/rllm-org/rllm-go/pkg/sandbox"
+	"github.com/rllm-org/rllm-go/pkg/usererr"
 )
 
 // Where the verifier's files live in the container (Harbor's paths).
@@ -81,6 +82,12 @@ func SharedEngine(ctx context.Context) (*Engine, error) {
 	}
 	d, err := sandbox.OpenDocker(ctx, c)
 	if err != nil {
+		var ue *usererr.Error
+		if errors.As(err, &ue) && ue.Subject == "sandbox.backend" {
+			// bwrap, the other fix the sandbox names, runs no task.
+			return nil, &usererr.Error{Subject: "env.name=task", Msg: "tasks run in Docker containers, and " + ue.Msg,
+				Fix: "start a Docker daemon (scripts/docker-setup.sh starts one and builds the local base image; DOCKER_HOST names where it listens)"}
+		}
 		return nil, err
 	}
 	shared.e = NewEngine(d)
