@@ -88,9 +88,9 @@ func BenchmarkImageCached(b *testing.B) {
 	}
 }
 
-// BenchmarkContainerOpenClose opens the task's container (image
-// inspected, container created and started) and removes it.
-func BenchmarkContainerOpenClose(b *testing.B) {
+// BenchmarkContainerOpen opens the task's container (image inspected,
+// container created and started); its removal is not timed.
+func BenchmarkContainerOpen(b *testing.B) {
 	e := benchEngine(b)
 	t := benchTask(b, 1)
 	ctx := context.Background()
@@ -103,9 +103,11 @@ func BenchmarkContainerOpenClose(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
+		b.StopTimer()
 		if err := run.Close(); err != nil {
 			b.Fatal(err)
 		}
+		b.StartTimer()
 	}
 }
 
@@ -155,5 +157,44 @@ func BenchmarkOracleEpisode(b *testing.B) {
 			b.Fatal(v, err)
 		}
 		run.Close()
+	}
+}
+
+// BenchmarkContainerOpenWarm is BenchmarkContainerOpen with
+// sandbox.docker.warm_pool=2: the container of the task's shape is taken
+// from the pool, its replacement started behind it (untimed work the
+// daemon does while an episode would run).
+func BenchmarkContainerOpenWarm(b *testing.B) {
+	benchEngine(b)
+	ctx := context.Background()
+	d, err := sandbox.OpenDocker(ctx, sandbox.Config{Backend: sandbox.BackendDocker, Limits: sandbox.DefaultLimits, DockerWarm: 2})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer d.Close()
+	e := harbor.NewEngine(d)
+	t := benchTask(b, 1)
+	if _, err := e.Image(ctx, t); err != nil {
+		b.Fatal(err)
+	}
+	warm := func() { // the pool refilled, as between an episode's start and the next
+		run, err := e.Open(ctx, t)
+		if err != nil {
+			b.Fatal(err)
+		}
+		run.Close()
+		time.Sleep(2 * time.Second)
+	}
+	warm()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		run, err := e.Open(ctx, t)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.StopTimer()
+		run.Close()
+		time.Sleep(time.Second)
+		b.StartTimer()
 	}
 }
