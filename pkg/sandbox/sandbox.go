@@ -213,6 +213,10 @@ type Result struct {
 	// allocation, fork or write that failed) and may be missed when the
 	// program hides it.
 	Limit Limit
+	// Net is what a workspace's network forwarder counted (nil without
+	// a network): the connections it relayed and those the sandbox
+	// refused.
+	Net *NetReport
 }
 
 // OK reports a run that exited 0 within its limits.

@@ -59,7 +59,7 @@ type ExecRequest struct {
 	Dir string
 	// Env adds to or replaces the workspace's environment for this
 	// command only, as KEY=value.
-	Env []string
+	Env   []string
 	Stdin []byte
 	// Limits bound this command: WallTime, CPUTime and OutputBytes act
 	// per command; memory, processes and disk are the workspace's

@@ -106,32 +106,43 @@ func New(p Params, deps workflow.Deps) (*Program, error) {
 	w := &Program{argv: argv, display: display, timeout: time.Duration(p.TimeoutS * float64(time.Second)),
 		maxCalls: p.MaxCalls, dir: p.Dir, passEnv: p.PassEnv, gamma: p.Gamma, deps: deps}
 	if deps.Env.Name != "" {
-		d, v, err := env.Resolve(deps.Env.Name, deps.Env.Args)
+		score, err := AnswerScorer(deps.Env)
 		if err != nil {
 			return nil, err
 		}
-		name := deps.Env.Name
-		w.score = func(task episode.Task, answer string) (float64, bool, map[string]any, error) {
-			if !env.IsSingleTurn(name) {
-				return 0, false, nil, fmt.Errorf("env.name=%s does not score a single answer; the program must print {\"reward\": x}, or use a scored env (arith, countdown, math...)", name)
-			}
-			e, err := env.Build(d, v, task)
-			if err != nil {
-				return 0, false, nil, err
-			}
-			defer e.Close()
-			if _, _, err := e.Reset(context.Background()); err != nil {
-				return 0, false, nil, err
-			}
-			res, err := e.Step(context.Background(), episode.Action{Content: answer})
-			if err != nil {
-				return 0, false, nil, err
-			}
-			correct, _ := res.Info["is_correct"].(bool)
-			return res.Reward, correct, res.Info, nil
-		}
+		w.score = score
 	}
 	return w, nil
+}
+
+// AnswerScorer scores a final answer with env.name's reward function (a
+// single-turn env: arith, countdown, math...): the program and harness
+// workflows score answers with it.
+func AnswerScorer(c workflow.Component) (func(task episode.Task, answer string) (float64, bool, map[string]any, error), error) {
+	d, v, err := env.Resolve(c.Name, c.Args)
+	if err != nil {
+		return nil, err
+	}
+	name := c.Name
+	return func(task episode.Task, answer string) (float64, bool, map[string]any, error) {
+		if !env.IsSingleTurn(name) {
+			return 0, false, nil, fmt.Errorf("env.name=%s does not score a single answer; the program must print {\"reward\": x}, or use a scored env (arith, countdown, math...)", name)
+		}
+		e, err := env.Build(d, v, task)
+		if err != nil {
+			return 0, false, nil, err
+		}
+		defer e.Close()
+		if _, _, err := e.Reset(context.Background()); err != nil {
+			return 0, false, nil, err
+		}
+		res, err := e.Step(context.Background(), episode.Action{Content: answer})
+		if err != nil {
+			return 0, false, nil, err
+		}
+		correct, _ := res.Info["is_correct"].(bool)
+		return res.Reward, correct, res.Info, nil
+	}, nil
 }
 
 // WithGateway makes the workflow open its sessions on g instead of the
@@ -391,7 +402,14 @@ func (w *Program) result(task episode.Task, line string) (outcome, error) {
 
 // attach makes the session's traces the episode's trajectories.
 func (w *Program) attach(ep *episode.Episode, traces []gateway.Trace, episodeID string) {
-	ep.Trajectories = gateway.Trajectories(traces, episodeID, Name)
+	AttachTraces(ep, traces, episodeID, Name)
+}
+
+// AttachTraces makes a gateway session's traces the episode's
+// trajectories (named name), with their exact tokens: the one way the
+// program and harness workflows turn calls into steps.
+func AttachTraces(ep *episode.Episode, traces []gateway.Trace, episodeID, name string) {
+	ep.Trajectories = gateway.Trajectories(traces, episodeID, name)
 	for i := range ep.Trajectories {
 		ep.Trajectories[i].Task = ep.Task
 	}
@@ -401,6 +419,13 @@ func (w *Program) attach(ep *episode.Episode, traces []gateway.Trace, episodeID 
 // reward gives every trajectory the program's reward on its last step,
 // as single-turn envs do, and shapes the Monte Carlo returns.
 func (w *Program) reward(ep *episode.Episode, o outcome) {
+	ApplyReward(ep, o.reward, o.correct, o.info, w.gamma)
+}
+
+// ApplyReward gives every trajectory of ep the episode's reward on its
+// last step (with info) and shapes the Monte Carlo returns with gamma.
+func ApplyReward(ep *episode.Episode, reward float64, correct bool, info map[string]any, gamma float64) {
+	o := outcome{reward: reward, correct: correct, info: info}
 	ep.IsCorrect = o.correct
 	ep.Metrics["reward"] = o.reward
 	for i := range ep.Trajectories {
@@ -414,7 +439,7 @@ func (w *Program) reward(ep *episode.Episode, o outcome) {
 			}
 			last.Info["is_correct"] = o.correct
 		}
-		if err := workflow.ShapeRewards(tr.Steps, 0, w.gamma); err != nil {
+		if err := workflow.ShapeRewards(tr.Steps, 0, gamma); err != nil {
 			ep.TerminationReason, ep.Error = episode.TerminationError, "step rewards: "+err.Error()
 		}
 	}

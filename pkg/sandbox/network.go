@@ -1,0 +1,81 @@
+package sandbox
+
+import (
+	"errors"
+	"strconv"
+	"sync"
+)
+
+// The network of a workspace is one host Unix socket. Inside the
+// sandbox's own network namespace (loopback only) a forwarder listens on
+// 127.0.0.1:Port and relays every connection to the socket, bound into
+// the sandbox at SocketPath; it then runs the command as its child, waits
+// for it, and reports what the kernel counted of the connections the
+// command tried elsewhere (another port, another host, DNS), which all
+// fail: there is no route and no other listener.
+//
+// The forwarder is rllm itself, re-executed as the hidden subcommand
+// ForwardCommand: a static binary (CGO_ENABLED=0) bound read-only at
+// ForwarderPath runs in any image, where python3 or node may be missing
+// or another version. The CLI names the binary with SetSelf.
+
+// ForwardCommand is the hidden first argument that makes rllm run the
+// forwarder (ForwardMain).
+const ForwardCommand = "__sandbox-forward"
+
+// Paths inside a sandbox with a network.
+const (
+	// SocketPath is where the host socket is bound.
+	SocketPath = "/run/rllm/gateway.sock"
+	// ForwarderPath is where the rllm binary is bound read-only.
+	ForwarderPath = "/run/rllm/rllm"
+	// HomeDir is a workspace's private home: writable, kept between
+	// commands, never part of the task's files (a harness's settings and
+	// state go there).
+	HomeDir = "/home/rllm"
+	// DefaultPort is Network.Port's default.
+	DefaultPort = 8000
+)
+
+var self struct {
+	mu   sync.Mutex
+	path string
+}
+
+// SetSelf names the host binary that runs ForwardCommand (rllm: the CLI
+// passes its own executable; a test binary passes itself and dispatches
+// ForwardCommand in TestMain). Workspaces with a Network need it.
+func SetSelf(path string) {
+	self.mu.Lock()
+	self.path = path
+	self.mu.Unlock()
+}
+
+// forwarder is the binary SetSelf named, or an error saying it is unset.
+func forwarder() (string, error) {
+	self.mu.Lock()
+	defer self.mu.Unlock()
+	if self.path == "" {
+		return "", errors.New("sandbox: a workspace with a network needs the forwarder binary (sandbox.SetSelf was not called)")
+	}
+	return self.path, nil
+}
+
+// NetReport is what the forwarder reports when its command ends.
+type NetReport struct {
+	// Forwarded counts the connections relayed to the socket.
+	Forwarded int `json:"forwarded"`
+	// Denied counts connection attempts the network refused: TCP
+	// connects to a port nobody listens on, and packets with no route
+	// (another host, DNS), as the kernel's SNMP counters of the
+	// sandbox's network namespace say.
+	Denied int `json:"denied"`
+	// Error is set when the forwarder itself failed.
+	Error string `json:"error,omitempty"`
+}
+
+// forwardArgs is the argv prefix that runs cmd behind the forwarder.
+func forwardArgs(port int, reportFD string) []string {
+	return []string{ForwarderPath, ForwardCommand, "--socket", SocketPath, "--port", strconv.Itoa(port),
+		"--report-fd", reportFD, "--"}
+}

@@ -1,0 +1,430 @@
+// Package harness is the workflow that trains coding harnesses (Codex,
+// Claude Code, OpenCode, Qwen Code, pi: pkg/harness's registry). Each
+// episode runs the harness once, headless, with the task's instruction as
+// its prompt, in a fresh sandbox workspace holding a copy of the task's
+// files; the harness's only network is its own gateway session, served
+// on a Unix socket bound into the sandbox. The session's traces become
+// the episode's trajectories with their exact tokens (the program
+// workflow's path); calls the harness makes besides its agent turns
+// (titles, probes: calls offering no tools) are recorded and marked, and
+// do not train unless asked. The reward comes from a verifier run in the
+// same workspace after the harness, or from env.name scoring the final
+// answer.
+//
+// Select it with workflow.name=harness and workflow.args.harness=NAME.
+package harness
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rllm-org/rllm-go/pkg/episode"
+	"github.com/rllm-org/rllm-go/pkg/gateway"
+	"github.com/rllm-org/rllm-go/pkg/harness"
+	"github.com/rllm-org/rllm-go/pkg/registry"
+	"github.com/rllm-org/rllm-go/pkg/sandbox"
+	"github.com/rllm-org/rllm-go/pkg/usererr"
+	"github.com/rllm-org/rllm-go/pkg/workflow"
+	"github.com/rllm-org/rllm-go/pkg/workflow/program"
+)
+
+// Params are workflow.args of the harness workflow.
+type Params struct {
+	Harness        string  `arg:"harness" doc:"the harness to run (rllm harness list): codex, claude-code, opencode, qwen-code, pi, mini-swe-agent, aider"`
+	Dir            string  `arg:"dir" doc:"where harnesses are installed; empty: rllm's cache ($XDG_CACHE_HOME/rllm/harnesses; /var/cache/rllm/harnesses for root)"`
+	Workspace      string  `arg:"workspace" doc:"a host directory copied into each episode's fresh workspace (the repository the harness works on); empty: an empty workspace"`
+	WorkDir        string  `arg:"workdir" default:"/work" doc:"where the workspace is inside the sandbox; the harness starts there"`
+	Verifier       string  `arg:"verifier" doc:"a command run by /bin/sh -c in the same workspace after the harness: exit status 0 is reward 1, any other 0; empty: env.name scores the harness's final answer"`
+	TimeoutS       float64 `arg:"timeout_s" default:"600" range:"(0,)" doc:"seconds the harness may run; then its sandbox is killed and the episode ends with timeout"`
+	MaxCalls       int     `arg:"max_calls" default:"64" range:"[1,)" doc:"model calls the harness may make per episode; the next one gets 429 and the harness is stopped"`
+	Sandbox        string  `arg:"sandbox" default:"bwrap" doc:"the sandbox the harness runs in (bwrap: the workspace writable, the rest read-only, no network but its session)"`
+	MemoryMB       int     `arg:"memory_mb" default:"32768" range:"[256,)" doc:"address space of each process of the harness (RLIMIT_AS; Node and Bun reserve far more than they use)"`
+	Processes      int     `arg:"processes" default:"1024" range:"[16,)" doc:"processes and threads of the sandbox's user at once (RLIMIT_NPROC)"`
+	TrainAuxiliary bool    `arg:"train_auxiliary" default:"false" doc:"train the harness's auxiliary calls too (calls offering no tools: titles, probes); by default they are recorded with a zero loss mask"`
+	Gamma          float64 `arg:"gamma" default:"1" range:"[0,1]" doc:"discount of the Monte Carlo return stored in each step"`
+}
+
+// Name is the workflow's registered name.
+const Name = "harness"
+
+func init() {
+	workflow.Register(workflow.Definition{
+		Name:        Name,
+		Description: "runs a coding harness (rllm harness list) per episode in a sandbox whose only network is its gateway session; trains on the exact tokens it sampled",
+		Params:      Params{},
+		New: func(args registry.Values, deps workflow.Deps) (workflow.Workflow, error) {
+			return New(registry.As[Params](args), deps)
+		},
+	})
+}
+
+// Workflow runs one harness per episode.
+type Workflow struct {
+	p     Params
+	entry harness.Entry
+	deps  workflow.Deps
+	score func(task episode.Task, answer string) (float64, bool, map[string]any, error)
+	files []sandbox.File
+	// opener and gateway: nil means the process-wide ones.
+	opener  sandbox.Opener
+	gateway *program.Gateway
+}
+
+// New builds the workflow, checking its arguments and that the harness
+// is installed.
+func New(p Params, deps workflow.Deps) (*Workflow, error) {
+	if deps.Sampler == nil {
+		return nil, errors.New("workflow harness: Deps.Sampler is nil")
+	}
+	if p.Harness == "" {
+		return nil, usererr.Errorf("workflow.args.harness is not set; name one of: %s (rllm harness list)", strings.Join(harness.Names(), ", "))
+	}
+	if p.Sandbox != "bwrap" {
+		return nil, usererr.Errorf("workflow.args.sandbox %q: harnesses run in bwrap (the Docker workspace is not wired to harnesses yet)", p.Sandbox)
+	}
+	e, err := harness.Lookup(p.Harness)
+	if err != nil {
+		return nil, usererr.Errorf("workflow.args.harness: %v", err)
+	}
+	if p.Dir == "" {
+		return nil, usererr.Errorf("workflow.args.dir is empty; name the directory harnesses are installed in (rllm harness install puts them in its cache)")
+	}
+	if !e.Installed(p.Dir) {
+		return nil, harness.NotInstalled("workflow.args.harness", e, p.Dir)
+	}
+	w := &Workflow{p: p, entry: e, deps: deps}
+	if p.Verifier == "" {
+		if deps.Env.Name == "" {
+			return nil, usererr.Errorf("workflow.args.verifier is empty and no env.name scores the harness's answer; set one of them")
+		}
+		if w.score, err = program.AnswerScorer(deps.Env); err != nil {
+			return nil, err
+		}
+	}
+	if p.Workspace != "" {
+		if w.files, err = readTree(p.Workspace); err != nil {
+			return nil, usererr.Errorf("workflow.args.workspace: %v", err)
+		}
+	}
+	return w, nil
+}
+
+// WithOpener makes the workflow open its workspaces with o (a task env's
+// container engine, a test's) instead of the process-wide bwrap opener.
+func (w *Workflow) WithOpener(o sandbox.Opener) *Workflow { w.opener = o; return w }
+
+// WithGateway makes the workflow open its sessions on g.
+func (w *Workflow) WithGateway(g *program.Gateway) *Workflow { w.gateway = g; return w }
+
+// readTree reads every regular file under dir (at most 64 MiB in all).
+func readTree(dir string) ([]sandbox.File, error) {
+	var files []sandbox.File
+	var total int64
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !d.Type().IsRegular() {
+			return nil
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		if total += fi.Size(); total > 64<<20 {
+			return fmt.Errorf("%s holds more than 64 MiB of files", dir)
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		files = append(files, sandbox.File{Name: filepath.ToSlash(rel), Mode: fi.Mode().Perm(), Data: b})
+		return nil
+	})
+	return files, err
+}
+
+var shared struct {
+	mu     sync.Mutex
+	opener sandbox.Opener
+	err    error
+}
+
+// bwrapOpener is the process-wide bwrap opener, probed once.
+func bwrapOpener(ctx context.Context) (sandbox.Opener, error) {
+	shared.mu.Lock()
+	defer shared.mu.Unlock()
+	if shared.opener == nil && shared.err == nil {
+		shared.opener, shared.err = sandbox.NewBwrapOpener(ctx, sandbox.Config{Backend: sandbox.BackendBwrap, Limits: sandbox.DefaultLimits})
+	}
+	return shared.opener, shared.err
+}
+
+// instruction is the task's prompt.
+func instruction(task episode.Task) (string, error) {
+	for _, k := range []string{"instruction", "question", "prompt", "problem"} {
+		if s, ok := task[k].(string); ok && strings.TrimSpace(s) != "" {
+			return s, nil
+		}
+	}
+	return "", errors.New("the task has no instruction (a string column instruction, question, prompt or problem)")
+}
+
+// Auxiliary reports whether a call is one of the harness's own chores
+// (a session title, a next-speaker check, a small-model probe) rather
+// than an agent turn: harnesses offer their tools on every agent turn,
+// and these calls offer none.
+func Auxiliary(t gateway.Trace) bool { return len(t.Tools) == 0 }
+
+// Run runs the harness once for task.
+func (w *Workflow) Run(ctx context.Context, task episode.Task, episodeID string) (*episode.Episode, error) {
+	ep := &episode.Episode{ID: episodeID, Task: task, TerminationReason: episode.TerminationUnknown, Metrics: map[string]float64{}}
+	prompt, err := instruction(task)
+	if err != nil {
+		return fail(ep, err)
+	}
+	g := w.gateway
+	if g == nil {
+		if g, err = program.Shared(); err != nil {
+			return fail(ep, err)
+		}
+	}
+	opener := w.opener
+	if opener == nil {
+		if opener, err = bwrapOpener(ctx); err != nil {
+			return fail(ep, err)
+		}
+	}
+	timeout := time.Duration(w.p.TimeoutS * float64(time.Second))
+	runCtx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	params := w.deps.Params
+	sess, err := g.GW.Open(gateway.SessionConfig{Sampler: w.deps.Sampler, Params: &params, ChatTemplateKwargs: w.deps.ChatTemplateKwargs,
+		MaxCalls: w.p.MaxCalls, OnLimit: func() { stop(errMaxCalls) }, Metadata: map[string]any{"episode_id": episodeID, "harness": w.entry.Name}})
+	if err != nil {
+		return fail(ep, fmt.Errorf("opening a gateway session: %w", err))
+	}
+	defer g.GW.Close(sess.ID)
+	sock, closeSock, err := serveSession(g.GW, sess.ID)
+	if err != nil {
+		return fail(ep, err)
+	}
+	defer closeSock()
+
+	const port = sandbox.DefaultPort
+	installDir := w.entry.Dir(w.p.Dir)
+	ws, err := opener.Open(runCtx, sandbox.WorkspaceSpec{
+		WorkDir:  w.p.WorkDir,
+		ReadOnly: []string{installDir},
+		Network:  sandbox.Network{Socket: sock, Port: port},
+		Limits: sandbox.Limits{WallTime: timeout, CPUTime: timeout, MemoryBytes: int64(w.p.MemoryMB) << 20,
+			Processes: w.p.Processes, FileSizeBytes: 1 << 30, OutputBytes: 16 << 20},
+		Labels: map[string]string{"rllm.harness": w.entry.Name, "rllm.episode": episodeID},
+	})
+	if err != nil {
+		return fail(ep, fmt.Errorf("opening the harness's sandbox: %w", err))
+	}
+	defer ws.Close(context.WithoutCancel(ctx))
+	if len(w.files) > 0 {
+		if err := ws.CopyIn(runCtx, w.p.WorkDir, w.files); err != nil {
+			return fail(ep, fmt.Errorf("copying workflow.args.workspace into the sandbox: %w", err))
+		}
+	}
+	base := fmt.Sprintf("http://127.0.0.1:%d/sessions/%s", port, sess.ID)
+	r, err := w.entry.Render(harness.Session{BaseURL: base + "/v1", AnthropicURL: base, Key: sess.Token,
+		Model: gateway.DefaultModel, Home: sandbox.HomeDir, Prompt: prompt})
+	if err != nil {
+		return fail(ep, err)
+	}
+	if err := ws.CopyIn(runCtx, sandbox.HomeDir, r.Files); err != nil {
+		return fail(ep, fmt.Errorf("writing the harness's settings: %w", err))
+	}
+	env := append([]string{"HOME=" + sandbox.HomeDir, "PATH=" + w.entry.BinDir(w.p.Dir) + ":/usr/local/bin:/usr/bin:/bin",
+		"TERM=dumb", "NO_COLOR=1", "CI=1"}, r.Env...)
+	began := time.Now()
+	res, runErr := ws.Exec(runCtx, sandbox.ExecRequest{Command: r.Command, Env: env})
+	ep.Metrics["harness_seconds"] = time.Since(began).Seconds()
+	ep.Metrics["exit_code"] = float64(res.ExitCode)
+	if res.Net != nil {
+		ep.Metrics["denied_connections"] = float64(res.Net.Denied)
+		ep.Metrics["forwarded_connections"] = float64(res.Net.Forwarded)
+	}
+
+	traces := sess.Traces()
+	st := sess.Stats()
+	w.attach(ep, traces, episodeID)
+	name := "harness " + w.entry.Name
+	stderrLine := func() string {
+		if l := lastLine(res.Stderr); l != "" {
+			return "; its stderr ends: " + clip(l, 300)
+		}
+		if l := lastLine(res.Stdout); l != "" {
+			return "; its output ends: " + clip(l, 300)
+		}
+		return ""
+	}
+	switch {
+	case ctx.Err() != nil:
+		ep.TerminationReason = episode.TerminationError
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			ep.TerminationReason = episode.TerminationTimeout
+		}
+		ep.Error = fmt.Sprintf("%s stopped: %v", name, ctx.Err())
+		return ep, ctx.Err()
+	case errors.Is(context.Cause(runCtx), errMaxCalls):
+		return fail(ep, fmt.Errorf("%s made more than workflow.args.max_calls=%d model calls and was stopped", name, w.p.MaxCalls))
+	case runErr != nil:
+		return fail(ep, fmt.Errorf("%s: %w", name, runErr))
+	case res.Limit == sandbox.LimitWallTime:
+		ep.TerminationReason = episode.TerminationTimeout
+		ep.Error = fmt.Sprintf("%s ran longer than workflow.args.timeout_s=%g and was killed with its sandbox%s", name, w.p.TimeoutS, stderrLine())
+		return ep, errors.New(ep.Error)
+	case !res.OK():
+		if st.PromptTooLong > 0 {
+			ep.TerminationReason = episode.TerminationMaxPromptLength
+			ep.Error = st.LastError
+			return ep, nil
+		}
+		note := ""
+		if st.LastError != "" {
+			note = "; its last refused model call: " + clip(st.LastError, 300)
+		}
+		return fail(ep, fmt.Errorf("%s failed: %s%s%s", name, res.Reason(), stderrLine(), note))
+	case len(traces) == 0:
+		return fail(ep, fmt.Errorf("%s made no model call through its session, so there is nothing to train on%s", name, stderrLine()))
+	}
+
+	reward, correct, info, err := w.reward(runCtx, ws, task, traces)
+	if err != nil {
+		return fail(ep, err)
+	}
+	program.ApplyReward(ep, reward, correct, info, w.p.Gamma)
+	ep.TerminationReason = episode.TerminationEnvDone
+	if last := traces[len(traces)-1]; last.FinishReason == "length" {
+		ep.TerminationReason = episode.TerminationMaxResponseLength
+	}
+	return ep, nil
+}
+
+var errMaxCalls = errors.New("max calls")
+
+// attach makes the traces the episode's trajectories and marks the
+// auxiliary calls (zero loss mask unless train_auxiliary).
+func (w *Workflow) attach(ep *episode.Episode, traces []gateway.Trace, episodeID string) {
+	program.AttachTraces(ep, traces, episodeID, Name+"/"+w.entry.Name)
+	aux := map[string]bool{}
+	for _, t := range traces {
+		if Auxiliary(t) {
+			aux[t.TraceID] = true
+		}
+	}
+	n := 0
+	for i := range ep.Trajectories {
+		for j := range ep.Trajectories[i].Steps {
+			s := &ep.Trajectories[i].Steps[j]
+			id, _ := s.Info["trace_id"].(string)
+			if !aux[id] {
+				continue
+			}
+			n++
+			s.Info["auxiliary"] = true
+			if !w.p.TrainAuxiliary {
+				for k := range s.LossMask {
+					s.LossMask[k] = 0
+				}
+			}
+		}
+	}
+	ep.Metrics["model_calls"] = float64(len(traces))
+	ep.Metrics["auxiliary_calls"] = float64(n)
+}
+
+// reward scores the episode: the verifier in the same workspace, or the
+// env's reward on the final answer (the last agent turn's text).
+func (w *Workflow) reward(ctx context.Context, ws sandbox.Workspace, task episode.Task, traces []gateway.Trace) (float64, bool, map[string]any, error) {
+	if w.p.Verifier != "" {
+		res, err := ws.Exec(ctx, sandbox.ExecRequest{Command: []string{"/bin/sh", "-c", w.p.Verifier},
+			Env: []string{"HOME=" + sandbox.HomeDir}, Limits: sandbox.Limits{WallTime: 10 * time.Minute, CPUTime: 10 * time.Minute}})
+		if err != nil {
+			return 0, false, nil, fmt.Errorf("running workflow.args.verifier: %w", err)
+		}
+		info := map[string]any{"verifier_exit_code": res.ExitCode, "verifier_output": clip(string(res.Stdout)+string(res.Stderr), 2000)}
+		if res.OK() {
+			return 1, true, info, nil
+		}
+		return 0, false, info, nil
+	}
+	answer := ""
+	for i := len(traces) - 1; i >= 0; i-- {
+		if !Auxiliary(traces[i]) {
+			answer = traces[i].Response.Content
+			break
+		}
+	}
+	return w.score(task, answer)
+}
+
+// serveSession serves only session id of gw on a fresh Unix socket the
+// sandbox's user may connect to; the returned func stops it and removes
+// the socket.
+func serveSession(gw *gateway.Gateway, id string) (string, func(), error) {
+	dir, err := os.MkdirTemp("", "rllm-session-")
+	if err != nil {
+		return "", nil, err
+	}
+	p := filepath.Join(dir, "gateway.sock")
+	ln, err := net.Listen("unix", p)
+	if err == nil {
+		err = os.Chmod(dir, 0o711)
+	}
+	if err == nil {
+		err = os.Chmod(p, 0o666)
+	}
+	if err != nil {
+		if ln != nil {
+			ln.Close()
+		}
+		os.RemoveAll(dir)
+		return "", nil, fmt.Errorf("serving the session on a Unix socket: %w", err)
+	}
+	prefix := "/sessions/" + id + "/"
+	h := gw.Handler()
+	srv := &http.Server{ReadHeaderTimeout: 30 * time.Second, Handler: http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		if !strings.HasPrefix(r.URL.Path, prefix) {
+			http.Error(rw, "this socket serves one session: "+prefix, http.StatusNotFound)
+			return
+		}
+		h.ServeHTTP(rw, r)
+	})}
+	go func() { _ = srv.Serve(ln) }()
+	return p, func() { srv.Close(); os.RemoveAll(dir) }, nil
+}
+
+func lastLine(b []byte) string {
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	return strings.TrimSpace(lines[len(lines)-1])
+}
+
+func clip(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "..."
+	}
+	return s
+}
+
+func fail(ep *episode.Episode, err error) (*episode.Episode, error) {
+	ep.TerminationReason = episode.TerminationError
+	ep.IsCorrect = false
+	ep.Error = err.Error()
+	return ep, err
+}
