@@ -234,6 +234,7 @@ func newRootCmd(a *App) *cobra.Command {
 		newGroupCmd("env", "Work with environments", newEnvPlayCmd(a)),
 		newDatasetCmd(a),
 		newExportCmd(a),
+		newHarnessCmd(a),
 	)
 	return root
 }

@@ -104,11 +104,15 @@ func checkEpisode(t *testing.T, ep *episode.Episode) {
 	if agent < 3 {
 		t.Errorf("%d agent turns, want at least 3 (write, run, answer)", agent)
 	}
-	if ep.Metrics["denied_connections"] != 0 {
+	if clean[strings.TrimPrefix(ep.Trajectories[0].Name, Name+"/")] && ep.Metrics["denied_connections"] != 0 {
 		t.Errorf("the harness tried %v connections besides its session", ep.Metrics["denied_connections"])
 	}
-	t.Logf("%s: %v s, %v calls (%v auxiliary), %v forwarded connections", ep.ID, ep.Metrics["harness_seconds"], ep.Metrics["model_calls"], ep.Metrics["auxiliary_calls"], ep.Metrics["forwarded_connections"])
+	t.Logf("%s: %v s, %v calls (%v auxiliary), %v forwarded and %v denied connections", ep.ID, ep.Metrics["harness_seconds"], ep.Metrics["model_calls"], ep.Metrics["auxiliary_calls"], ep.Metrics["forwarded_connections"], ep.Metrics["denied_connections"])
 }
+
+// clean are the harnesses seen to call nothing but their session; the
+// others' attempts elsewhere are denied and counted (docs/harnesses.md).
+var clean = map[string]bool{"pi": true, "qwen-code": true}
 
 func TestHarnessesEndToEnd(t *testing.T) {
 	for _, name := range []string{"pi", "qwen-code", "opencode", "claude-code", "codex"} {
