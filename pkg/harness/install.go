@@ -175,6 +175,9 @@ func render(name, text string, s Session) (string, error) {
 // Render fills e's templates for s.
 func (e Entry) Render(s Session) (Rendered, error) {
 	if s.Model == "" {
+		s.Model = e.Model
+	}
+	if s.Model == "" {
 		s.Model = modelName
 	}
 	var r Rendered

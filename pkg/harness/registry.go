@@ -41,6 +41,10 @@ type Entry struct {
 	// Bin is the program the package installs (node_modules/.bin/BIN,
 	// or bin/BIN of a pip install).
 	Bin string `json:"bin"`
+	// Model is the model name the harness is told; empty is "policy".
+	// The gateway answers with the session's model whatever a client
+	// names; some harnesses accept only names they know.
+	Model string `json:"model,omitempty"`
 	// Wire is the API it calls the model with.
 	Wire string `json:"wire"`
 	// Env is its environment, templated (see Session).
@@ -72,7 +76,7 @@ const modelName = "policy"
 var Entries = []Entry{
 	{
 		Name: "claude-code", Description: "Anthropic's Claude Code CLI (native binary)",
-		Installer: NPM, Package: "@anthropic-ai/claude-code", Version: "2.1.332", Node: "22.23.3", Bin: "claude",
+		Installer: NPM, Package: "@anthropic-ai/claude-code", Version: "2.1.332", Node: "22.23.3", Bin: "claude", Model: "claude-sonnet-4-5",
 		Wire: WireMessages, SizeMB: 570,
 		Env: map[string]string{
 			"ANTHROPIC_BASE_URL":   "{{.AnthropicURL}}",
@@ -138,6 +142,9 @@ exporter = "none"
 			"OPENCODE_DISABLE_SHARE":           "1",
 			"OPENCODE_DISABLE_LSP_DOWNLOAD":    "1",
 			"OPENCODE_DISABLE_DEFAULT_PLUGINS": "1",
+			"OPENCODE_DISABLE_CLAUDE_CODE":     "1",
+			"OPENCODE_DISABLE_EXTERNAL_SKILLS": "1",
+			"OPENCODE_DISABLE_EMBEDDED_WEB_UI": "1",
 			"XDG_CONFIG_HOME":                  "{{.Home}}/.config",
 			"XDG_DATA_HOME":                    "{{.Home}}/.local/share",
 			"XDG_CACHE_HOME":                   "{{.Home}}/.cache",

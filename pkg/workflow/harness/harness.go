@@ -242,7 +242,7 @@ func (w *Workflow) Run(ctx context.Context, task episode.Task, episodeID string)
 	}
 	base := fmt.Sprintf("http://127.0.0.1:%d/sessions/%s", port, sess.ID)
 	r, err := w.entry.Render(harness.Session{BaseURL: base + "/v1", AnthropicURL: base, Key: sess.Token,
-		Model: gateway.DefaultModel, Home: sandbox.HomeDir, Prompt: prompt})
+		Home: sandbox.HomeDir, Prompt: prompt})
 	if err != nil {
 		return fail(ep, err)
 	}
