@@ -262,6 +262,10 @@ func (w *Workflow) Run(ctx context.Context, task episode.Task, episodeID string)
 
 	traces := sess.Traces()
 	st := sess.Stats()
+	if len(traces) > 0 {
+		// Start-up: from the sandbox's start to the first answered call.
+		ep.Metrics["first_call_seconds"] = traces[0].Timestamp.Sub(began).Seconds()
+	}
 	w.attach(ep, traces, episodeID)
 	name := "harness " + w.entry.Name
 	stderrLine := func() string {
