@@ -313,10 +313,11 @@ func (w *bwrapWorkspace) Exec(ctx context.Context, req ExecRequest) (Result, err
 	}
 	argv := append([]string(nil), w.b.prefix...)
 	argv = append(argv, "--bind", w.work, w.spec.WorkDir, "--bind", w.home, HomeDir)
+	// /tmp first: a read-only path under the host's /tmp is bound over it.
+	argv = append(argv, "--size", strconv.FormatInt(l.FileSizeBytes, 10), "--tmpfs", "/tmp")
 	for _, p := range w.spec.ReadOnly {
 		argv = append(argv, "--ro-bind", p, p)
 	}
-	argv = append(argv, "--size", strconv.FormatInt(l.FileSizeBytes, 10), "--tmpfs", "/tmp")
 	if w.fw != "" {
 		argv = append(argv, "--ro-bind", w.fw, ForwarderPath, "--bind", w.spec.Network.Socket, SocketPath)
 	}

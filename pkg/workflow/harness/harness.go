@@ -19,12 +19,9 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/rllm-org/rllm-go/pkg/episode"
@@ -154,22 +151,6 @@ func readTree(dir string) ([]sandbox.File, error) {
 	return files, err
 }
 
-var shared struct {
-	mu     sync.Mutex
-	opener sandbox.Opener
-	err    error
-}
-
-// bwrapOpener is the process-wide bwrap opener, probed once.
-func bwrapOpener(ctx context.Context) (sandbox.Opener, error) {
-	shared.mu.Lock()
-	defer shared.mu.Unlock()
-	if shared.opener == nil && shared.err == nil {
-		shared.opener, shared.err = sandbox.NewBwrapOpener(ctx, sandbox.Config{Backend: sandbox.BackendBwrap, Limits: sandbox.DefaultLimits})
-	}
-	return shared.opener, shared.err
-}
-
 // instruction is the task's prompt.
 func instruction(task episode.Task) (string, error) {
 	for _, k := range []string{"instruction", "question", "prompt", "problem"} {
@@ -201,7 +182,7 @@ func (w *Workflow) Run(ctx context.Context, task episode.Task, episodeID string)
 	}
 	opener := w.opener
 	if opener == nil {
-		if opener, err = bwrapOpener(ctx); err != nil {
+		if opener, err = program.BwrapOpener(ctx); err != nil {
 			return fail(ep, err)
 		}
 	}
@@ -215,7 +196,7 @@ func (w *Workflow) Run(ctx context.Context, task episode.Task, episodeID string)
 		return fail(ep, fmt.Errorf("opening a gateway session: %w", err))
 	}
 	defer g.GW.Close(sess.ID)
-	sock, closeSock, err := serveSession(g.GW, sess.ID)
+	sock, closeSock, err := program.ServeSession(g.GW, sess.ID)
 	if err != nil {
 		return fail(ep, err)
 	}
@@ -376,42 +357,6 @@ func (w *Workflow) reward(ctx context.Context, ws sandbox.Workspace, task episod
 		}
 	}
 	return w.score(task, answer)
-}
-
-// serveSession serves only session id of gw on a fresh Unix socket the
-// sandbox's user may connect to; the returned func stops it and removes
-// the socket.
-func serveSession(gw *gateway.Gateway, id string) (string, func(), error) {
-	dir, err := os.MkdirTemp("", "rllm-session-")
-	if err != nil {
-		return "", nil, err
-	}
-	p := filepath.Join(dir, "gateway.sock")
-	ln, err := net.Listen("unix", p)
-	if err == nil {
-		err = os.Chmod(dir, 0o711)
-	}
-	if err == nil {
-		err = os.Chmod(p, 0o666)
-	}
-	if err != nil {
-		if ln != nil {
-			ln.Close()
-		}
-		os.RemoveAll(dir)
-		return "", nil, fmt.Errorf("serving the session on a Unix socket: %w", err)
-	}
-	prefix := "/sessions/" + id + "/"
-	h := gw.Handler()
-	srv := &http.Server{ReadHeaderTimeout: 30 * time.Second, Handler: http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
-		if !strings.HasPrefix(r.URL.Path, prefix) {
-			http.Error(rw, "this socket serves one session: "+prefix, http.StatusNotFound)
-			return
-		}
-		h.ServeHTTP(rw, r)
-	})}
-	go func() { _ = srv.Serve(ln) }()
-	return p, func() { srv.Close(); os.RemoveAll(dir) }, nil
 }
 
 func lastLine(b []byte) string {

@@ -22,6 +22,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -33,6 +34,7 @@ import (
 	"github.com/rllm-org/rllm-go/pkg/episode"
 	"github.com/rllm-org/rllm-go/pkg/gateway"
 	"github.com/rllm-org/rllm-go/pkg/registry"
+	"github.com/rllm-org/rllm-go/pkg/sandbox"
 	"github.com/rllm-org/rllm-go/pkg/usererr"
 	"github.com/rllm-org/rllm-go/pkg/workflow"
 )
@@ -45,6 +47,7 @@ type Params struct {
 	Dir      string   `arg:"dir" doc:"working directory of the program; empty: rllm's"`
 	PassEnv  []string `arg:"pass_env" doc:"names of environment variables passed on to the program besides the minimal set (PATH, HOME, locale, virtualenv...)"`
 	Gamma    float64  `arg:"gamma" default:"1" range:"[0,1]" doc:"discount of the Monte Carlo return stored in each step"`
+	Sandbox  string   `arg:"sandbox" doc:"bwrap: run the program in a sandbox whose only network is its session (its directory read-only, /work writable); empty: on the host"`
 }
 
 // Name is the workflow's registered name.
@@ -70,6 +73,7 @@ type Program struct {
 	dir      string
 	passEnv  []string
 	gamma    float64
+	sandbox  string
 	deps     workflow.Deps
 	score    func(task episode.Task, answer string) (float64, bool, map[string]any, error)
 	// gateway serves the sessions; nil means the process-wide one.
@@ -103,8 +107,11 @@ func New(p Params, deps workflow.Deps) (*Program, error) {
 			return nil, usererr.Errorf("workflow.args.pass_env: %v", err)
 		}
 	}
+	if !slices.Contains(Sandboxes, p.Sandbox) {
+		return nil, usererr.Errorf("workflow.args.sandbox %q: use bwrap, or leave it empty to run the program on the host", p.Sandbox)
+	}
 	w := &Program{argv: argv, display: display, timeout: time.Duration(p.TimeoutS * float64(time.Second)),
-		maxCalls: p.MaxCalls, dir: p.Dir, passEnv: p.PassEnv, gamma: p.Gamma, deps: deps}
+		maxCalls: p.MaxCalls, dir: p.Dir, passEnv: p.PassEnv, gamma: p.Gamma, sandbox: p.Sandbox, deps: deps}
 	if deps.Env.Name != "" {
 		score, err := AnswerScorer(deps.Env)
 		if err != nil {
@@ -215,20 +222,29 @@ func (w *Program) Run(ctx context.Context, task episode.Task, episodeID string) 
 	if err != nil {
 		return fail(ep, fmt.Errorf("encoding the task as JSON: %w", err))
 	}
-	cmd := procgroup.Command(runCtx, w.argv[0], w.argv[1:]...)
-	cmd.Dir = w.dir
-	cmd.Env = childenv.FromProcess(w.passEnv, map[string]string{
-		"OPENAI_BASE_URL":    g.Base + "/sessions/" + sess.ID + "/v1",
-		"ANTHROPIC_BASE_URL": g.Base + "/sessions/" + sess.ID,
-		"OPENAI_API_KEY":     sess.Token,
-		"ANTHROPIC_API_KEY":  sess.Token,
-		"RLLM_SESSION_ID":    sess.ID,
-		"RLLM_EPISODE_ID":    episodeID,
-	})
-	cmd.Stdin = bytes.NewReader(append(in, '\n'))
 	stdout, stderr := procgroup.NewTail(1<<20), procgroup.NewTail(64<<10)
 	began := time.Now()
-	runErr := runGroup(cmd, stdout, stderr)
+	var runErr error
+	if w.sandbox != "" {
+		var net *sandbox.NetReport
+		net, runErr = w.runSandboxed(runCtx, g, sess, episodeID, in, stdout, stderr)
+		if net != nil {
+			ep.Metrics["denied_connections"] = float64(net.Denied)
+		}
+	} else {
+		cmd := procgroup.Command(runCtx, w.argv[0], w.argv[1:]...)
+		cmd.Dir = w.dir
+		cmd.Env = childenv.FromProcess(w.passEnv, map[string]string{
+			"OPENAI_BASE_URL":    g.Base + "/sessions/" + sess.ID + "/v1",
+			"ANTHROPIC_BASE_URL": g.Base + "/sessions/" + sess.ID,
+			"OPENAI_API_KEY":     sess.Token,
+			"ANTHROPIC_API_KEY":  sess.Token,
+			"RLLM_SESSION_ID":    sess.ID,
+			"RLLM_EPISODE_ID":    episodeID,
+		})
+		cmd.Stdin = bytes.NewReader(append(in, '\n'))
+		runErr = runGroup(cmd, stdout, stderr)
+	}
 	ep.Metrics["program_seconds"] = time.Since(began).Seconds()
 
 	traces := sess.Traces()
@@ -268,6 +284,10 @@ func (w *Program) Run(ctx context.Context, task episode.Task, episodeID string) 
 		var ee *exec.ExitError
 		if errors.As(runErr, &ee) {
 			return fail(ep, fmt.Errorf("%s %s%s%s", w.name(), exitText(ee), stderrLine(), gatewayNote(st)))
+		}
+		var se *sandboxExit
+		if errors.As(runErr, &se) {
+			return fail(ep, fmt.Errorf("%s in its sandbox: %s%s%s", w.name(), se.res.Reason(), stderrLine(), gatewayNote(st)))
 		}
 		return fail(ep, fmt.Errorf("%s could not run: %v", w.name(), runErr))
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/rllm-org/rllm-go/pkg/gateway/gatewaytest"
 	"github.com/rllm-org/rllm-go/pkg/rollout"
 	"github.com/rllm-org/rllm-go/pkg/sampler"
+	"github.com/rllm-org/rllm-go/pkg/sandbox"
 	_ "github.com/rllm-org/rllm-go/pkg/tasks"
 	"github.com/rllm-org/rllm-go/pkg/workflow"
 )
@@ -26,6 +27,12 @@ import (
 // The test binary doubles as the agent program: run with the argument
 // "agent-program MODE", it acts as MODE says and exits.
 func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == sandbox.ForwardCommand { // a sandbox's network forwarder
+		os.Exit(sandbox.ForwardMain(os.Args[2:], os.Stderr))
+	}
+	if exe, err := os.Executable(); err == nil {
+		sandbox.SetSelf(exe)
+	}
 	for i, a := range os.Args {
 		if a == "agent-program" && i+1 < len(os.Args) {
 			os.Exit(agentProgram(os.Args[i+1], os.Args[i+2:]))
