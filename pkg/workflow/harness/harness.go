@@ -284,7 +284,11 @@ func (w *Workflow) Run(ctx context.Context, task episode.Task, episodeID string)
 		if st.LastError != "" {
 			note = "; its last refused model call: " + clip(st.LastError, 300)
 		}
-		return fail(ep, fmt.Errorf("%s failed: %s%s%s", name, res.Reason(), stderrLine(), note))
+		out := "" // Reason ends with stderr's last line; else show stdout's
+		if lastLine(res.Stderr) == "" {
+			out = stderrLine()
+		}
+		return fail(ep, fmt.Errorf("%s failed: %s%s%s", name, res.Reason(), out, note))
 	case len(traces) == 0:
 		return fail(ep, fmt.Errorf("%s made no model call through its session, so there is nothing to train on%s", name, stderrLine()))
 	}

@@ -1,0 +1,116 @@
+package harness
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/rllm-org/rllm-go/pkg/episode"
+	"github.com/rllm-org/rllm-go/pkg/gateway"
+	"github.com/rllm-org/rllm-go/pkg/harness"
+	"github.com/rllm-org/rllm-go/pkg/harness/harnesstest"
+	"github.com/rllm-org/rllm-go/pkg/sandbox"
+	"github.com/rllm-org/rllm-go/pkg/workflow"
+	"github.com/rllm-org/rllm-go/pkg/workflow/program"
+)
+
+// fakeAgent is a harness in Python's standard library: one chat call
+// with a tool through its session, then whatever the test's script says.
+const fakeAgent = `import json, os, sys, urllib.request
+req = urllib.request.Request(os.environ["OPENAI_BASE_URL"] + "/chat/completions",
+    data=json.dumps({"messages": [{"role": "user", "content": sys.argv[1]}],
+        "tools": [{"type": "function", "function": {"name": "bash", "parameters": {"type": "object", "properties": {"command": {"type": "string"}}}}}]}).encode(),
+    headers={"Authorization": "Bearer " + os.environ["OPENAI_API_KEY"], "Content-Type": "application/json"})
+urllib.request.urlopen(req, timeout=30).read()
+exec(os.environ["FAKE_THEN"])
+`
+
+// fakeWorkflow runs fakeAgent as a registered harness would run, with
+// then as the Python it runs after its call.
+func fakeWorkflow(t *testing.T, then string, timeoutS float64) *Workflow {
+	t.Helper()
+	if _, err := sandbox.NewBwrapOpener(context.Background(), sandbox.Config{Limits: sandbox.DefaultLimits}); err != nil {
+		t.Skipf("bwrap is not usable here: %v", err)
+	}
+	if _, err := os.Stat("/usr/bin/python3"); err != nil {
+		t.Skip("no /usr/bin/python3")
+	}
+	root, err := os.MkdirTemp("", "rllm-harnesses-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(root) })
+	e := harness.Entry{Name: "fake", Installer: harness.NPM, Package: "fake", Version: "1.0.0", Bin: "fake-agent", Wire: harness.WireChat,
+		Env:     map[string]string{"OPENAI_BASE_URL": "{{.BaseURL}}", "OPENAI_API_KEY": "{{.Key}}", "FAKE_THEN": then},
+		Command: []string{"fake-agent", "{{.Prompt}}"}}
+	bin := e.BinDir(root)
+	if err := os.MkdirAll(bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for d := bin; d != filepath.Dir(root); d = filepath.Dir(d) {
+		os.Chmod(d, 0o755)
+	}
+	os.WriteFile(filepath.Join(bin, "fake-agent"), []byte("#!/usr/bin/python3\n"+fakeAgent), 0o755)
+	os.WriteFile(filepath.Join(e.Dir(root), ".rllm-installed"), []byte("{}\n"), 0o644)
+	g, err := program.Start("127.0.0.1:0", gateway.New(gateway.Options{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &Workflow{p: Params{Harness: "fake", Dir: root, WorkDir: "/work", Verifier: "test -f done", TimeoutS: timeoutS, MaxCalls: 8,
+		Sandbox: "bwrap", MemoryMB: 4096, Processes: 256, Gamma: 1}, entry: e,
+		deps: workflow.Deps{Sampler: harnesstest.Sampler(task())}}
+	return w.WithGateway(g)
+}
+
+func TestHarnessFailures(t *testing.T) {
+	for _, tc := range []struct {
+		name, then string
+		timeoutS   float64
+		reason     episode.TerminationReason
+		errWant    string
+		reward     float64
+		denied     float64
+	}{
+		{name: "exits non-zero", then: `sys.stderr.write("boom\n"); sys.exit(3)`, timeoutS: 60,
+			reason: episode.TerminationError, errWant: "harness fake failed: exit status 3: boom"},
+		{name: "hangs", then: `import time; time.sleep(600)`, timeoutS: 3,
+			reason: episode.TerminationTimeout, errWant: "ran longer than workflow.args.timeout_s=3"},
+		{name: "writes outside its workspace", then: `
+for p in ["/usr/x", "/etc/x", "/x", "/home/x"]:
+    try:
+        open(p, "w"); sys.exit(5)
+    except OSError:
+        pass
+open("done", "w")`, timeoutS: 60, reason: episode.TerminationEnvDone, reward: 1},
+		{name: "tries another host and port", then: `
+import socket
+for addr in [("127.0.0.1", 22), ("10.0.0.1", 80), ("example.com", 443)]:
+    try:
+        socket.create_connection(addr, timeout=5); sys.exit(6)
+    except OSError:
+        pass
+open("done", "w")`, timeoutS: 60, reason: episode.TerminationEnvDone, reward: 1, denied: 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := fakeWorkflow(t, tc.then, tc.timeoutS)
+			ep, err := w.Run(context.Background(), episode.Task{"instruction": "do it"}, "t:0")
+			if ep.TerminationReason != tc.reason {
+				t.Fatalf("ended %s (%v), want %s", ep.TerminationReason, err, tc.reason)
+			}
+			if tc.errWant != "" && (err == nil || !strings.Contains(ep.Error, tc.errWant)) {
+				t.Fatalf("error %q, want it to say %q", ep.Error, tc.errWant)
+			}
+			if tc.errWant == "" && (err != nil || ep.Metrics["reward"] != tc.reward) {
+				t.Fatalf("err %v, reward %v: %s", err, ep.Metrics["reward"], ep.Error)
+			}
+			if ep.Metrics["denied_connections"] < tc.denied {
+				t.Errorf("denied_connections = %v, want at least %v", ep.Metrics["denied_connections"], tc.denied)
+			}
+			if ep.Metrics["model_calls"] != 1 {
+				t.Errorf("model_calls = %v, want the one call recorded", ep.Metrics["model_calls"])
+			}
+		})
+	}
+}
