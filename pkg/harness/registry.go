@@ -113,6 +113,8 @@ var Entries = []Entry{
 		Files: []File{{Path: ".codex/config.toml", Template: `model = {{json .Model}}
 model_provider = "rllm"
 check_for_update_on_startup = false
+# Hosted tools run on OpenAI's side; the gateway has none.
+web_search = "disabled"
 
 [model_providers.rllm]
 name = "rllm gateway session"
@@ -127,6 +129,12 @@ enabled = false
 
 [otel]
 exporter = "none"
+
+# Tool namespaces (sub-agents) and goal tools are not function tools a
+# policy is trained to call; off.
+[features]
+multi_agent = false
+goals = false
 `}},
 		Command: []string{"codex", "exec", "--json", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox", "--model", "{{.Model}}", "--", "{{.Prompt}}"},
 		Calls:   "the Responses API only (a custom provider: the built-in one tries websockets first)",

@@ -79,10 +79,14 @@ func Reply(t Task, req sampler.Request) gatewaytest.Reply {
 			}
 			args := map[string]any{}
 			props := properties(tl)
-			if p, ok := props["command"]; ok && strings.Contains(string(p), `"array"`) {
-				args["command"] = []string{"bash", "-lc", cmd}
+			key := "command"
+			if _, ok := props["cmd"]; ok { // Codex's exec_command
+				key = "cmd"
+			}
+			if p, ok := props[key]; ok && strings.Contains(string(p), `"array"`) {
+				args[key] = []string{"bash", "-lc", cmd}
 			} else {
-				args["command"] = cmd
+				args[key] = cmd
 			}
 			if _, ok := props["description"]; ok {
 				args["description"] = "run the command"
