@@ -23,3 +23,8 @@ func ForwardMain(_ []string, stderr io.Writer) int {
 	fmt.Fprintln(stderr, "rllm sandbox forwarder: runs on Linux only, not "+runtime.GOOS)
 	return 125
 }
+
+// NewBwrapOpener refuses: bubblewrap runs on Linux only.
+func NewBwrapOpener(context.Context, Config) (Opener, error) {
+	return nil, errUnavailable(BackendBwrap, "bubblewrap runs on Linux only, not "+runtime.GOOS)
+}
