@@ -114,3 +114,42 @@ open("done", "w")`, timeoutS: 60, reason: episode.TerminationEnvDone, reward: 1,
 		})
 	}
 }
+
+// fakeTask is a task env's side of the hook: its own workdir and files,
+// and a verifier that reads what the harness left in the same workspace.
+type fakeTask struct{ opener sandbox.Opener }
+
+func (f fakeTask) Workspace(ctx context.Context, task episode.Task, def sandbox.WorkspaceSpec) (sandbox.Opener, sandbox.WorkspaceSpec, []sandbox.File, error) {
+	def.WorkDir = "/testbed"
+	return f.opener, def, []sandbox.File{{Name: "input.txt", Data: []byte("from the task")}}, nil
+}
+
+func (f fakeTask) Verify(ctx context.Context, ws sandbox.Workspace, task episode.Task) (float64, bool, map[string]any, error) {
+	b, err := ws.ReadFile(ctx, "/testbed/hello.txt", 100)
+	if err != nil {
+		return 0, false, map[string]any{"verifier": err.Error()}, nil
+	}
+	ok := string(b) == "from the task"
+	r := 0.0
+	if ok {
+		r = 1
+	}
+	return r, ok, map[string]any{"verifier": string(b)}, nil
+}
+
+func TestTaskHookWorkspaceAndVerifier(t *testing.T) {
+	w := fakeWorkflow(t, `import os; open("hello.txt", "w").write(open(os.getcwd() + "/input.txt").read())`, 60)
+	o, err := program.BwrapOpener(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.task = fakeTask{opener: o}
+	ep, err := w.Run(context.Background(), episode.Task{"instruction": "copy input.txt to hello.txt"}, "t:0")
+	if err != nil || ep.Metrics["reward"] != 1 || !ep.IsCorrect {
+		t.Fatalf("err %v, reward %v: %s", err, ep.Metrics["reward"], ep.Error)
+	}
+	last := ep.Trajectories[0].Steps[len(ep.Trajectories[0].Steps)-1]
+	if last.Info["verifier"] != "from the task" {
+		t.Errorf("the verifier's info is not kept: %v", last.Info)
+	}
+}

@@ -71,6 +71,7 @@ type Workflow struct {
 	deps  workflow.Deps
 	score func(task episode.Task, answer string) (float64, bool, map[string]any, error)
 	files []sandbox.File
+	task  Task
 	// opener and gateway: nil means the process-wide ones.
 	opener  sandbox.Opener
 	gateway *program.Gateway
@@ -78,7 +79,19 @@ type Workflow struct {
 
 // New builds the workflow, checking its arguments and that the harness
 // is installed.
-func New(p Params, deps workflow.Deps) (*Workflow, error) {
+func New(p Params, deps workflow.Deps) (*Workflow, error) { return build(p, deps, nil) }
+
+// NewForTask builds the workflow for a task env that provides each
+// episode's workspace and verifier (Task): no workflow.args.verifier or
+// scored env is needed.
+func NewForTask(p Params, deps workflow.Deps, t Task) (*Workflow, error) {
+	if t == nil {
+		return nil, errors.New("workflow harness: NewForTask needs a Task")
+	}
+	return build(p, deps, t)
+}
+
+func build(p Params, deps workflow.Deps, t Task) (*Workflow, error) {
 	if deps.Sampler == nil {
 		return nil, errors.New("workflow harness: Deps.Sampler is nil")
 	}
@@ -98,8 +111,8 @@ func New(p Params, deps workflow.Deps) (*Workflow, error) {
 	if !e.Installed(p.Dir) {
 		return nil, harness.NotInstalled("workflow.args.harness", e, p.Dir)
 	}
-	w := &Workflow{p: p, entry: e, deps: deps}
-	if p.Verifier == "" {
+	w := &Workflow{p: p, entry: e, deps: deps, task: t}
+	if p.Verifier == "" && t == nil {
 		if deps.Env.Name == "" {
 			return nil, usererr.Errorf("workflow.args.verifier is empty and no env.name scores the harness's answer; set one of them")
 		}
@@ -113,6 +126,22 @@ func New(p Params, deps workflow.Deps) (*Workflow, error) {
 		}
 	}
 	return w, nil
+}
+
+// Task is the hook a task env (env.name=task: the Harbor format, a
+// container per task) hands the harness workflow: where the episode's
+// workspace comes from and how it is scored after. The workflow opens the
+// workspace Workspace describes (adding the harness's install, read-only,
+// and its session as the only network), copies the files in, runs the
+// harness in it, then calls Verify in the same workspace (the verifier
+// sees what the harness left) and takes its reward.
+type Task interface {
+	// Workspace returns the opener (a container engine with the task's
+	// image), the spec (based on def: the workflow's limits and workdir)
+	// and the files to copy into the spec's WorkDir for one episode.
+	Workspace(ctx context.Context, task episode.Task, def sandbox.WorkspaceSpec) (sandbox.Opener, sandbox.WorkspaceSpec, []sandbox.File, error)
+	// Verify scores the workspace after the harness ran.
+	Verify(ctx context.Context, ws sandbox.Workspace, task episode.Task) (reward float64, correct bool, info map[string]any, err error)
 }
 
 // WithOpener makes the workflow open its workspaces with o (a task env's
@@ -203,22 +232,39 @@ func (w *Workflow) Run(ctx context.Context, task episode.Task, episodeID string)
 	defer closeSock()
 
 	const port = sandbox.DefaultPort
-	installDir := w.entry.Dir(w.p.Dir)
-	ws, err := opener.Open(runCtx, sandbox.WorkspaceSpec{
-		WorkDir:  w.p.WorkDir,
-		ReadOnly: []string{installDir},
-		Network:  sandbox.Network{Socket: sock, Port: port},
+	spec := sandbox.WorkspaceSpec{
+		WorkDir: w.p.WorkDir,
 		Limits: sandbox.Limits{WallTime: timeout, CPUTime: timeout, MemoryBytes: int64(w.p.MemoryMB) << 20,
 			Processes: w.p.Processes, FileSizeBytes: 1 << 30, OutputBytes: 16 << 20},
-		Labels: map[string]string{"rllm.harness": w.entry.Name, "rllm.episode": episodeID},
-	})
+	}
+	files := w.files
+	if w.task != nil {
+		// The task's own workspace (its image, its directory, its files).
+		var err error
+		if opener, spec, files, err = w.task.Workspace(ctx, task, spec); err != nil {
+			return fail(ep, fmt.Errorf("the task's workspace: %w", err))
+		}
+	}
+	// Whatever the task says, the harness's install is shown read-only
+	// and its only network is its session.
+	spec.ReadOnly = append(spec.ReadOnly, w.entry.Dir(w.p.Dir))
+	spec.Network = sandbox.Network{Socket: sock, Port: port}
+	if spec.Labels == nil {
+		spec.Labels = map[string]string{}
+	}
+	spec.Labels["rllm.harness"], spec.Labels["rllm.episode"] = w.entry.Name, episodeID
+	workDir := spec.WorkDir
+	if workDir == "" {
+		workDir = sandbox.WorkDir
+	}
+	ws, err := opener.Open(runCtx, spec)
 	if err != nil {
 		return fail(ep, fmt.Errorf("opening the harness's sandbox: %w", err))
 	}
 	defer ws.Close(context.WithoutCancel(ctx))
-	if len(w.files) > 0 {
-		if err := ws.CopyIn(runCtx, w.p.WorkDir, w.files); err != nil {
-			return fail(ep, fmt.Errorf("copying workflow.args.workspace into the sandbox: %w", err))
+	if len(files) > 0 {
+		if err := ws.CopyIn(runCtx, workDir, files); err != nil {
+			return fail(ep, fmt.Errorf("copying the task's files into the sandbox: %w", err))
 		}
 	}
 	base := fmt.Sprintf("http://127.0.0.1:%d/sessions/%s", port, sess.ID)
@@ -233,7 +279,7 @@ func (w *Workflow) Run(ctx context.Context, task episode.Task, episodeID string)
 	env := append([]string{"HOME=" + sandbox.HomeDir, "PATH=" + w.entry.BinDir(w.p.Dir) + ":/usr/local/bin:/usr/bin:/bin",
 		"TERM=dumb", "NO_COLOR=1", "CI=1"}, r.Env...)
 	began := time.Now()
-	res, runErr := ws.Exec(runCtx, sandbox.ExecRequest{Command: r.Command, Env: env})
+	res, runErr := ws.Exec(runCtx, sandbox.ExecRequest{Command: r.Command, Dir: workDir, Env: env})
 	ep.Metrics["harness_seconds"] = time.Since(began).Seconds()
 	ep.Metrics["exit_code"] = float64(res.ExitCode)
 	if res.Net != nil {
@@ -338,9 +384,13 @@ func (w *Workflow) attach(ep *episode.Episode, traces []gateway.Trace, episodeID
 	ep.Metrics["auxiliary_calls"] = float64(n)
 }
 
-// reward scores the episode: the verifier in the same workspace, or the
-// env's reward on the final answer (the last agent turn's text).
+// reward scores the episode: the task's verifier or workflow.args.verifier
+// in the same workspace, or the env's reward on the final answer (the
+// last agent turn's text).
 func (w *Workflow) reward(ctx context.Context, ws sandbox.Workspace, task episode.Task, traces []gateway.Trace) (float64, bool, map[string]any, error) {
+	if w.task != nil {
+		return w.task.Verify(ctx, ws, task)
+	}
 	if w.p.Verifier != "" {
 		res, err := ws.Exec(ctx, sandbox.ExecRequest{Command: []string{"/bin/sh", "-c", w.p.Verifier},
 			Env: []string{"HOME=" + sandbox.HomeDir}, Limits: sandbox.Limits{WallTime: 10 * time.Minute, CPUTime: 10 * time.Minute}})
