@@ -104,7 +104,7 @@ func Install(ctx context.Context, root string, e Entry, t Tools, out io.Writer) 
 		}
 		venv := filepath.Join(dir, "venv")
 		steps = append(steps, []string{t.Python, "-m", "venv", venv},
-			[]string{filepath.Join(venv, "bin", "python"), "-m", "pip", "install", "--disable-pip-version-check", "--no-input", e.Package + "==" + e.Version})
+			[]string{filepath.Join(venv, "bin", "python"), "-m", "pip", "install", "--disable-pip-version-check", "--no-input", "--retries", "1", "--timeout", "30", e.Package + "==" + e.Version})
 	default:
 		return fmt.Errorf("harness %s: unknown installer %q", e.Name, e.Installer)
 	}
@@ -121,7 +121,10 @@ func Install(ctx context.Context, root string, e Entry, t Tools, out io.Writer) 
 			if errors.As(err, &ee) && e.Installer == Pip && len(argv) > 2 && argv[2] == "venv" {
 				return usererr.Errorf("harness %s needs Python's venv module, which failed (%v); Debian: apt-get install python3-venv", e.Name, err)
 			}
-			return fmt.Errorf("installing harness %s: %s: %w", e.Name, strings.Join(argv[:2], " "), err)
+			if e.Installer == Pip {
+				return usererr.Errorf("harness %s: pip could not install %s==%s (%v; its output is above): pip needs a package index it can reach (PyPI, or PIP_INDEX_URL naming a mirror)", e.Name, e.Package, e.Version, err)
+			}
+			return usererr.Errorf("harness %s: npm could not install %s@%s (%v; its output is above): npm needs its registry (or npm_config_registry naming a mirror)", e.Name, e.Package, e.Version, err)
 		}
 	}
 	if _, err := os.Stat(filepath.Join(e.BinDir(root), e.Bin)); err != nil {
