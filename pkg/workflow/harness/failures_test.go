@@ -2,6 +2,8 @@ package harness
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -9,8 +11,10 @@ import (
 
 	"github.com/rllm-org/rllm-go/pkg/episode"
 	"github.com/rllm-org/rllm-go/pkg/gateway"
+	"github.com/rllm-org/rllm-go/pkg/gateway/gatewaytest"
 	"github.com/rllm-org/rllm-go/pkg/harness"
 	"github.com/rllm-org/rllm-go/pkg/harness/harnesstest"
+	"github.com/rllm-org/rllm-go/pkg/sampler"
 	"github.com/rllm-org/rllm-go/pkg/sandbox"
 	"github.com/rllm-org/rllm-go/pkg/workflow"
 	"github.com/rllm-org/rllm-go/pkg/workflow/program"
@@ -18,12 +22,15 @@ import (
 
 // fakeAgent is a harness in Python's standard library: one chat call
 // with a tool through its session, then whatever the test's script says.
-const fakeAgent = `import json, os, sys, urllib.request
+const fakeAgent = `import json, os, sys, urllib.request, urllib.error
 req = urllib.request.Request(os.environ["OPENAI_BASE_URL"] + "/chat/completions",
     data=json.dumps({"messages": [{"role": "user", "content": sys.argv[1]}],
         "tools": [{"type": "function", "function": {"name": "bash", "parameters": {"type": "object", "properties": {"command": {"type": "string"}}}}}]}).encode(),
     headers={"Authorization": "Bearer " + os.environ["OPENAI_API_KEY"], "Content-Type": "application/json"})
-urllib.request.urlopen(req, timeout=30).read()
+try:
+    urllib.request.urlopen(req, timeout=30).read()
+except urllib.error.HTTPError as e:
+    print("refused:", e.code)
 exec(os.environ["FAKE_THEN"])
 `
 
@@ -72,18 +79,20 @@ func TestHarnessFailures(t *testing.T) {
 		errWant    string
 		reward     float64
 		denied     float64
+		calls      float64
+		refuse     bool
 	}{
 		{name: "exits non-zero", then: `sys.stderr.write("boom\n"); sys.exit(3)`, timeoutS: 60,
-			reason: episode.TerminationError, errWant: "harness fake failed: exit status 3: boom"},
+			reason: episode.TerminationError, errWant: "harness fake failed: exit status 3: boom", calls: 1},
 		{name: "hangs", then: `import time; time.sleep(600)`, timeoutS: 3,
-			reason: episode.TerminationTimeout, errWant: "ran longer than workflow.args.timeout_s=3"},
+			reason: episode.TerminationTimeout, errWant: "ran longer than workflow.args.timeout_s=3", calls: 1},
 		{name: "writes outside its workspace", then: `
 for p in ["/usr/x", "/etc/x", "/x", "/home/x"]:
     try:
         open(p, "w"); sys.exit(5)
     except OSError:
         pass
-open("done", "w")`, timeoutS: 60, reason: episode.TerminationEnvDone, reward: 1},
+open("done", "w")`, timeoutS: 60, reason: episode.TerminationEnvDone, reward: 1, calls: 1},
 		{name: "tries another host and port", then: `
 import socket
 for addr in [("127.0.0.1", 22), ("10.0.0.1", 80), ("example.com", 443)]:
@@ -91,10 +100,21 @@ for addr in [("127.0.0.1", 22), ("10.0.0.1", 80), ("example.com", 443)]:
         socket.create_connection(addr, timeout=5); sys.exit(6)
     except OSError:
         pass
-open("done", "w")`, timeoutS: 60, reason: episode.TerminationEnvDone, reward: 1, denied: 3},
+open("done", "w")`, timeoutS: 60, reason: episode.TerminationEnvDone, reward: 1, denied: 3, calls: 1},
+		{name: "its only call is refused, prompt too long", then: `pass`, timeoutS: 60, refuse: true,
+			reason: episode.TerminationMaxPromptLength},
+		{name: "its only call is refused", then: `pass`, timeoutS: 60, refuse: true,
+			reason: episode.TerminationError, errWant: "made no model call through its session, so there is nothing to train on; its last refused model call: the server is down"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w := fakeWorkflow(t, tc.then, tc.timeoutS)
+			if tc.refuse {
+				err := errors.New("the server is down")
+				if strings.Contains(tc.name, "too long") {
+					err = fmt.Errorf("server: %w", sampler.ErrPromptTooLong)
+				}
+				w.deps.Sampler = &gatewaytest.Sampler{Reply: func(sampler.Request) gatewaytest.Reply { return gatewaytest.Reply{Err: err} }}
+			}
 			ep, err := w.Run(context.Background(), episode.Task{"instruction": "do it"}, "t:0")
 			if ep.TerminationReason != tc.reason {
 				t.Fatalf("ended %s (%v), want %s", ep.TerminationReason, err, tc.reason)
@@ -102,14 +122,14 @@ open("done", "w")`, timeoutS: 60, reason: episode.TerminationEnvDone, reward: 1,
 			if tc.errWant != "" && (err == nil || !strings.Contains(ep.Error, tc.errWant)) {
 				t.Fatalf("error %q, want it to say %q", ep.Error, tc.errWant)
 			}
-			if tc.errWant == "" && (err != nil || ep.Metrics["reward"] != tc.reward) {
+			if tc.errWant == "" && tc.reason == episode.TerminationEnvDone && (err != nil || ep.Metrics["reward"] != tc.reward) {
 				t.Fatalf("err %v, reward %v: %s", err, ep.Metrics["reward"], ep.Error)
 			}
 			if ep.Metrics["denied_connections"] < tc.denied {
 				t.Errorf("denied_connections = %v, want at least %v", ep.Metrics["denied_connections"], tc.denied)
 			}
-			if ep.Metrics["model_calls"] != 1 {
-				t.Errorf("model_calls = %v, want the one call recorded", ep.Metrics["model_calls"])
+			if ep.Metrics["model_calls"] != tc.calls {
+				t.Errorf("model_calls = %v, want %v", ep.Metrics["model_calls"], tc.calls)
 			}
 		})
 	}

@@ -335,8 +335,18 @@ func (w *Workflow) Run(ctx context.Context, task episode.Task, episodeID string)
 			out = stderrLine()
 		}
 		return fail(ep, fmt.Errorf("%s failed: %s%s%s", name, res.Reason(), out, note))
+	case len(traces) == 0 && st.PromptTooLong > 0:
+		// Its first prompt outgrew the model (a harness's system prompt
+		// and tools are thousands of tokens): an ending, not a failure.
+		ep.TerminationReason = episode.TerminationMaxPromptLength
+		ep.Error = st.LastError
+		return ep, nil
 	case len(traces) == 0:
-		return fail(ep, fmt.Errorf("%s made no model call through its session, so there is nothing to train on%s", name, stderrLine()))
+		note := ""
+		if st.LastError != "" {
+			note = "; its last refused model call: " + clip(st.LastError, 300)
+		}
+		return fail(ep, fmt.Errorf("%s made no model call through its session, so there is nothing to train on%s%s", name, note, stderrLine()))
 	}
 
 	reward, correct, info, err := w.reward(runCtx, ws, task, traces)
