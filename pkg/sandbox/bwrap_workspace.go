@@ -334,7 +334,7 @@ func (w *bwrapWorkspace) Exec(ctx context.Context, req ExecRequest) (Result, err
 		if port == 0 {
 			port = DefaultPort
 		}
-		argv = append(argv, forwardArgs(port, reportFD)...)
+		argv = append(argv, forwardArgs(SocketPath, port, "--report-fd", reportFD)...)
 	}
 	argv = append(argv, prlimitArgs(w.b.prlimit, l)...)
 	argv = append(argv, req.Command...)

@@ -227,3 +227,25 @@ func TestCheckWorkDir(t *testing.T) {
 		}
 	}
 }
+
+func TestForwardMainReportFile(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	report := filepath.Join(t.TempDir(), "net.json")
+	var stderr strings.Builder
+	code := ForwardMain([]string{"--socket", "/nonexistent.sock", "--port", fmt.Sprint(port), "--report-file", report, "--", "sh", "-c", "exit 3"}, &stderr)
+	if code != 3 {
+		t.Fatalf("exit %d, want the command's 3 (%s)", code, stderr.String())
+	}
+	b, err := os.ReadFile(report)
+	if err != nil || !strings.Contains(string(b), `"forwarded":0`) {
+		t.Fatalf("report %q, %v", b, err)
+	}
+	if code := ForwardMain([]string{"--port", fmt.Sprint(port)}, &stderr); code != 125 || !strings.Contains(stderr.String(), "no command") {
+		t.Errorf("no command: exit %d, %s", code, stderr.String())
+	}
+}

@@ -29,15 +29,26 @@ func ForwardMain(args []string, stderr io.Writer) int {
 	sock := fs.String("socket", SocketPath, "the Unix socket to forward to")
 	port := fs.Int("port", DefaultPort, "the loopback port to listen on")
 	reportFD := fs.Int("report-fd", -1, "a file descriptor to write the NetReport to (JSON) at the end")
+	reportFile := fs.String("report-file", "", "a file to write the NetReport to (JSON) at the end, where no descriptor can be passed (docker exec)")
 	if err := fs.Parse(args); err != nil {
 		return 125
 	}
 	argv := fs.Args()
 	var report io.WriteCloser = nopCloser{io.Discard}
-	if *reportFD >= 0 {
+	switch {
+	case *reportFD >= 0:
 		// Not inherited by the command: it cannot forge the report.
 		syscall.CloseOnExec(*reportFD)
 		report = os.NewFile(uintptr(*reportFD), "report")
+	case *reportFile != "":
+		f, err := os.OpenFile(*reportFile, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+		if err != nil {
+			fmt.Fprintf(stderr, "rllm sandbox forwarder: %v\n", err)
+			return 125
+		}
+		// Opened before the command starts and closed on exec: the
+		// command cannot write through this descriptor.
+		report = f
 	}
 	defer report.Close()
 	fail := func(err error) int {

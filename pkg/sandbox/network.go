@@ -74,8 +74,10 @@ type NetReport struct {
 	Error string `json:"error,omitempty"`
 }
 
-// forwardArgs is the argv prefix that runs cmd behind the forwarder.
-func forwardArgs(port int, reportFD string) []string {
-	return []string{ForwarderPath, ForwardCommand, "--socket", SocketPath, "--port", strconv.Itoa(port),
-		"--report-fd", reportFD, "--"}
+// forwardArgs is the argv prefix that runs a command behind the
+// forwarder: the forwarder at ForwarderPath relays 127.0.0.1:port to
+// socket (its path inside the sandbox) and reports to the descriptor
+// report ("--report-fd", "4") or the file ("--report-file", PATH).
+func forwardArgs(socket string, port int, report ...string) []string {
+	return append(append([]string{ForwarderPath, ForwardCommand, "--socket", socket, "--port", strconv.Itoa(port)}, report...), "--")
 }
