@@ -105,6 +105,9 @@ func build(p Params, deps workflow.Deps, t Task) (*Workflow, error) {
 	if err != nil {
 		return nil, usererr.Errorf("workflow.args.harness: %v", err)
 	}
+	if !strings.HasPrefix(p.WorkDir, "/") || p.WorkDir == "/" || strings.Contains(p.WorkDir, "..") {
+		return nil, usererr.Errorf("workflow.args.workdir %q: give an absolute directory of its own inside the sandbox (/work, /app, /testbed)", p.WorkDir)
+	}
 	if p.Dir == "" {
 		return nil, usererr.Errorf("workflow.args.dir is empty; name the directory harnesses are installed in (rllm harness install puts them in its cache)")
 	}

@@ -133,7 +133,7 @@ func TestHarnessesEndToEnd(t *testing.T) {
 }
 
 func TestNotInstalledNamesTheInstallCommand(t *testing.T) {
-	_, err := New(Params{Harness: "pi", Dir: t.TempDir(), Verifier: "true", Sandbox: "bwrap"}, workflow.Deps{Sampler: &gatewaytest.Sampler{}})
+	_, err := New(Params{Harness: "pi", Dir: t.TempDir(), Verifier: "true", Sandbox: "bwrap", WorkDir: "/work"}, workflow.Deps{Sampler: &gatewaytest.Sampler{}})
 	if err == nil || !strings.Contains(err.Error(), "rllm harness install pi") || usererr.ExitCode(context.Background(), err) != usererr.ExitUsage {
 		t.Fatalf("err = %v", err)
 	}
@@ -144,10 +144,11 @@ func TestBadArgs(t *testing.T) {
 		p    Params
 		want string
 	}{
-		{Params{Dir: "/x", Sandbox: "bwrap"}, "workflow.args.harness is not set"},
-		{Params{Harness: "nope", Dir: "/x", Sandbox: "bwrap"}, `"nope" is not a registered harness`},
-		{Params{Harness: "pi", Sandbox: "bwrap"}, "workflow.args.dir is empty"},
-		{Params{Harness: "pi", Dir: "/x", Sandbox: "firecracker"}, "workflow.args.sandbox"},
+		{Params{Dir: "/x", Sandbox: "bwrap", WorkDir: "/work"}, "workflow.args.harness is not set"},
+		{Params{Harness: "pi", Dir: "/x", Sandbox: "bwrap", WorkDir: "work"}, "workflow.args.workdir"},
+		{Params{Harness: "nope", Dir: "/x", Sandbox: "bwrap", WorkDir: "/work"}, `"nope" is not a registered harness`},
+		{Params{Harness: "pi", Sandbox: "bwrap", WorkDir: "/work"}, "workflow.args.dir is empty"},
+		{Params{Harness: "pi", Dir: "/x", Sandbox: "firecracker", WorkDir: "/work"}, "workflow.args.sandbox"},
 	} {
 		_, err := New(tc.p, workflow.Deps{Sampler: &gatewaytest.Sampler{}})
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
