@@ -82,7 +82,12 @@ func Open(ctx context.Context, path string) (*File, error) {
 
 // openFIFO opens a FIFO for reading in the background. If ctx ends
 // first, opening it for writing (without blocking) releases the waiting
-// open, whose file is then closed.
+// open, whose file is then closed. That write-open finds no reader while
+// the background open has not yet reached the kernel, so it is retried
+// until the background open returns: openFIFO leaves no reader behind
+// to take the next writer's data (which a later open of the same FIFO
+// then never sees). After fifoReleaseBound of retries (the path replaced
+// by another file, say) the background open is left to close itself.
 func openFIFO(ctx context.Context, path string) (*os.File, error) {
 	type result struct {
 		f   *os.File
@@ -97,17 +102,36 @@ func openFIFO(ctx context.Context, path string) (*os.File, error) {
 	case r := <-done:
 		return r.f, r.err
 	case <-ctx.Done():
+	}
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	giveUp := time.NewTimer(fifoReleaseBound)
+	defer giveUp.Stop()
+	for {
 		if w, err := os.OpenFile(path, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
 			w.Close()
 		}
-		go func() {
-			if r := <-done; r.f != nil {
+		select {
+		case r := <-done:
+			if r.f != nil {
 				r.f.Close()
 			}
-		}()
-		return nil, ctx.Err()
+			return nil, ctx.Err()
+		case <-giveUp.C:
+			go func() {
+				if r := <-done; r.f != nil {
+					r.f.Close()
+				}
+			}()
+			return nil, ctx.Err()
+		case <-tick.C:
+		}
 	}
 }
+
+// fifoReleaseBound is how long openFIFO tries to release its own
+// waiting open after a cancel.
+const fifoReleaseBound = 5 * time.Second
 
 // Read reads from the file, returning the context's error once it is
 // cancelled.

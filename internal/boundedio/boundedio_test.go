@@ -73,6 +73,35 @@ func TestFIFOWithoutWriterStopsOnCancel(t *testing.T) {
 	}
 }
 
+// An open cancelled while it waits for a writer leaves no reader on the
+// FIFO: a reader left behind would take (and drop) the next writer's
+// data, which the next open of the same FIFO then never sees. The
+// cancel races the background open on purpose; whichever wins, no
+// reader may remain once Open has returned.
+func TestCancelledFIFOOpenLeavesNoReader(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "fifo")
+	if err := syscall.Mkfifo(path, 0o600); err != nil {
+		t.Skipf("no FIFOs here: %v", err)
+	}
+	for i := 0; i < 50; i++ {
+		ctx, cancel := context.WithCancel(context.Background())
+		go cancel()
+		f, err := Open(ctx, path)
+		if err == nil {
+			f.Close()
+			t.Fatal("Open succeeded with no writer")
+		}
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("err = %v, want context.Canceled", err)
+		}
+		// With no reader, a non-blocking open for writing fails (ENXIO).
+		if w, err := os.OpenFile(path, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
+			w.Close()
+			t.Fatalf("try %d: a reader was left waiting on the FIFO", i)
+		}
+	}
+}
+
 func TestStalledWriterStopsOnCancel(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "fifo")
 	if err := syscall.Mkfifo(path, 0o600); err != nil {

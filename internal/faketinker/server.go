@@ -291,6 +291,14 @@ func (s *Server) Inject(f Fault) {
 	s.mu.Unlock()
 }
 
+// ClearFaults removes the faults not yet consumed (a hang meant for one
+// run, before the next).
+func (s *Server) ClearFaults() {
+	s.mu.Lock()
+	s.faults = nil
+	s.mu.Unlock()
+}
+
 // takeFault consumes the first fault matching the endpoint (and, for
 // retrieve_future, the future's endpoint).
 func (s *Server) takeFault(path, forPath string, kinds ...FaultKind) *Fault {

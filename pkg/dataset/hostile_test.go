@@ -64,39 +64,94 @@ func TestEndlessAndOversizedRows(t *testing.T) {
 	}
 }
 
+// A FIFO with no writer, or whose writer stalls in the middle of a
+// line, ends in context.Canceled when the context is cancelled. Nothing
+// here depends on when the reader runs: the rows written are valid in
+// their format and the last one is unfinished, so the reader cannot end
+// before the cancel whichever of the two runs first.
 func TestFIFODatasetStopsOnCancel(t *testing.T) {
-	for _, ext := range []string{".jsonl", ".csv"} {
-		path := filepath.Join(t.TempDir(), "d"+ext)
-		if err := syscall.Mkfifo(path, 0o600); err != nil {
-			t.Skip(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() {
-			_, err := Load(ctx, path, Options{})
-			done <- err
-		}()
-		time.Sleep(10 * time.Millisecond)
-		cancel()
-		if err := <-done; !errors.Is(err, context.Canceled) {
-			t.Fatalf("%s: err = %v, want context.Canceled", ext, err)
-		}
-		// A writer that opens the FIFO and then stalls.
-		ctx, cancel = context.WithCancel(context.Background())
-		go func() {
-			_, err := Load(ctx, path, Options{})
-			done <- err
-		}()
-		w, err := os.OpenFile(path, os.O_WRONLY, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		w.Write([]byte("{\"q\":1}\n"))
-		cancel()
-		if err := <-done; !errors.Is(err, context.Canceled) {
-			t.Fatalf("%s with a stalled writer: err = %v, want context.Canceled", ext, err)
-		}
-		w.Close()
+	tests := []struct {
+		ext     string
+		written string // whole rows, then half of one
+	}{
+		{".jsonl", "{\"q\":1}\n{\"q\":"},
+		{".csv", "q\n1\nab\""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.ext, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "d"+tt.ext)
+			if err := syscall.Mkfifo(path, 0o600); err != nil {
+				t.Skip(err)
+			}
+			// No writer: opening waits, and gives up on cancel.
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() {
+				_, err := Load(ctx, path, Options{})
+				done <- err
+			}()
+			cancel()
+			if err := <-done; !errors.Is(err, context.Canceled) {
+				t.Fatalf("no writer: err = %v, want context.Canceled", err)
+			}
+			// A writer that opens the FIFO, writes and then stalls.
+			ctx, cancel = context.WithCancel(context.Background())
+			go func() {
+				_, err := Load(ctx, path, Options{})
+				done <- err
+			}()
+			w, err := os.OpenFile(path, os.O_WRONLY, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer w.Close()
+			if _, err := w.Write([]byte(tt.written)); err != nil {
+				t.Fatal(err)
+			}
+			cancel()
+			if err := <-done; !errors.Is(err, context.Canceled) {
+				t.Fatalf("stalled writer: err = %v, want context.Canceled", err)
+			}
+		})
+	}
+}
+
+// Reader.Next, not only ReadAll, reports the cancel rather than what the
+// parser makes of the half-written line the cancelled read left (here a
+// bare quote, which the CSV parser reports before the read's error).
+func TestReaderNextReportsCancelNotHalfLine(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "d.csv")
+	if err := syscall.Mkfifo(path, 0o600); err != nil {
+		t.Skip(err)
+	}
+	// O_RDWR opens a FIFO on Linux without waiting for a reader.
+	w, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Skip(err)
+	}
+	defer w.Close()
+	// Written before the reader opens: its first read takes it all.
+	if _, err := w.Write([]byte("q\n1\nab\"")); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	r, err := Open(ctx, path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if _, err := r.Next(); err != nil {
+		t.Fatalf("first row: %v", err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := r.Next() // holds `ab"` and waits for the rest of the line
+		done <- err
+	}()
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v, want context.Canceled", err)
 	}
 }
 

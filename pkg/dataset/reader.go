@@ -43,6 +43,7 @@ type rowSource interface {
 // Reader streams the rows of one dataset file as tasks. It is not safe
 // for concurrent use.
 type Reader struct {
+	ctx    context.Context
 	path   string
 	format Format
 	file   *boundedio.File
@@ -78,7 +79,7 @@ func Open(ctx context.Context, path string, opts Options) (*Reader, error) {
 		f.Close()
 		return nil, fileError(path, nil, "is a directory; give one dataset file (%s)", knownExtensions)
 	}
-	r := &Reader{path: path, format: format, file: f}
+	r := &Reader{ctx: ctx, path: path, format: format, file: f}
 	// Text formats read through a per-row budget: the row's bound plus
 	// what the buffers may have read ahead.
 	budget := boundedio.NewLimitReader(f, path, opts.MaxRowBytes+2*readAhead)
@@ -106,7 +107,9 @@ func Open(ctx context.Context, path string, opts Options) (*Reader, error) {
 
 // Next returns the next row, or io.EOF after the last one. A malformed
 // row is an *Error naming the file and the line or row; reading stops
-// there.
+// there. Once the context given to Open is cancelled, an error is the
+// context's: a read cut short leaves a half-written line, and what the
+// parser makes of that line is not the file's fault.
 func (r *Reader) Next() (episode.Task, error) {
 	if r.err != nil {
 		return nil, r.err
@@ -117,6 +120,9 @@ func (r *Reader) Next() (episode.Task, error) {
 	}
 	t, err := r.src.next()
 	if err != nil {
+		if cerr := r.ctx.Err(); cerr != nil && !errors.Is(err, io.EOF) {
+			err = cerr
+		}
 		r.err = err
 		return nil, err
 	}

@@ -162,13 +162,10 @@ func Write(runs []Run, outDir string, opts Options) (Written, error) {
 		return Written{}, err
 	}
 	var w Written
-	names := uniqueNames(runs)
-	for _, ch := range Charts {
-		var lines []Series
-		for i, r := range runs {
-			r.Name = names[i]
-			lines = append(lines, ch.Series(r)...)
-		}
+	all := chartLines(runs)
+	steps := stepRange(all)
+	for ci, ch := range Charts {
+		lines := all[ci]
 		if len(lines) == 0 {
 			w.Skipped = append(w.Skipped, ch.File)
 			continue
@@ -178,12 +175,45 @@ func Write(runs []Run, outDir string, opts Options) (Written, error) {
 		if ch.Unsmoothed {
 			smooth = 0
 		}
-		if err := atomicfile.Write(path, func(out io.Writer) error { return draw1(out, ch, lines, smooth) }); err != nil {
+		if err := atomicfile.Write(path, func(out io.Writer) error { return draw1(out, ch, lines, smooth, steps) }); err != nil {
 			return w, fmt.Errorf("writing %s: %w", path, err)
 		}
 		w.Files = append(w.Files, path)
 	}
 	return w, nil
+}
+
+// chartLines are the lines of each of Charts, in order, for runs.
+func chartLines(runs []Run) [][]Series {
+	names := uniqueNames(runs)
+	out := make([][]Series, len(Charts))
+	for ci, ch := range Charts {
+		for i, r := range runs {
+			r.Name = names[i]
+			out[ci] = append(out[ci], ch.Series(r)...)
+		}
+	}
+	return out
+}
+
+// stepRange is the x range every chart shares: from step 0 (validation
+// before training is step 0; training metrics start at 1) to the last
+// step of any line. One range gives every chart the same ticks: with each
+// chart's own range, the training charts (1 to 1550) were labelled at
+// 200, 800, 1400 and the validation chart (0 to 1550) at 0, 500, 1000, 1500.
+func stepRange(charts [][]Series) [2]float64 {
+	r := [2]float64{0, math.Inf(-1)}
+	for _, lines := range charts {
+		for _, s := range lines {
+			for _, p := range s.XY {
+				r[0], r[1] = math.Min(r[0], p.X), math.Max(r[1], p.X)
+			}
+		}
+	}
+	if math.IsInf(r[1], -1) || r[1] <= r[0] {
+		r[1] = r[0] + 1
+	}
+	return r
 }
 
 // uniqueNames labels runs by directory name, or by path when two runs
@@ -203,7 +233,21 @@ func uniqueNames(runs []Run) []string {
 	return out
 }
 
-func draw1(out io.Writer, ch Chart, lines []Series, smooth float64) error {
+func draw1(out io.Writer, ch Chart, lines []Series, smooth float64, steps [2]float64) error {
+	p, err := chartPlot(ch, lines, smooth, steps)
+	if err != nil {
+		return err
+	}
+	wt, err := p.WriterTo(Width, Height, "png")
+	if err != nil {
+		return err
+	}
+	_, err = wt.WriteTo(out)
+	return err
+}
+
+// chartPlot lays out one chart over the shared step range.
+func chartPlot(ch Chart, lines []Series, smooth float64, steps [2]float64) (*gplot.Plot, error) {
 	p := gplot.New()
 	p.Title.Text = ch.Title
 	p.X.Label.Text = "step"
@@ -219,7 +263,7 @@ func draw1(out io.Writer, ch Chart, lines []Series, smooth float64) error {
 		if smooth > 0 && len(s.XY) > 1 {
 			raw, err := plotter.NewLine(s.XY)
 			if err != nil {
-				return err
+				return nil, err
 			}
 			style(raw, nil, faint(c), i)
 			raw.Width = vg.Points(0.75)
@@ -229,7 +273,7 @@ func draw1(out io.Writer, ch Chart, lines []Series, smooth float64) error {
 		if len(s.XY) <= 40 {
 			l, pts, err := plotter.NewLinePoints(s.XY)
 			if err != nil {
-				return err
+				return nil, err
 			}
 			style(l, pts, c, i)
 			p.Add(l, pts)
@@ -238,18 +282,14 @@ func draw1(out io.Writer, ch Chart, lines []Series, smooth float64) error {
 		}
 		l, err := plotter.NewLine(s.XY)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		style(l, nil, c, i)
 		p.Add(l)
 		p.Legend.Add(s.Label, l)
 	}
-	wt, err := p.WriterTo(Width, Height, "png")
-	if err != nil {
-		return err
-	}
-	_, err = wt.WriteTo(out)
-	return err
+	p.X.Min, p.X.Max = steps[0], steps[1]
+	return p, nil
 }
 
 // ema is TensorBoard's smoothing of a scalar series: an exponential

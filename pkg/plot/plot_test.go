@@ -275,3 +275,46 @@ func TestReadMetricsRefusesHugeLine(t *testing.T) {
 type zeros struct{}
 
 func (zeros) Read(p []byte) (int, error) { clear(p); return len(p), nil }
+
+// Every chart of one Write shares the step axis and so its ticks: a run
+// whose training metrics start at step 1 and whose validation starts at
+// step 0 (val_before_train) gets the same labels on both charts.
+func TestChartsShareStepTicks(t *testing.T) {
+	var recs []Record
+	for step := 0; step <= 1550; step++ {
+		v := map[string]float64{}
+		if step > 0 {
+			v["critic/score/mean"] = 0.5
+		}
+		if step%50 == 0 {
+			v["val/pass@1"] = 0.5
+		}
+		recs = append(recs, Record{Step: step, Values: v})
+	}
+	all := chartLines([]Run{{Name: "r", Records: recs}})
+	steps := stepRange(all)
+	labels := func(file string) string {
+		for ci, ch := range Charts {
+			if ch.File != file {
+				continue
+			}
+			p, err := chartPlot(ch, all[ci], 0, steps)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out []string
+			for _, tk := range p.X.Tick.Marker.Ticks(p.X.Min, p.X.Max) {
+				if tk.Label != "" {
+					out = append(out, tk.Label)
+				}
+			}
+			return strings.Join(out, ",")
+		}
+		t.Fatalf("no chart %s", file)
+		return ""
+	}
+	reward, val := labels("reward.png"), labels("val_pass_at_1.png")
+	if reward != val || reward != "0,500,1000,1500" {
+		t.Errorf("step labels: reward %q, validation %q; want both 0,500,1000,1500", reward, val)
+	}
+}

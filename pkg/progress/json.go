@@ -1,11 +1,12 @@
 package progress
 
 import (
-	"encoding/json"
 	"io"
 	"math"
 	"sync"
 	"time"
+
+	"github.com/rllm-org/rllm-go/internal/jsonline"
 )
 
 // NewJSON reports progress as one JSON object per line on w:
@@ -26,13 +27,13 @@ type jsonProgress struct {
 }
 
 func (p *jsonProgress) emit(v any) {
-	b, err := json.Marshal(v)
+	b, err := jsonline.Marshal(v)
 	if err != nil {
 		return
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.w.Write(append(b, '\n'))
+	p.w.Write(b)
 }
 
 func (p *jsonProgress) Println(msg string) {

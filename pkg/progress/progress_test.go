@@ -249,3 +249,14 @@ func TestNop(t *testing.T) {
 	c.Done()
 	Nop.Println("nothing")
 }
+
+// JSON lines keep <, > and & as they are: a person reads them too.
+func TestJSONLinesAreNotHTMLEscaped(t *testing.T) {
+	var buf bytes.Buffer
+	p := NewJSON(&buf, Options{})
+	p.Println("validation pass@1: 0.078 at step 0 -> 0.812 at step 10 (runs/a&b)")
+	want := `{"event":"log","message":"validation pass@1: 0.078 at step 0 -> 0.812 at step 10 (runs/a&b)"}` + "\n"
+	if buf.String() != want {
+		t.Errorf("line %q, want %q", buf.String(), want)
+	}
+}

@@ -30,6 +30,11 @@ type EngineOptions struct {
 	// NParallel bounds the episodes in flight (workflow.n_parallel_tasks;
 	// default 256).
 	NParallel int
+	// Shared, when set, bounds the episodes in flight across every engine
+	// given the same channel (phases that overlap: the asynchronous
+	// trainer's groups and its validation); an episode holds one of its
+	// cap(Shared) places while it runs.
+	Shared chan struct{}
 	// EpisodeTimeout ends an episode with termination "timeout" (0: none).
 	// An episode whose workflow ignores its context is abandoned at the
 	// timeout rather than allowed to wedge the run.
@@ -296,6 +301,14 @@ func (e *Engine) emit(ev Event) {
 func (e *Engine) runEpisode(ctx context.Context, ti, r int, task episode.Task, id string) *episode.Episode {
 	if ctx.Err() != nil {
 		return nil
+	}
+	if s := e.opts.Shared; s != nil {
+		select {
+		case s <- struct{}{}:
+			defer func() { <-s }()
+		case <-ctx.Done():
+			return nil
+		}
 	}
 	e.emit(Event{Kind: EventStarted, EpisodeID: id, TaskIndex: ti, Rollout: r, Attempt: 1})
 	var ep *episode.Episode

@@ -352,3 +352,54 @@ func TestEngineRetryMessageCountsRuns(t *testing.T) {
 		t.Errorf("runs %d, error %q", runs, eps[0].Error)
 	}
 }
+
+// Engines given one Shared channel run at most cap(Shared) episodes
+// between them, each within its own NParallel too, and give every place
+// back; an episode waiting for a place ends with the run's context.
+func TestEnginesShareABound(t *testing.T) {
+	shared := make(chan struct{}, 2)
+	var inFlight, peak atomic.Int64
+	wf := funcWorkflow(func(ctx context.Context, task episode.Task, id string) (*episode.Episode, error) {
+		n := inFlight.Add(1)
+		for {
+			p := peak.Load()
+			if n <= p || peak.CompareAndSwap(p, n) {
+				break
+			}
+		}
+		defer inFlight.Add(-1)
+		return doneEpisode(task, id), nil
+	})
+	var wg sync.WaitGroup
+	for range 3 {
+		e, err := NewEngine(factoryOf(wf), EngineOptions{N: 4, NParallel: 4, Shared: shared})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if eps, err := e.Run(context.Background(), makeTasks(5)); err != nil || len(eps) != 20 {
+				t.Errorf("%d episodes, %v", len(eps), err)
+			}
+		}()
+	}
+	wg.Wait()
+	if p := peak.Load(); p > 2 {
+		t.Errorf("%d episodes in flight across the engines, shared bound 2", p)
+	}
+	if len(shared) != 0 {
+		t.Errorf("%d places still held", len(shared))
+	}
+	// A cancelled run waiting for a place ends.
+	shared <- struct{}{}
+	shared <- struct{}{}
+	ctx, cancel := context.WithCancel(context.Background())
+	e, _ := NewEngine(factoryOf(wf), EngineOptions{N: 1, NParallel: 1, Shared: shared})
+	done := make(chan error, 1)
+	go func() { _, err := e.Run(ctx, makeTasks(1)); done <- err }()
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Errorf("err = %v, want context.Canceled", err)
+	}
+}

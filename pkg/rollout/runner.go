@@ -16,6 +16,9 @@ import (
 type RunnerOptions struct {
 	// NParallel bounds the episodes in flight (workflow.n_parallel_tasks).
 	NParallel int
+	// Shared, when set, is a bound shared by every engine given it: an
+	// episode runs while it holds one of its cap(Shared) places.
+	Shared chan struct{}
 	// RetryLimit is how many times an episode runs in all while it ends in
 	// error (workflow.retry_limit, at least 1). Each of those runs may
 	// itself retry a failed model request rollout.retry.max_attempts
@@ -56,6 +59,7 @@ func NewRunner(spec workflow.Spec, smp sampler.Sampler, params sampler.Params, n
 	return NewEngine(func() (Workflow, error) { return spec.New(smp, params) }, EngineOptions{
 		N:              n,
 		NParallel:      o.NParallel,
+		Shared:         o.Shared,
 		RetryLimit:     o.RetryLimit,
 		EpisodeTimeout: o.EpisodeTimeout,
 		TaskID:         func(i int, task episode.Task) string { return TaskID(i+o.TaskIndexBase, task) },

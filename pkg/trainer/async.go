@@ -210,7 +210,10 @@ func (a *asyncRun) run(ctx context.Context, g *asyncGroup) {
 	o := a.t.plan.Runner
 	o.SeedSalt = uint64(phaseTrain)<<40 | uint64(a.base+g.seq/a.plan.GroupsPerStep())
 	o.TaskIndexBase = g.index
-	o.NParallel = a.t.plan.Train.N
+	// At most n_parallel_tasks episodes at once across the groups in
+	// flight (slots) and, with validation, across phases (o.Shared).
+	o.NParallel = min(a.t.plan.Train.N, o.NParallel)
+	o.Shared = a.t.episodeSlots
 	eng, err := rollout.NewRunner(a.t.plan.Workflow, a.t.chat, a.t.plan.Train.Params, a.t.plan.Train.N, o, nil)
 	if err != nil {
 		g.err = err
@@ -441,7 +444,12 @@ func addEngineMetrics(a, b rollout.EngineMetrics) rollout.EngineMetrics {
 }
 
 // combineParts merges the metrics of a step's optimizer steps: counts
-// (rollout/*, actor/updates, timings) add up, the rest are averaged.
+// (rollout/*, actor/updates, timings) add up, the rest are averaged. A
+// key written only when it is not zero (the termination reasons'
+// fractions, batch/skipped) is 0 in a part that lacks it, so it is
+// averaged over every part, as the synchronous step would compute it
+// over the same episodes; other keys (a loss that a skipped part has not)
+// over the parts that have them.
 func combineParts(parts []map[string]float64) map[string]float64 {
 	if len(parts) == 1 {
 		return parts[0]
@@ -455,12 +463,21 @@ func combineParts(parts []map[string]float64) map[string]float64 {
 		}
 	}
 	for k := range sum {
-		if strings.HasPrefix(k, "rollout/") || strings.HasPrefix(k, "timing_s/") || k == "actor/updates" {
+		switch {
+		case strings.HasPrefix(k, "rollout/") || strings.HasPrefix(k, "timing_s/") || k == "actor/updates":
 			continue
+		case zeroWhenAbsent(k):
+			sum[k] /= float64(len(parts))
+		default:
+			sum[k] /= n[k]
 		}
-		sum[k] /= n[k]
 	}
 	return sum
+}
+
+// zeroWhenAbsent reports whether a step metric is left out when it is 0.
+func zeroWhenAbsent(k string) bool {
+	return strings.HasPrefix(k, "batch/termination_reason/") || k == "batch/skipped"
 }
 
 func minF(xs []float64) float64 {

@@ -8,11 +8,14 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/rllm-org/rllm-go/pkg/backend"
 	"github.com/rllm-org/rllm-go/pkg/backend/local"
 	"github.com/rllm-org/rllm-go/pkg/config"
+	"github.com/rllm-org/rllm-go/pkg/env"
 	"github.com/rllm-org/rllm-go/pkg/episode"
 	"github.com/rllm-org/rllm-go/pkg/usererr"
 )
@@ -333,5 +336,120 @@ func TestAsyncInterruptMidPublish(t *testing.T) {
 				t.Errorf("dataloader at %+v, want position 16", st)
 			}
 		})
+	}
+}
+
+// gateEnv counts the episodes in flight (Reset to Close) and holds each
+// Reset until more episodes than the bound have started or, when the
+// bound holds and no more can, until the hold expires once: a run that
+// breaks the bound is caught however slowly the machine runs (the
+// episodes started past the bound reach Reset), and a run that keeps it
+// waits once, then runs freely.
+type gateEnv struct {
+	g *gate
+}
+
+type gate struct {
+	bound int
+	hold  time.Duration
+
+	mu       sync.Mutex
+	inFlight int
+	most     int
+	open     chan struct{}
+	opened   bool
+}
+
+func newGate(bound int) *gate {
+	return &gate{bound: bound, hold: 2 * time.Second, open: make(chan struct{})}
+}
+
+func (g *gate) release() {
+	if !g.opened {
+		g.opened = true
+		close(g.open)
+	}
+}
+
+func (e gateEnv) Reset(ctx context.Context) (any, map[string]any, error) {
+	g := e.g
+	g.mu.Lock()
+	g.inFlight++
+	g.most = max(g.most, g.inFlight)
+	if g.inFlight > g.bound {
+		g.release()
+	}
+	g.mu.Unlock()
+	select {
+	case <-g.open:
+	case <-time.After(g.hold):
+		g.mu.Lock()
+		g.release()
+		g.mu.Unlock()
+	case <-ctx.Done():
+	}
+	return "2+2=", nil, nil
+}
+
+func (e gateEnv) Step(context.Context, episode.Action) (env.StepResult, error) {
+	return env.StepResult{Observation: "", Reward: 1, Done: true}, nil
+}
+
+func (e gateEnv) Close() error {
+	e.g.mu.Lock()
+	e.g.inFlight--
+	e.g.mu.Unlock()
+	return nil
+}
+
+// workflow.n_parallel_tasks bounds the episodes in flight in the
+// asynchronous loop as in the synchronous one, also when it is below
+// rollout.n (before, each group ran its rollout.n episodes at once: 8
+// for a bound of 2).
+func TestAsyncKeepsTheConcurrencyBound(t *testing.T) {
+	for _, async := range []string{"false", "true"} {
+		t.Run("async="+async, func(t *testing.T) {
+			g := newGate(2)
+			c := smallConfig(t, "rollout.n=8", "workflow.n_parallel_tasks=2", "data.train_batch_size=2", "trainer.total_training_steps=1",
+				"async_training.enable="+async, "async_training.staleness_threshold=1", "async_training.mini_batch_size=2", "backend.local.warmup_steps=0")
+			tr, err := New(context.Background(), c, Options{NewEnv: func(episode.Task) (env.Env, error) { return gateEnv{g}, nil }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tr.Close()
+			if _, err := tr.Train(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			if g.most > 2 {
+				t.Errorf("%d episodes in flight at once, bound 2", g.most)
+			}
+		})
+	}
+}
+
+// The metrics of an asynchronous step's optimizer steps combine as the
+// synchronous step's over the same episodes: a key written only when not
+// zero counts as 0 in the part that lacks it (before, a termination
+// reason of a quarter of one part's episodes and none of the other's
+// read 0.25 instead of 0.125, and one skipped part of two marked the
+// whole step skipped).
+func TestCombinePartsKeysWrittenOnlyWhenNotZero(t *testing.T) {
+	got := combineParts([]map[string]float64{
+		{"batch/termination_reason/max_response_length_exceeded": 0.25, "batch/termination_reason/env_done": 0.75, "actor/pg_loss": 0.5, "rollout/episodes": 8, "actor/updates": 1},
+		{"batch/termination_reason/env_done": 1, "batch/skipped": 1, "rollout/episodes": 8},
+	})
+	want := map[string]float64{
+		"batch/termination_reason/max_response_length_exceeded": 0.125,
+		"batch/termination_reason/env_done":                     0.875,
+		"batch/skipped":                                         0.5,
+		"actor/pg_loss":                                         0.5, // the skipped part has no loss
+		"rollout/episodes":                                      16,
+		"actor/updates":                                         1,
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("combined %v\nwant     %v", got, want)
+	}
+	if noLearningSignal(got) {
+		t.Error("a step half of whose optimizer steps trained counts as skipped")
 	}
 }

@@ -44,6 +44,16 @@ type trainerState struct {
 	// before lineages were kept: their parent is taken to be the next
 	// older step.
 	ParentStep *int `json:"parent_step,omitempty"`
+	// BestValidation is the run's best validation so far, whose
+	// checkpoint pruning keeps.
+	BestValidation *bestValidation `json:"best_validation,omitempty"`
+}
+
+// bestValidation is a validation's pass@1 and step, as a checkpoint
+// records the run's best.
+type bestValidation struct {
+	Step    int     `json:"step"`
+	PassAt1 float64 `json:"pass_at_1"`
 }
 
 // checkpoint writes global_step_N for the last completed step through a
@@ -67,6 +77,9 @@ func (t *Trainer) checkpoint(ctx context.Context) (string, error) {
 	}
 	parent := t.parentStep()
 	st := trainerState{GlobalStep: t.step, Dataloader: t.loader.State(), Diagnosis: t.diag.diagnosisState, ParentStep: &parent}
+	if t.best.seen {
+		st.BestValidation = &bestValidation{Step: t.best.step, PassAt1: t.best.passAt1}
+	}
 	if saved != local {
 		st.ModelPath = saved
 	}
@@ -139,6 +152,11 @@ func (t *Trainer) resumedStep() int {
 	return -1
 }
 
+func dirExists(dir string) bool {
+	fi, err := os.Stat(dir)
+	return err == nil && fi.IsDir()
+}
+
 func sameDir(a, b string) bool {
 	fa, errA := os.Stat(a)
 	fb, errB := os.Stat(b)
@@ -149,20 +167,37 @@ func sameDir(a, b string) bool {
 // one just written (it, its parent, its parent's parent...) and removes
 // older ones of that lineage only: a checkpoint of another lineage (steps
 // of an earlier run that this one, resumed from an older step, branched
-// off) is never removed, nor is the checkpoint just written or the one
-// this run resumed from.
+// off) is never removed, nor is the checkpoint just written, the one
+// this run resumed from or the one of the best validation.
 func (t *Trainer) prune() error {
 	keep := t.plan.Cadence.MaxCkptToKeep
 	if keep == nil {
+		t.formerBest = nil
 		return nil
 	}
 	lineage, err := checkpointLineage(t.plan.Dir, t.step)
 	if err != nil {
 		return err
 	}
+	kept := map[int]bool{t.step: true}
+	if t.best.seen {
+		kept[t.best.step] = true
+	}
+	var remove []int
 	for i, step := range lineage {
+		if i < max(*keep, 1) {
+			kept[step] = true
+		} else {
+			remove = append(remove, step)
+		}
+	}
+	// A former best is no longer protected; the lineage may not reach
+	// it (the checkpoint after it was pruned while it was the best).
+	remove = append(remove, t.formerBest...)
+	t.formerBest = nil
+	for _, step := range remove {
 		dir := stepDir(t.plan.Dir, step)
-		if i < max(*keep, 1) || step == t.step || (t.resumedFrom != "" && sameDir(dir, t.resumedFrom)) {
+		if kept[step] || (t.resumedFrom != "" && sameDir(dir, t.resumedFrom)) || !dirExists(dir) {
 			continue
 		}
 		t.deleteRemote(dir)
@@ -289,6 +324,9 @@ func (t *Trainer) resume(ctx context.Context) (bool, error) {
 	t.step, t.savedStep = st.GlobalStep, st.GlobalStep
 	if st.Diagnosis.Streak != nil && st.Diagnosis.Warned != nil {
 		t.diag.diagnosisState = st.Diagnosis
+	}
+	if b := st.BestValidation; b != nil {
+		t.best = valRecord{passAt1: b.PassAt1, step: b.Step, seen: true}
 	}
 	t.logf("resumed from %s (step %d)", dir, t.step)
 	return true, nil

@@ -140,6 +140,30 @@ func (d *diagnosis) track(step int, m map[string]float64) {
 	}
 }
 
+// zeroAdvantage is the largest |advantage| that counts as none: a group
+// of equal rewards gives exactly zero up to rounding (the group mean of
+// equal floats can differ from them in the last bit).
+const zeroAdvantage = 1e-6
+
+// noLearningSignal reports whether a step trained on nothing: it was
+// skipped (all of it), or the advantages of its trained tokens are all zero. It reads
+// the advantages, not the solve fractions: with partial credit (arith,
+// F1) a group none of whose episodes is correct still has a spread of
+// rewards and so advantages that train. Only a step whose metrics carry
+// no advantages (every token masked) falls back to the solve fractions.
+func noLearningSignal(m map[string]float64) bool {
+	if skipped := m["batch/skipped"]; skipped >= 1 {
+		return true // every optimizer step of it (an async step may skip some)
+	}
+	lo, hasLo := m["critic/advantages/min"]
+	hi, hasHi := m["critic/advantages/max"]
+	if hasLo && hasHi {
+		return math.Max(math.Abs(lo), math.Abs(hi)) <= zeroAdvantage
+	}
+	partial, hasSolve := m["batch/solve_partial"]
+	return hasSolve && partial == 0
+}
+
 // observe reads one step's metrics and returns the warnings it raises.
 func (d *diagnosis) observe(step int, m map[string]float64) []Warning {
 	var out []Warning
@@ -173,11 +197,9 @@ func (d *diagnosis) observe(step int, m map[string]float64) []Warning {
 	d.endings = nil
 	d.track(step, m) // before the validation check below updates BestVal
 
-	partial, hasSolve := m["batch/solve_partial"]
-	_, skipped := m["batch/skipped"]
-	noSignal := (hasSolve && partial == 0) || skipped
+	noSignal := noLearningSignal(m)
 	check(WarnNoSignal, noSignal, false, fmt.Sprintf(
-		"no learning signal for %d steps: every group of episodes was solved by all or by none, so every advantage was zero and nothing trained. "+
+		"no learning signal for %d steps: within every group of episodes the rewards were equal (solved by all or by none, or the same partial credit), so every advantage was zero and nothing trained. "+
 			"Likely causes: sampling too deterministic (raise rollout.temperature), groups too small (raise rollout.n or data.train_batch_size), "+
 			"the task out of reach or already mastered, or replies cut short (backend.local.context, data.max_response_length)", d.Patience))
 

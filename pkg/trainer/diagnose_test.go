@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/rllm-org/rllm-go/pkg/episode"
+	"github.com/rllm-org/rllm-go/pkg/ppo"
 )
 
 func TestDiagnosisWarnsOncePerStall(t *testing.T) {
@@ -191,5 +192,61 @@ func TestEntropyCollapseOnlyWhenStalled(t *testing.T) {
 	flat := func(step int) float64 { return 0.3 + 0.02*math.Sin(float64(step)) }
 	if got := run(flat); len(got) != 1 {
 		t.Errorf("a stalled run warned %d times, want once", len(got))
+	}
+}
+
+// The no-signal rule reads the advantages, so partial credit counts: a
+// step none of whose groups is partly *solved* (batch/solve_partial 0)
+// still trains when rewards differ within a group, as arith's partial
+// credit does. The metrics are the pipeline's own (solveStats, GRPO,
+// advantageMetrics) over the rewards given.
+func TestNoSignalRuleOnPartialCredit(t *testing.T) {
+	grpo := AdvantagePlan{Estimators: ppo.RoleEstimators{Default: "grpo"}, Config: ppo.DefaultConfig()}
+	tests := []struct {
+		name    string
+		rewards [][]float64 // per group, one per episode; correct only at 1
+		warn    bool
+	}{
+		{"partial credit, none correct", [][]float64{{0.5, 0.25, 0, 0.5}, {0.1, 0.1, 0.3, 0.1}}, false},
+		{"partial credit, one group uniform", [][]float64{{0.5, 0.5, 0.5, 0.5}, {0, 0.75, 0, 0}}, false},
+		{"same partial credit in every episode of each group", [][]float64{{0.5, 0.5, 0.5, 0.5}, {0.1, 0.1, 0.1, 0.1}}, true},
+		{"solved by all or by none", [][]float64{{1, 1, 1, 1}, {0, 0, 0, 0}}, true},
+		{"mixed correctness", [][]float64{{1, 0, 1, 0}, {0, 0, 0, 0}}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d := newDiagnosis()
+			var got []Warning
+			for step := 1; step <= 8; step++ {
+				var groups []Group
+				for gi, rs := range tt.rewards {
+					task := fmt.Sprintf("g%d", gi)
+					var ss []Sample
+					for i, r := range rs {
+						s := smp(fmt.Sprintf("%s:%d", task, i), "t", "", r)
+						s.Correct = r == 1
+						ss = append(ss, s)
+					}
+					groups = append(groups, group(task, nil, ss...))
+				}
+				m := map[string]float64{}
+				stats, err := solveStats(groups, &ppo.Workspace{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				m["batch/solve_none"], m["batch/solve_all"], m["batch/solve_partial"] = stats.Fractions()
+				if err := computeAdvantages(groups, &grpo, &ppo.Workspace{}); err != nil {
+					t.Fatal(err)
+				}
+				merge(m, advantageMetrics(groups))
+				got = append(got, d.observe(step, m)...)
+			}
+			if warned := len(got) > 0; warned != tt.warn {
+				t.Fatalf("warnings %+v, want a no_signal warning: %v", got, tt.warn)
+			}
+			if tt.warn && (len(got) != 1 || got[0].Kind != WarnNoSignal || got[0].Step != 5) {
+				t.Fatalf("warnings %+v, want one no_signal at step 5", got)
+			}
+		})
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -171,4 +172,96 @@ func TestInterruptWithAHungOptimizerStepIsBounded(t *testing.T) {
 	if err != nil || !slices.Equal(steps, []int{1}) {
 		t.Fatalf("checkpoints %v (%v); want only step 1's", steps, err)
 	}
+}
+
+// Ctrl-C while the service has accepted a step's forward_backward and
+// never answers it: the first Ctrl-C ends the run at once (nothing of
+// the step is applied before its optimizer call, which the service runs
+// only after the forward_backward), not after commitGrace (5 minutes; a
+// second Ctrl-C was the only way out). The step is abandoned: its
+// weights are not saved, the log says why and where to resume, and the
+// run resumes from there to its end.
+func TestInterruptWithAnUnansweredForwardBackward(t *testing.T) {
+	const key = "tml-interrupt-test-key"
+	var armed atomic.Bool
+	var hung atomic.Bool
+	var cancel atomic.Pointer[context.CancelFunc]
+	var srv *faketinker.Server
+	srv, err := faketinker.New(faketinker.Options{APIKey: key, PollWait: 20 * time.Millisecond,
+		OnRequest: func(name string) {
+			switch {
+			case name == "save_weights":
+				armed.Store(true) // step 1 is checkpointed
+			case name == "forward_backward" && armed.Load() && !hung.Swap(true):
+				srv.Inject(faketinker.Fault{Path: "retrieve_future", ForPath: "forward_backward", Kind: faketinker.FaultHang, Times: 1 << 20})
+				if c := cancel.Load(); c != nil {
+					(*c)()
+				}
+			}
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	c := smallConfig(t, "backend.name=tinker", "backend.tinker.base_url="+srv.URL, "backend.tinker.base_model="+tinker.EmbeddedModel,
+		"backend.tinker.lora_rank=2", "trainer.save_freq=1", "trainer.total_training_steps=3")
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	cancel.Store(&stop)
+	var log syncBuilder
+	tr, err := New(ctx, c, Options{Getenv: func(string) string { return key }, Log: &log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := tr.Train(ctx)
+		tr.Close()
+		done <- err
+	}()
+	select {
+	case err = <-done:
+	case <-time.After(2 * time.Minute): // commitGrace is 5 minutes
+		t.Fatal("the interrupted run is still waiting for a forward_backward the service never answers")
+	}
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v", err)
+	}
+	steps, err := runs.Steps(c.Trainer.DefaultLocalDir)
+	if err != nil || !slices.Equal(steps, []int{1}) {
+		t.Fatalf("checkpoints %v (%v); want only step 1's", steps, err)
+	}
+	for _, want := range []string{"interrupted during step 2", "had not answered forward_backward", "resume from the checkpoint of step 1"} {
+		if !strings.Contains(log.String(), want) {
+			t.Errorf("log lacks %q:\n%s", want, log.String())
+		}
+	}
+	srv.ClearFaults()
+	second, err := New(context.Background(), c, Options{Getenv: func(string) string { return key }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer second.Close()
+	res, err := second.Train(context.Background())
+	if err != nil || res.Steps != 3 || second.resumedFrom == "" {
+		t.Fatalf("the resumed run: %v, steps %v, resumed from %q", err, res, second.resumedFrom)
+	}
+}
+
+// syncBuilder is a strings.Builder safe for the trainer's goroutines.
+type syncBuilder struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuilder) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuilder) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

@@ -331,5 +331,6 @@ const (
 func (t *Trainer) runnerFor(phase int) rollout.RunnerOptions {
 	o := t.plan.Runner
 	o.SeedSalt = uint64(phase)<<40 | uint64(t.step)
+	o.Shared = t.episodeSlots
 	return o
 }

@@ -16,6 +16,7 @@ import (
 	"strings"
 
 	"github.com/rllm-org/rllm-go/internal/atomicfile"
+	"github.com/rllm-org/rllm-go/internal/jsonline"
 )
 
 // metricsSink appends one JSON object per step to
@@ -137,13 +138,12 @@ func (s *metricsSink) write(step int, m map[string]float64) {
 // ({"step", "event": "warning", "kind", "message"}) and, in JSON mode, on
 // the log.
 func (s *metricsSink) warn(w Warning) {
-	b, _ := json.Marshal(struct {
+	b, _ := jsonline.Marshal(struct {
 		Step    int    `json:"step"`
 		Event   string `json:"event"`
 		Kind    string `json:"kind"`
 		Message string `json:"message"`
 	}{w.Step, "warning", w.Kind, w.Message})
-	b = append(b, '\n')
 	if s.w != nil {
 		s.w.Write(b)
 		s.w.Flush()
@@ -163,8 +163,8 @@ func jsonLine(step int, m map[string]float64) []byte {
 		}
 	}
 	out["step"] = step
-	b, _ := json.Marshal(out)
-	return append(b, '\n')
+	b, _ := jsonline.Marshal(out)
+	return b
 }
 
 func (s *metricsSink) Close() error {

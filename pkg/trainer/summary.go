@@ -25,6 +25,14 @@ func (res *Result) noteVal(step int, m map[string]float64) {
 	res.last = valRecord{passAt1: v, step: step, seen: true}
 }
 
+// keepBest takes b as the best validation when it beats the one noted
+// (a checkpoint's record of the run's best, read on resume).
+func (res *Result) keepBest(b valRecord) {
+	if b.seen && (!res.best.seen || b.passAt1 > res.best.passAt1 || (b.passAt1 == res.best.passAt1 && b.step < res.best.step)) {
+		res.best = b
+	}
+}
+
 // valSummary is the run's last line: where validation started, where it
 // ended, and its best, each with its step.
 func (res *Result) valSummary() (string, bool) {
@@ -35,7 +43,14 @@ func (res *Result) valSummary() (string, bool) {
 	if res.FirstVal != nil && res.firstValStep != res.last.step {
 		s = fmt.Sprintf("validation pass@1: %.3f at step %d -> %.3f at step %d", res.FirstVal["val/pass@1"], res.firstValStep, res.last.passAt1, res.last.step)
 	}
-	return s + fmt.Sprintf("; best %.3f at step %d", res.best.passAt1, res.best.step), true
+	s += fmt.Sprintf("; best %.3f at step %d", res.best.passAt1, res.best.step)
+	switch {
+	case res.BestCheckpoint != "":
+		s += " (" + res.BestCheckpoint + ")"
+	case res.best.step == 0:
+		s += " (before training)"
+	}
+	return s, true
 }
 
 // complete reports a run that has already trained every step it was asked

@@ -82,3 +82,21 @@ func TestValSummaryAfterResume(t *testing.T) {
 		t.Errorf("best %+v after resume, before %+v", res.best, first.best)
 	}
 }
+
+// In JSON mode the last line is a log event whose message reads as the
+// text one does: "->", not "-\u003e".
+func TestJSONSummaryNotHTMLEscaped(t *testing.T) {
+	c := smallConfig(t, "trainer.total_training_steps=1", "trainer.val_before_train=true", "trainer.test_freq=1")
+	var log strings.Builder
+	tr, err := New(context.Background(), c, Options{Log: &log, JSON: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	if _, err := tr.Train(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(log.String(), `\u003e`) || !strings.Contains(log.String(), `"message":"validation pass@1: `) || !strings.Contains(log.String(), " at step 0 -> ") {
+		t.Errorf("log:\n%s", log.String())
+	}
+}

@@ -2,7 +2,6 @@ package trainer
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +11,7 @@ import (
 	"time"
 
 	"github.com/rllm-org/rllm-go/internal/atomicfile"
+	"github.com/rllm-org/rllm-go/internal/jsonline"
 	"github.com/rllm-org/rllm-go/pkg/agent"
 	"github.com/rllm-org/rllm-go/pkg/backend"
 	"github.com/rllm-org/rllm-go/pkg/config"
@@ -93,6 +93,19 @@ type Trainer struct {
 	promSrv   *promserve.Server
 	diag      *diagnosis
 	async     *asyncRun // the rollout producer of async_training
+	// best is the run's best validation (across resumes: it is saved
+	// with each checkpoint); its checkpoint is written even off the
+	// trainer.save_freq cadence and never pruned.
+	best valRecord
+	// formerBest are the steps of bests a better validation has replaced
+	// since the last checkpoint: the next prune may remove them.
+	formerBest []int
+	// episodeSlots bound the episodes in flight across every rollout
+	// phase to workflow.n_parallel_tasks: the asynchronous producer's
+	// groups and a validation run at the same time.
+	episodeSlots chan struct{}
+	// validator runs a validation: t.validate, or a test's stand-in.
+	validator func(context.Context) (map[string]float64, error)
 }
 
 // New reads the configuration into a plan (refusing what the trainer
@@ -108,6 +121,8 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Trainer, error
 		return nil, err
 	}
 	t := &Trainer{plan: plan, opts: opts, now: opts.Now, savedStep: -1, chat: &swapSampler{}, diag: newDiagnosis()}
+	t.validator = t.validate
+	t.episodeSlots = make(chan struct{}, max(1, plan.Runner.NParallel))
 	t.chat.step, t.chat.remote = func() int { return t.step }, plan.Remote.Mode // step is read by swap, on the trainer's goroutine
 	if t.now == nil {
 		t.now = time.Now
@@ -191,6 +206,10 @@ type Result struct {
 	Last, Val map[string]float64
 	// Checkpoint is the last checkpoint written, "" when none.
 	Checkpoint string
+	// BestCheckpoint is the checkpoint of the best validation, kept
+	// whatever trainer.max_ckpt_to_keep prunes; "" when there was no
+	// validation after a trained step.
+	BestCheckpoint string
 	// FirstVal holds the run's first validation (before training when
 	// trainer.val_before_train), to compare Val with.
 	FirstVal     map[string]float64
@@ -212,10 +231,12 @@ func (t *Trainer) Train(ctx context.Context) (*Result, error) {
 	for _, v := range t.metrics.vals {
 		res.noteVal(v.step, v.m) // a resumed run's summary starts where the run did
 	}
+	res.keepBest(t.best) // the checkpoint's own record, when metrics.jsonl is off
+	t.best = res.best
 	defer t.stopAsync()
 	if t.plan.Cadence.ValOnly || (t.plan.Cadence.ValBeforeTrain && t.step == 0) {
 		if len(t.val) > 0 {
-			v, err := t.validate(ctx)
+			v, err := t.validator(ctx)
 			if err != nil {
 				return res, t.stopped(ctx, res, err)
 			}
@@ -266,7 +287,7 @@ func (t *Trainer) Train(ctx context.Context) (*Result, error) {
 		}
 		m["timing_s/publish"] = t.now().Sub(published).Seconds()
 		if t.validateNow() {
-			v, err := t.validate(ctx)
+			v, err := t.validator(ctx)
 			if err != nil {
 				t.metrics.write(t.step, m) // the step is done; its record must not be lost
 				return res, t.stopped(ctx, res, err)
@@ -280,7 +301,10 @@ func (t *Trainer) Train(ctx context.Context) (*Result, error) {
 		t.observe(m)
 		steps.Add(1)
 		steps.Describe(fmt.Sprintf("reward %.3f", m["critic/score/mean"]))
-		if f := t.plan.Cadence.SaveFreq; f > 0 && t.step%f == 0 && t.step < t.totalSteps {
+		f := t.plan.Cadence.SaveFreq
+		onCadence := f > 0 && t.step%f == 0
+		newBest := t.best.seen && t.best.step == t.step // kept as Hugging Face's load_best_model_at_end keeps it
+		if (onCadence || newBest) && t.step < t.totalSteps {
 			if res.Checkpoint, err = t.checkpoint(ctx); err != nil {
 				return res, err
 			}
@@ -291,6 +315,11 @@ func (t *Trainer) Train(ctx context.Context) (*Result, error) {
 		return res, err
 	}
 	res.Steps = t.step
+	if t.best.seen && t.best.step > 0 {
+		if dir := stepDir(t.plan.Dir, t.best.step); dirExists(dir) {
+			res.BestCheckpoint = dir
+		}
+	}
 	steps.Done() // the bar goes before the last lines
 	t.logf("done: %d steps; checkpoint %s", t.step, res.Checkpoint)
 	if line, ok := res.valSummary(); ok {
@@ -395,6 +424,10 @@ func (t *Trainer) observe(m map[string]float64) {
 // metrics.jsonl.
 func (t *Trainer) diagnose(m map[string]float64, res *Result) {
 	res.noteVal(t.step, m)
+	if t.best.seen && res.best != t.best {
+		t.formerBest = append(t.formerBest, t.best.step)
+	}
+	t.best = res.best
 	for _, w := range t.diag.observe(t.step, m) {
 		res.Warnings = append(res.Warnings, w)
 		t.metrics.warn(w)
@@ -421,7 +454,11 @@ func (t *Trainer) stopped(ctx context.Context, res *Result, err error) error {
 	if errors.As(err, &unfinished) {
 		// Part of the step is on the service's weights: saving them would
 		// label step t a state that holds some of t+1.
-		t.logf("interrupted during step %d, whose optimizer call was sent but which could not finish (%v); its weights are not saved: resume from the checkpoint of step %d", unfinished.step, unfinished.err, t.savedStep)
+		resume := fmt.Sprintf("resume from the checkpoint of step %d", t.savedStep)
+		if t.savedStep < 0 {
+			resume = "the run has no checkpoint yet, so running it again starts over"
+		}
+		t.logf("interrupted during step %d, whose optimizer call was sent but which could not finish (%v); its weights are not saved: %s", unfinished.step, unfinished.err, resume)
 		return errors.Join(cause, err)
 	}
 	saveCtx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -463,8 +500,8 @@ func (t *Trainer) publishNow(ctx context.Context) error {
 func (t *Trainer) logf(format string, args ...any) {
 	msg := fmt.Sprintf(format, args...)
 	if t.opts.JSON {
-		b, _ := json.Marshal(map[string]string{"event": "log", "message": msg})
-		t.opts.Log.Write(append(b, '\n'))
+		b, _ := jsonline.Marshal(map[string]string{"event": "log", "message": msg})
+		t.opts.Log.Write(b)
 		return
 	}
 	t.say(msg)

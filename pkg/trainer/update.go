@@ -36,7 +36,7 @@ func datumsOf(mb []*Sample) []backend.Datum {
 // output per datum with the logprob of every target token (and the
 // entropies when the backend gives them).
 func forward(ctx context.Context, be backend.TrainingBackend, datums []backend.Datum) ([]backend.LossFnOutput, error) {
-	fwd, err := be.Forward(ctx, datums, backend.Loss{Name: backend.LossCrossEntropy}).Result(ctx)
+	fwd, err := awaitAnswer(ctx, be, "forward", be.Forward(ctx, datums, backend.Loss{Name: backend.LossCrossEntropy}))
 	if err != nil {
 		return nil, err
 	}
@@ -169,7 +169,7 @@ func updateBuiltin(ctx context.Context, be backend.TrainingBackend, p *UpdatePla
 			}
 			fb := be.ForwardBackward(ctx, datums, loss)
 			opt := be.OptimStep(ctx, adam)
-			out, err := fb.Result(ctx)
+			out, err := awaitAnswer(ctx, be, "forward_backward", fb)
 			if err != nil {
 				return st, err
 			}
@@ -269,7 +269,56 @@ func commitStep(ctx context.Context) (context.Context, error) {
 	c, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	grace := commitGrace // read now: the callback may run after a test restored it
 	context.AfterFunc(ctx, func() { time.AfterFunc(grace, cancel) })
-	return context.WithValue(c, committedKey{}, true), nil
+	return context.WithValue(c, committedKey{}, &commitment{caller: ctx, abandon: cancel}), nil
+}
+
+// commitment is what a committed step's context carries: the caller's
+// context, and the cancel that ends the step's calls when the step is
+// abandoned.
+type commitment struct {
+	caller  context.Context
+	abandon context.CancelFunc
+}
+
+// InProcessTrainer is implemented by a backend whose training calls run
+// in this process and always answer (the embedded policy): Ctrl-C waits
+// for them, so the step in flight is kept and checkpointed. A backend
+// that does not implement it is a service, whose calls may be accepted
+// and never answered.
+type InProcessTrainer interface {
+	TrainsInProcess() bool
+}
+
+// answerCtx is the context to wait in for the answer of a forward or
+// forward_backward of a committed step. Nothing of a step is applied
+// before its optimizer call runs, and the service runs that only after
+// the calls queued before it, so on a service an unanswered forward or
+// forward_backward is abandoned at Ctrl-C at once, with ctx's caller's
+// context: the step is then unfinished (its weights are not saved, as
+// when commitGrace runs out). Only optimizer calls wait for commitGrace.
+func answerCtx(ctx context.Context, be backend.TrainingBackend) (context.Context, *commitment) {
+	if ip, ok := be.(InProcessTrainer); ok && ip.TrainsInProcess() {
+		return ctx, nil
+	}
+	if c, ok := ctx.Value(committedKey{}).(*commitment); ok {
+		return c.caller, c
+	}
+	return ctx, nil
+}
+
+// awaitAnswer waits for a forward or forward_backward's answer in
+// answerCtx. When Ctrl-C abandons it, the step's calls end too (those not
+// yet sent are not sent: an optimizer call is never sent without the
+// forward_backward before it, which is sent first), and the error names
+// the call.
+func awaitAnswer[T any](ctx context.Context, be backend.TrainingBackend, call string, f *backend.Future[T]) (T, error) {
+	actx, c := answerCtx(ctx, be)
+	v, err := f.Result(actx)
+	if err != nil && c != nil && actx.Err() != nil && ctx.Err() == nil {
+		c.abandon()
+		err = fmt.Errorf("the service had not answered %s when the run was interrupted, so the step was abandoned: %w", call, err)
+	}
+	return v, err
 }
 
 // commitGrace is how long a step whose optimizer call was sent may go on
@@ -403,7 +452,7 @@ func step(ctx context.Context, be backend.TrainingBackend, p *UpdatePlan, mb []*
 	}
 	fb := be.ForwardBackward(ctx, datums, ce)
 	opt := be.OptimStep(ctx, adam)
-	fbOut, err := fb.Result(ctx)
+	fbOut, err := awaitAnswer(ctx, be, "forward_backward", fb)
 	if err != nil {
 		return err
 	}

@@ -126,6 +126,10 @@ func (b *Backend) Tokenizer() Tokenizer { return Tokenizer{} }
 // NumParams is the number of float32 parameters.
 func (b *Backend) NumParams() int { return len(b.params) }
 
+// TrainsInProcess reports that every training call runs here and
+// answers (trainer.InProcessTrainer): Ctrl-C waits for the step in flight.
+func (b *Backend) TrainsInProcess() bool { return true }
+
 // Close waits for queued calls and stops the worker.
 func (b *Backend) Close() error {
 	b.mu.Lock()

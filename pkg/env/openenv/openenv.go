@@ -20,6 +20,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"strings"
@@ -76,12 +77,26 @@ func parseURLs(raw []string) ([]*url.URL, error) {
 	return out, nil
 }
 
+// Logger receives the lines that say what the env is waiting for (a
+// server that does not answer yet, a server with no room). The CLI may
+// replace it.
+var Logger = slog.Default()
+
 // Client spreads episodes over a set of servers.
 type Client struct {
 	p       Params
 	servers []*server
 	next    atomic.Uint64
 	HTTP    *http.Client
+	// Log, when set, is used instead of Logger.
+	Log *slog.Logger
+}
+
+func (c *Client) log() *slog.Logger {
+	if c.Log != nil {
+		return c.Log
+	}
+	return Logger
 }
 
 type server struct {
@@ -91,6 +106,9 @@ type server struct {
 	// booting server, or an episode cancelled mid-check, is asked again).
 	checking chan struct{}
 	healthy  atomic.Bool
+	// waitSaid and fullSaid: the wait for this server's /health, and for
+	// room on it, has been logged (once per server).
+	waitSaid, fullSaid atomic.Bool
 }
 
 var (
@@ -152,11 +170,15 @@ func (c *Client) waitHealthy(ctx context.Context, s *server, deadline time.Time)
 		return ctx.Err()
 	}
 	wait := 100 * time.Millisecond
+	start := time.Now()
 	for !s.healthy.Load() {
 		err := c.health(ctx, s.base)
 		switch {
 		case err == nil:
 			s.healthy.Store(true)
+			if s.waitSaid.Load() {
+				c.log().Info(fmt.Sprintf("OpenEnv server %s answers GET /health after %s", s.base, time.Since(start).Round(time.Second)))
+			}
 			return nil
 		case ctx.Err() != nil:
 			return ctx.Err()
@@ -164,6 +186,12 @@ func (c *Client) waitHealthy(ctx context.Context, s *server, deadline time.Time)
 			return err
 		case !time.Now().Before(deadline):
 			return usererr.Errorf("%v, and still did not after env.args.connect_timeout_s (%gs); start it (docker run -p 8001:8000 IMAGE, or uv run server), fix env.args.url or raise env.args.connect_timeout_s", err, c.p.ConnectTimeoutS)
+		}
+		if !s.waitSaid.Swap(true) {
+			// Say at once what the episodes wait for: nothing else shows
+			// until the server answers or the wait ends.
+			c.log().Warn(fmt.Sprintf("%v; the episodes wait for it, as for a server still booting, up to env.args.connect_timeout_s (%s) before they fail: start it (docker run -p 8001:8000 IMAGE, or uv run server) or fix env.args.url",
+				err, time.Until(deadline).Round(time.Second)))
 		}
 		if err := ctxsleep.Sleep(ctx, min(wait, time.Until(deadline)+time.Millisecond)); err != nil {
 			return err
@@ -265,6 +293,9 @@ func (e *Episode) Reset(ctx context.Context) (any, map[string]any, error) {
 		retry := errors.Is(err, ErrCapacity) || isDialError(err)
 		if !retry {
 			return nil, nil, err
+		}
+		if !s.fullSaid.Swap(true) {
+			e.c.log().Warn(fmt.Sprintf("%v; episodes wait for room, on it or another of env.args.url, up to env.args.connect_timeout_s (%gs) each", err, e.c.p.ConnectTimeoutS))
 		}
 		if time.Now().After(deadline) {
 			return nil, nil, fmt.Errorf("openenv: no server had room for the episode within env.args.connect_timeout_s (%gs): %w", e.c.p.ConnectTimeoutS, lastErr)

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -322,5 +324,57 @@ func TestHealthRecovers(t *testing.T) {
 	}
 	if n := healthCalls.Load(); n < 4 {
 		t.Fatalf("%d /health calls", n)
+	}
+}
+
+// lineHandler hands each log record's message to a channel.
+type lineHandler struct{ lines chan string }
+
+func (h lineHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h lineHandler) Handle(_ context.Context, r slog.Record) error {
+	select {
+	case h.lines <- r.Message:
+	default:
+	}
+	return nil
+}
+func (h lineHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h lineHandler) WithGroup(string) slog.Handler      { return h }
+
+// A URL where nothing listens is waited for (it may be a server still
+// booting), but the wait is said at once: which server, why, for how
+// long and what to do, not only "0/1 episodes done" for five minutes.
+func TestWaitForAbsentServerIsSaid(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "http://" + ln.Addr().String()
+	ln.Close() // nothing listens there now
+	p := params(url)
+	p.ConnectTimeoutS = 300
+	c, _ := NewClient(p)
+	lines := make(chan string, 4)
+	c.Log = slog.New(lineHandler{lines})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, _, err := (&Episode{c: c, task: episode.Task{}}).Reset(ctx)
+		done <- err
+	}()
+	select {
+	case line := <-lines:
+		for _, want := range []string{"OpenEnv server " + url + " does not answer GET /health", "env.args.connect_timeout_s (5m0s)", "start it", "env.args.url"} {
+			if !strings.Contains(line, want) {
+				t.Errorf("line %q lacks %q", line, want)
+			}
+		}
+	case err := <-done:
+		t.Fatalf("the wait ended (%v) without a line saying what it waited for", err)
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v", err)
 	}
 }
