@@ -130,7 +130,7 @@ func newHarnessInstallCmd(a *App) *cobra.Command {
 		Use:   "install NAME...",
 		Short: "Install harnesses at their pinned versions (npm, or pip in a virtualenv) into rllm's cache",
 		Example: `  rllm harness install pi qwen-code
-  rllm harness install claude-code --dir /opt/rllm/harnesses`,
+  rllm harness install claude-code --dir harnesses`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 {
 				return usagef("rllm harness install needs one or more harnesses: %s", strings.Join(harness.Names(), ", "))
