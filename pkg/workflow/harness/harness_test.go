@@ -43,6 +43,9 @@ const verifier = `test "$(cat hello.txt)" = "hello from the harness" && test "$(
 // runHarness runs one episode of harness name against the scripted model.
 func runHarness(t *testing.T, name string) *episode.Episode {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("a real harness run takes seconds (-short)")
+	}
 	e, err := harness.Lookup(name)
 	if err != nil {
 		t.Fatal(err)
