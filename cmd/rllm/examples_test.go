@@ -181,6 +181,9 @@ func TestHelpExamplesRun(t *testing.T) {
 				if k == "HF_HUB_CACHE" {
 					return filepath.Join(dir, "hub")
 				}
+				if k == "HOME" { // where rllm gateway writes its admin key
+					return dir
+				}
 				if k == "TINKER_API_KEY" {
 					return tinkerKey
 				}

@@ -3,12 +3,17 @@ package main
 import (
 	"context"
 	"errors"
+	"net"
 	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/rllm-org/rllm-go/internal/atomicfile"
 	"github.com/rllm-org/rllm-go/pkg/gateway"
 	"github.com/rllm-org/rllm-go/pkg/trainer"
 )
@@ -20,9 +25,12 @@ type gatewayOptions struct {
 	port        int
 	modelName   string
 	adminKeyEnv string
-	maxCalls    int
-	maxBodyMB   int
-	maxSessions int
+	// adminKeyFile is where the key the gateway makes is written when
+	// adminKeyEnv is empty (default ~/.rllm/gateway-PORT.key).
+	adminKeyFile string
+	maxCalls     int
+	maxBodyMB    int
+	maxSessions  int
 	// ready, when set, is told the address once the gateway listens (tests).
 	ready func(addr string)
 }
@@ -42,14 +50,25 @@ the session's url and api_key. Point an agent at it:
   ANTHROPIC_BASE_URL=http://HOST:PORT/sessions/ID      (Anthropic SDKs)
   OPENAI_API_KEY / ANTHROPIC_API_KEY = the session's api_key
 
-Calls go to /v1/chat/completions, /v1/completions (token-id prompts) and
-/v1/messages, streamed or not; the model and sampling parameters are the
+Calls go to /v1/chat/completions, /v1/completions (token-id prompts),
+/v1/responses (the Responses API: the Agents SDK, Codex) and /v1/messages
+(+ /v1/messages/count_tokens), streamed or not; the model and sampling parameters are the
 session's whatever the client sends. GET /sessions/ID/traces returns each
 call with its exact prompt and completion token ids, logprobs, finish
 reason, weight version and latency; DELETE /sessions/ID ends it. /health
 and Prometheus /metrics. It listens on 127.0.0.1 unless --host says
-otherwise; with --admin-key-env NAME, creating, listing and deleting
-sessions need the token held in $NAME. See docs/gateway.md.`,
+otherwise.
+
+Creating, listing, reading and deleting sessions, and reading any
+session's traces, need the admin key (Authorization: Bearer); a session's
+api_key makes model calls and reads that session's traces, nothing else.
+The key is the one in $NAME with --admin-key-env NAME; otherwise the
+gateway makes one and writes it, readable by you only, to --admin-key-file
+(default ~/.rllm/gateway-PORT.key), saying where on start:
+
+  curl -H "Authorization: Bearer $(cat ~/.rllm/gateway-9090.key)" -d '{}' http://127.0.0.1:9090/sessions
+
+See docs/gateway.md.`,
 		Example: `  rllm gateway --port 9090
   rllm gateway --port 9090 rollout.engine=openai rollout.endpoints=[http://gpu1:8000] rollout.model=Qwen/Qwen3-4B`,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -66,7 +85,8 @@ sessions need the token held in $NAME. See docs/gateway.md.`,
 	f.StringVar(&opts.host, "host", "127.0.0.1", "address to listen on (loopback by default)")
 	f.IntVar(&opts.port, "port", 9090, "TCP port (0 picks a free one)")
 	f.StringVar(&opts.modelName, "model-name", gateway.DefaultModel, "model name the replies carry")
-	f.StringVar(&opts.adminKeyEnv, "admin-key-env", "", "environment variable `NAME` holding a token that creating, listing and deleting sessions then require")
+	f.StringVar(&opts.adminKeyEnv, "admin-key-env", "", "environment variable `NAME` holding the admin key that session management needs (default: the gateway makes one)")
+	f.StringVar(&opts.adminKeyFile, "admin-key-file", "", "`PATH` the key the gateway makes is written to, mode 0600 (default ~/.rllm/gateway-PORT.key)")
 	f.IntVar(&opts.maxCalls, "max-calls", gateway.DefaultMaxTraces, "model calls a session may make unless it sets max_calls")
 	f.IntVar(&opts.maxBodyMB, "max-body-mb", gateway.DefaultMaxBodyBytes>>20, "largest request body in MiB; larger ones get 413")
 	f.IntVar(&opts.maxSessions, "max-sessions", gateway.DefaultMaxSessions, "sessions alive at once; more get 503")
@@ -87,6 +107,16 @@ func runGateway(ctx context.Context, a *App, opts *gatewayOptions) error {
 		if admin == "" {
 			return usagef("--admin-key-env names %s, but that variable is empty or unset; export it or drop the flag", opts.adminKeyEnv)
 		}
+		if opts.adminKeyFile != "" {
+			return usagef("--admin-key-file is where a key the gateway makes is written; with --admin-key-env %s you hold the key already: drop one of the two", opts.adminKeyEnv)
+		}
+	}
+	home := ""
+	if a.Getenv != nil {
+		home = a.Getenv("HOME")
+	}
+	if admin == "" && opts.adminKeyFile == "" && home == "" {
+		return usagef("HOME is not set, so the admin key has no default file; give --admin-key-file PATH or --admin-key-env NAME")
 	}
 	pol, err := openPolicy(ctx, a, c, false)
 	if err != nil {
@@ -102,10 +132,20 @@ func runGateway(ctx context.Context, a *App, opts *gatewayOptions) error {
 	if err != nil {
 		return err
 	}
-	a.infof("gateway serving %s (%s) on http://%s; create a session with POST /sessions", pol.where, pol.kind, ln.Addr())
-	if admin == "" && opts.host != "127.0.0.1" && opts.host != "localhost" && opts.host != "::1" {
-		a.warnf("the gateway listens on %s without --admin-key-env: anyone who reaches it can create sessions and sample", opts.host)
+	if admin == "" {
+		keyFile := opts.adminKeyFile
+		if keyFile == "" {
+			keyFile = filepath.Join(home, ".rllm", "gateway-"+strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)+".key")
+		}
+		if err := atomicfile.WriteSecret(keyFile, []byte(gw.AdminToken()+"\n")); err != nil {
+			ln.Close()
+			return usagef("cannot write the gateway's admin key: %v; give --admin-key-file PATH in a writable directory, or --admin-key-env NAME", err)
+		}
+		// The key dies with the gateway; so does its file.
+		defer os.Remove(keyFile)
+		a.infof("gateway admin key written to %s (mode 0600); session management needs it as Authorization: Bearer", keyFile)
 	}
+	a.infof("gateway serving %s (%s) on http://%s; create a session with POST /sessions and the admin key", pol.where, pol.kind, ln.Addr())
 	if opts.ready != nil {
 		opts.ready(ln.Addr().String())
 	}

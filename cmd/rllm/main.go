@@ -15,6 +15,11 @@ func main() {
 	if exe, err := os.Executable(); err == nil {
 		sandbox.SetSelf(exe)
 	}
+	if err := makeUndumpable(); err != nil {
+		// Not fatal: rllm works, but a same-user program could read its
+		// environment through /proc.
+		os.Stderr.WriteString("rllm: warning: cannot make the process non-dumpable (" + err.Error() + "); programs running as your user can read rllm's environment through /proc\n")
+	}
 	app := &App{
 		Stdin:   os.Stdin,
 		Stdout:  os.Stdout,

@@ -27,6 +27,9 @@ func TestMain(m *testing.M) {
 		mainRLLM()
 		return
 	}
+	if mode := os.Getenv("RLLM_TEST_UNDUMPABLE"); mode != "" { // undumpable_linux_test.go
+		os.Exit(undumpableProbe(mode))
+	}
 	testscript.Main(m, map[string]func(){
 		"rllm": mainRLLM,
 		// Outside environments and tools the scripts start (testhelpers_test.go).
@@ -36,6 +39,7 @@ func TestMain(m *testing.M) {
 }
 
 func mainRLLM() {
+	_ = makeUndumpable()
 	app := &App{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr,
 		Getenv: os.Getenv, Environ: os.Environ}
 	os.Exit(runWithSignals(app, os.Args[1:], os.Exit))

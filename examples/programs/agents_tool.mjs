@@ -18,7 +18,10 @@ import OpenAI from "openai";
 import { z } from "zod";
 
 setTracingDisabled(true); // no export of traces to OpenAI's platform
-setOpenAIAPI("chat_completions"); // the gateway speaks chat completions
+// The SDK's default model speaks the Responses API (/v1/responses), which
+// the gateway serves; AGENT_API=chat_completions switches it to
+// /v1/chat/completions. Both record the same tokens.
+if (process.env.AGENT_API === "chat_completions") setOpenAIAPI("chat_completions");
 setDefaultOpenAIClient(new OpenAI()); // OPENAI_BASE_URL, OPENAI_API_KEY
 
 const calculator = tool({

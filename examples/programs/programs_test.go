@@ -24,30 +24,15 @@ import (
 	"github.com/rllm-org/rllm-go/pkg/workflow"
 )
 
-// missing skips, or fails under CI where the fetch scripts have run.
-func missing(t *testing.T, why string) {
-	t.Helper()
-	if os.Getenv("CI") != "" {
-		t.Fatalf("%s (CI is set, so this fails instead of skipping)", why)
-	}
-	t.Skip(why)
-}
-
 // stage copies an example next to a node_modules link, since Node's ES
 // module resolution looks for packages beside the script, not on
 // NODE_PATH.
 func stage(t *testing.T, script, modules string) []any {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("starts node; skipped with -short")
-	}
-	node, err := exec.LookPath("node")
-	if err != nil {
-		missing(t, "node is not installed; install Node.js to run the JavaScript agent programs")
-	}
+	node := repotest.Node(t)
 	mods := filepath.Join(repotest.Root(t), "testdata", modules, "node_modules")
 	if _, err := os.Stat(mods); err != nil {
-		missing(t, "testdata/"+modules+"/node_modules is missing; run scripts/fetch-openai-node.sh, scripts/fetch-openai-agents.sh and scripts/fetch-anthropic-node.sh")
+		repotest.Missing(t, "testdata/"+modules+"/node_modules is missing; run scripts/fetch-openai-node.sh, scripts/fetch-openai-agents.sh and scripts/fetch-anthropic-node.sh")
 	}
 	dir := t.TempDir()
 	src, err := os.ReadFile(script)
@@ -103,8 +88,9 @@ var model = &gatewaytest.Sampler{Reply: func(req sampler.Request) gatewaytest.Re
 	return gatewaytest.Reply{Text: solve(last.Content)}
 }}
 
-// play runs the program on a few arith tasks and checks each episode.
-func play(t *testing.T, command []any, turns int, passEnv ...any) {
+// play runs the program on a few arith tasks and checks each episode:
+// every step recorded from a call to endpoint.
+func play(t *testing.T, command []any, endpoint string, turns int, passEnv ...any) {
 	t.Helper()
 	spec := workflow.Spec{Name: "program", Args: map[string]any{"command": command, "timeout_s": 120, "pass_env": passEnv},
 		Deps: workflow.Deps{Env: workflow.Component{Name: "arith"}}}
@@ -121,6 +107,11 @@ func play(t *testing.T, command []any, turns int, passEnv ...any) {
 		if !ep.IsCorrect || len(ep.Trajectories) != 1 || len(ep.Trajectories[0].Steps) != turns {
 			t.Fatalf("%s: correct %v, %d trajectories (%+v)", q, ep.IsCorrect, len(ep.Trajectories), ep.Trajectories)
 		}
+		for _, st := range ep.Trajectories[0].Steps {
+			if st.Info["endpoint"] != endpoint {
+				t.Fatalf("%s: a step from %v, want %s", q, st.Info["endpoint"], endpoint)
+			}
+		}
 		seqs, st, err := rollout.Assemble([]*episode.Episode{ep}, rollout.AssembleOptions{FilterTokenMismatch: true})
 		if err != nil || st.TokenMismatches != 0 || len(seqs) != 1 {
 			t.Fatalf("%s: assemble %v %+v", q, err, st)
@@ -129,23 +120,31 @@ func play(t *testing.T, command []any, turns int, passEnv ...any) {
 }
 
 func TestOpenAINodeProgram(t *testing.T) {
-	play(t, stage(t, "openai_agent.mjs", "node"), 1)
+	play(t, stage(t, "openai_agent.mjs", "node"), "chat.completions", 1)
 }
 
 func TestAgentsSDKProgram(t *testing.T) {
-	// Turn 1 calls the calculator, turn 2 answers with its result.
-	play(t, stage(t, "agents_tool.mjs", "node-agents"), 2)
+	// The SDK's default model (OpenAIResponsesModel, /v1/responses): turn
+	// 1 calls the calculator, turn 2 answers with its result.
+	play(t, stage(t, "agents_tool.mjs", "node-agents"), "responses", 2)
 }
 
 func TestAgentsSDKProgramStreamed(t *testing.T) {
-	// The same with every turn streamed: tool-call fragments over SSE.
+	// The same with every turn streamed: Responses events over SSE.
 	t.Setenv("AGENT_STREAM", "1")
-	play(t, stage(t, "agents_tool.mjs", "node-agents"), 2, "AGENT_STREAM")
+	play(t, stage(t, "agents_tool.mjs", "node-agents"), "responses", 2, "AGENT_STREAM")
+}
+
+func TestAgentsSDKProgramChatCompletions(t *testing.T) {
+	// The SDK's chat completions model, streamed: tool-call fragments.
+	t.Setenv("AGENT_API", "chat_completions")
+	t.Setenv("AGENT_STREAM", "1")
+	play(t, stage(t, "agents_tool.mjs", "node-agents"), "chat.completions", 2, "AGENT_API", "AGENT_STREAM")
 }
 
 func TestAnthropicNodeProgram(t *testing.T) {
 	// /v1/messages, streamed: a tool_use turn, then the answer.
-	play(t, stage(t, "anthropic_agent.mjs", "node-anthropic"), 2)
+	play(t, stage(t, "anthropic_agent.mjs", "node-anthropic"), "messages", 2)
 }
 
 func TestPythonProgram(t *testing.T) {
@@ -156,5 +155,5 @@ func TestPythonProgram(t *testing.T) {
 	if out, err := exec.Command(py, "-c", "import openai").CombinedOutput(); err != nil {
 		t.Skipf("python3 cannot import openai (pip install openai to run this test): %s", strings.TrimSpace(string(out)))
 	}
-	play(t, []any{py, "openai_agent.py"}, 1)
+	play(t, []any{py, "openai_agent.py"}, "chat.completions", 1)
 }

@@ -3,7 +3,8 @@
 // content or the whole new one: write to a temporary name in the same
 // directory, fsync, rename over the target, fsync the directory. It also
 // holds the one permission policy for what rllm writes: files 0644 and
-// directories 0755 (never world-writable; secrets are never written).
+// directories 0755 (never world-writable), and SecretMode 0600 for the
+// one kind of secret rllm writes: a token it made itself (WriteSecret).
 package atomicfile
 
 import (
@@ -17,8 +18,9 @@ import (
 
 // Permission policy for everything rllm writes.
 const (
-	FileMode os.FileMode = 0o644
-	DirMode  os.FileMode = 0o755
+	FileMode   os.FileMode = 0o644
+	DirMode    os.FileMode = 0o755
+	SecretMode os.FileMode = 0o600
 )
 
 // TempPrefix starts the name of every temporary file or directory, so a
@@ -35,7 +37,9 @@ type File struct {
 }
 
 // Create starts writing path. Parent directories are created.
-func Create(path string) (*File, error) {
+func Create(path string) (*File, error) { return create(path, FileMode) }
+
+func create(path string, mode os.FileMode) (*File, error) {
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, DirMode); err != nil {
 		return nil, err
@@ -44,7 +48,7 @@ func Create(path string) (*File, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := tmp.Chmod(FileMode); err != nil {
+	if err := tmp.Chmod(mode); err != nil {
 		tmp.Close()
 		os.Remove(tmp.Name())
 		return nil, err
@@ -91,6 +95,21 @@ func WriteFile(path string, data []byte) error {
 		_, err := w.Write(data)
 		return err
 	})
+}
+
+// WriteSecret writes data to path atomically with mode 0600 (readable by
+// its owner only) from its first byte on: the file is never readable by
+// others, not even under its temporary name.
+func WriteSecret(path string, data []byte) error {
+	f, err := create(path, SecretMode)
+	if err != nil {
+		return err
+	}
+	defer f.Abort()
+	if _, err := f.Write(data); err != nil {
+		return err
+	}
+	return f.Commit()
 }
 
 // Write writes what fill produces to path atomically; on an error from

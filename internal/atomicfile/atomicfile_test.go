@@ -160,3 +160,20 @@ func TestCleanTempRestoresOld(t *testing.T) {
 		t.Fatalf("the old directory was not put back: %v", err)
 	}
 }
+
+// A secret replaces a world-readable file and ends up 0600.
+func TestWriteSecretIsOwnerOnly(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "key")
+	if err := WriteFile(p, []byte("old")); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteSecret(p, []byte("s3cret")); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(p)
+	st, _ := os.Stat(p)
+	if string(b) != "s3cret" || st.Mode().Perm() != SecretMode {
+		t.Fatalf("%q mode %v", b, st.Mode().Perm())
+	}
+	assertNoTemp(t, filepath.Dir(p))
+}

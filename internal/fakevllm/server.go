@@ -629,7 +629,12 @@ func (s *Server) finish(req *genRequest, full []int, lps []float64, rng *uint64,
 			c.logprobs = append(c.logprobs, -float64(splitmix(rng)%3000)/1000-0.001)
 		}
 		if id == TokenImEnd {
-			break // end of turn: stop_reason null
+			// End of turn: vLLM's stop_reason is null; SGLang's
+			// matched_stop is the end-of-sequence token's id.
+			if s.cfg.Flavor == SGLang {
+				c.stopReason = id
+			}
+			break
 		}
 		if containsInt(req.StopTokenIDs, id) {
 			c.stopReason = id

@@ -59,10 +59,11 @@ func TestChatFields(t *testing.T) {
 		name                  string
 		cfg                   Config
 		reasoningKey, stopKey string
+		eosStop               any // what a natural end reports as the stop
 	}{
-		{"vllm", Config{Reasoning: true}, "reasoning", "stop_reason"},
-		{"vllm-legacy", Config{Reasoning: true, LegacyReasoningField: true}, "reasoning_content", "stop_reason"},
-		{"sglang", Config{Reasoning: true, Flavor: SGLang}, "reasoning_content", "matched_stop"},
+		{"vllm", Config{Reasoning: true}, "reasoning", "stop_reason", nil},
+		{"vllm-legacy", Config{Reasoning: true, LegacyReasoningField: true}, "reasoning_content", "stop_reason", nil},
+		{"sglang", Config{Reasoning: true, Flavor: SGLang}, "reasoning_content", "matched_stop", float64(TokenImEnd)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := New(tc.cfg)
@@ -89,8 +90,8 @@ func TestChatFields(t *testing.T) {
 			if len(ids) == 0 || len(ids) != len(lps) {
 				t.Fatalf("%d token ids, %d logprobs", len(ids), len(lps))
 			}
-			if ids[len(ids)-1] != TokenImEnd || c["finish_reason"] != "stop" || c[tc.stopKey] != nil {
-				t.Errorf("a natural end should finish with <|im_end|>, stop, null stop reason: %v", c)
+			if ids[len(ids)-1] != TokenImEnd || c["finish_reason"] != "stop" || c[tc.stopKey] != tc.eosStop {
+				t.Errorf("a natural end should finish with <|im_end|>, stop, %s %v: %v", tc.stopKey, tc.eosStop, c)
 			}
 			prompt := ints(m["prompt_token_ids"])
 			want := s.Vocab().Encode(RenderChat([]Message{{Role: "user", Content: ptr("the cat sat on the mat")}}, true))

@@ -4,7 +4,10 @@
 // group is killed when its context ends or Kill is called (a wrapper
 // such as `sh run.sh`, `uv run` or `npm start` leaves the real program a
 // grandchild), and Wait is bounded even when a descendant still holds
-// the child's stdout or stderr open.
+// the child's stdout or stderr open. Supervise goes further (Linux): the
+// program runs under a small supervisor, so that nothing it starts
+// outlives it or rllm, even a rllm killed by SIGKILL and a grandchild
+// that left the group.
 package procgroup
 
 import (
@@ -48,6 +51,9 @@ func Configure(cmd *exec.Cmd, waitDelay time.Duration) {
 func Kill(cmd *exec.Cmd) error {
 	if cmd == nil || cmd.Process == nil {
 		return nil
+	}
+	if supervised(cmd) {
+		return killSupervised(cmd)
 	}
 	return killGroup(cmd)
 }

@@ -6,10 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
+	"time"
 
 	"github.com/rllm-org/rllm-go/pkg/episode"
 	"github.com/rllm-org/rllm-go/pkg/sampler"
+	"github.com/rllm-org/rllm-go/pkg/usererr"
 )
 
 // messagesRequest is the part of an Anthropic Messages request the
@@ -76,19 +79,12 @@ func decodeMessages(body []byte) (call, error) {
 		return call{}, fmt.Errorf("tool_choice %q is not supported: the gateway cannot force a tool call (use auto)", tc.Type)
 	}
 	var msgs []episode.Message
-	sys, err := blocks(req.System, "system")
+	sys, err := systemText(req.System, "system")
 	if err != nil {
 		return call{}, err
 	}
-	if len(sys) > 0 {
-		var b strings.Builder
-		for i, s := range sys {
-			if s.Type != "text" {
-				return call{}, fmt.Errorf("system[%d] is a %q block; system takes text blocks", i, s.Type)
-			}
-			b.WriteString(s.Text)
-		}
-		msgs = append(msgs, episode.Message{Role: "system", Content: b.String()})
+	if sys != nil {
+		msgs = append(msgs, episode.Message{Role: "system", Content: *sys})
 	}
 	for i, m := range req.Messages {
 		where := fmt.Sprintf("messages[%d].content", i)
@@ -143,8 +139,17 @@ func decodeMessages(body []byte) (call, error) {
 				}
 			}
 			msgs = append(msgs, msg)
+		case "system":
+			// Claude Code sends system turns among the messages.
+			text, err := systemText(m.Content, where)
+			if err != nil {
+				return call{}, err
+			}
+			if text != nil {
+				msgs = append(msgs, episode.Message{Role: "system", Content: *text})
+			}
 		default:
-			return call{}, fmt.Errorf("messages[%d].role %q: use user or assistant (system goes in the system field)", i, m.Role)
+			return call{}, fmt.Errorf("messages[%d].role %q: use user, assistant or system", i, m.Role)
 		}
 	}
 	var tools []sampler.Tool
@@ -157,15 +162,38 @@ func decodeMessages(body []byte) (call, error) {
 	return call{req: sampler.Request{Messages: msgs, Tools: tools}, stream: req.Stream, reqMsgs: msgs}, nil
 }
 
-// stopReason maps a finish reason onto Anthropic's stop_reason.
-func stopReason(t *Trace) (string, any) {
+// systemText reads system content: a string or text blocks, joined; nil
+// when there is none.
+func systemText(raw json.RawMessage, where string) (*string, error) {
+	bs, err := blocks(raw, where)
+	if err != nil || len(bs) == 0 {
+		return nil, err
+	}
+	var b strings.Builder
+	for i, s := range bs {
+		if s.Type != "text" {
+			return nil, fmt.Errorf("%s[%d] is a %q block; system takes text blocks", where, i, s.Type)
+		}
+		b.WriteString(s.Text)
+	}
+	text := b.String()
+	return &text, nil
+}
+
+// stopReason maps a finish reason onto Anthropic's stop_reason and
+// stop_sequence. Servers report the stop match their own way: vLLM's
+// stop_reason is null at the end of sequence, SGLang's matched_stop is
+// the end-of-sequence token's id, and both give the id of a stop token.
+// None of those is a stop sequence; only one of the request's stop
+// strings is (agent loops test for end_turn).
+func stopReason(t *Trace, stops []string) (string, any) {
 	switch t.FinishReason {
 	case "length":
 		return "max_tokens", nil
 	case "tool_calls":
 		return "tool_use", nil
 	}
-	if t.StopReason != "" && t.FinishReason == "stop" {
+	if t.FinishReason == "stop" && t.StopReason != "" && slices.Contains(stops, t.StopReason) {
 		return "stop_sequence", t.StopReason
 	}
 	return "end_turn", nil
@@ -203,7 +231,7 @@ func anthropicBlocks(t *Trace) []map[string]any {
 
 func writeMessages(w http.ResponseWriter, model string, t *Trace, c call) {
 	id := "msg_" + t.TraceID
-	stop, seq := stopReason(t)
+	stop, seq := stopReason(t, c.req.Params.Stop)
 	if !c.stream {
 		writeJSON(w, http.StatusOK, map[string]any{"id": id, "type": "message", "role": "assistant", "model": model,
 			"content": anthropicBlocks(t), "stop_reason": stop, "stop_sequence": seq,
@@ -244,4 +272,52 @@ func writeMessages(w http.ResponseWriter, model string, t *Trace, c call) {
 	s.send("message_delta", map[string]any{"type": "message_delta", "delta": map[string]any{"stop_reason": stop, "stop_sequence": seq},
 		"usage": map[string]int{"output_tokens": len(t.CompletionIDs)}})
 	s.send("message_stop", map[string]any{"type": "message_stop"})
+}
+
+// countTokens answers POST /v1/messages/count_tokens (Claude Code asks
+// it): the prompt tokens of a Messages request as the session's sampler
+// renders and encodes it, without sampling. It leaves no trace and does
+// not count against the session's max_calls.
+func (g *Gateway) countTokens(w http.ResponseWriter, r *http.Request) {
+	began := time.Now()
+	status := g.serveCountTokens(w, r)
+	g.metrics.observe("messages.count_tokens", status, time.Since(began))
+}
+
+func (g *Gateway) serveCountTokens(w http.ResponseWriter, r *http.Request) int {
+	s, status := g.callSession(w, r, writeAnthropicError)
+	if s == nil {
+		return status
+	}
+	body, err := readBody(w, r, g.opts.MaxBodyBytes)
+	if err != nil {
+		s.fail(func(st *SessionStats) { st.Refused++ }, err.Error())
+		return writeBodyError(w, err, writeAnthropicError)
+	}
+	c, err := decodeMessages(body)
+	if err != nil {
+		s.fail(func(st *SessionStats) { st.Refused++ }, err.Error())
+		writeAnthropicError(w, http.StatusBadRequest, "invalid_request_error", err.Error())
+		return http.StatusBadRequest
+	}
+	n, err := sampler.CountPromptTokens(r.Context(), s.cfg.Sampler, sampler.Request{Messages: c.req.Messages, Tools: c.req.Tools,
+		Params: s.params, ChatTemplateKwargs: s.cfg.ChatTemplateKwargs})
+	if err != nil {
+		status, typ := http.StatusBadGateway, "api_error"
+		var ue *usererr.Error
+		switch {
+		case errors.Is(err, sampler.ErrCannotCount):
+			status = http.StatusNotImplemented
+		case errors.As(err, &ue):
+			status, typ = http.StatusBadRequest, "invalid_request_error"
+		}
+		s.fail(func(st *SessionStats) { st.Failed++ }, err.Error())
+		writeAnthropicError(w, status, typ, "counting tokens failed: "+err.Error())
+		return status
+	}
+	s.mu.Lock()
+	s.stats.CountTokens++
+	s.mu.Unlock()
+	writeJSON(w, http.StatusOK, map[string]int{"input_tokens": n})
+	return http.StatusOK
 }

@@ -28,16 +28,7 @@ import (
 // caller, gateway, rollout client and fake server together), so the
 // difference between the two rows is what the gateway costs.
 func BenchmarkGatewayOverhead(b *testing.B) {
-	up := fakevllm.New(fakevllm.Config{ReplyTokens: 8})
-	defer up.Close()
-	client, err := rollout.NewClient(rollout.Options{Endpoints: []string{up.URL}, Model: up.Model()})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer client.Close()
-	gw := gateway.New(gateway.Options{Sampler: client, Params: sampler.Params{Temperature: 1, TopP: 1, TopK: -1, MaxTokens: 8}, MaxCalls: 1 << 30})
-	srv := httptest.NewServer(gw.Handler())
-	defer srv.Close()
+	up, gw, srv := benchGateway(b)
 	body := []byte(`{"model":"` + up.Model() + `","messages":[{"role":"user","content":"What is 3+4?"}],"max_tokens":8}`)
 	for _, sessions := range []int{1, 64, 512} {
 		b.Run(fmt.Sprintf("upstream/sessions=%d", sessions), func(b *testing.B) {
@@ -62,6 +53,22 @@ func BenchmarkGatewayOverhead(b *testing.B) {
 			})
 		})
 	}
+}
+
+// benchGateway is a gateway in front of a fake vLLM answering 8 tokens at
+// once, through the rollout client; all are closed when b ends.
+func benchGateway(b *testing.B) (*fakevllm.Server, *gateway.Gateway, *httptest.Server) {
+	up := fakevllm.New(fakevllm.Config{ReplyTokens: 8})
+	b.Cleanup(up.Close)
+	client, err := rollout.NewClient(rollout.Options{Endpoints: []string{up.URL}, Model: up.Model()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(client.Close)
+	gw := gateway.New(gateway.Options{Sampler: client, Params: sampler.Params{Temperature: 1, TopP: 1, TopK: -1, MaxTokens: 8}, MaxCalls: 1 << 30})
+	srv := httptest.NewServer(gw.Handler())
+	b.Cleanup(srv.Close)
+	return up, gw, srv
 }
 
 func cpuTime() time.Duration {
@@ -109,4 +116,27 @@ func runCallers(b *testing.B, n int, body []byte, target func(i int) (url, token
 	b.StopTimer()
 	b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N)/1e3, "cpu-µs/call")
 	b.ReportMetric(float64(latency.Load())/float64(b.N)/1e3, "µs/call")
+}
+
+// BenchmarkRoutes compares one caller's calls through each wire format
+// the gateway serves, the same question to the same fake vLLM: what the
+// Responses and Messages translations cost beside chat completions.
+func BenchmarkRoutes(b *testing.B) {
+	_, gw, srv := benchGateway(b)
+	s, err := gw.Open(gateway.SessionConfig{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, r := range []struct{ name, path, body string }{
+		{"chat", "chat/completions", `{"model":"m","messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"What is 3+4?"}]}`},
+		{"chat/stream", "chat/completions", `{"model":"m","stream":true,"messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"What is 3+4?"}]}`},
+		{"responses", "responses", `{"model":"m","instructions":"Be brief.","input":"What is 3+4?"}`},
+		{"responses/stream", "responses", `{"model":"m","stream":true,"instructions":"Be brief.","input":"What is 3+4?"}`},
+		{"messages", "messages", `{"model":"m","max_tokens":8,"system":"Be brief.","messages":[{"role":"user","content":"What is 3+4?"}]}`},
+		{"messages/stream", "messages", `{"model":"m","max_tokens":8,"stream":true,"system":"Be brief.","messages":[{"role":"user","content":"What is 3+4?"}]}`},
+	} {
+		b.Run(r.name, func(b *testing.B) {
+			runCallers(b, 1, []byte(r.body), func(int) (string, string) { return srv.URL + "/sessions/" + s.ID + "/v1/" + r.path, s.Token })
+		})
+	}
 }

@@ -1,7 +1,7 @@
 // Package gateway is the recording proxy between agent programs and the
 // policy model. A program that only knows an OpenAI or Anthropic base URL
-// calls /sessions/{id}/v1/chat/completions, /v1/completions or
-// /v1/messages; the gateway checks the session's bearer token, pins the
+// calls /sessions/{id}/v1/chat/completions, /v1/completions,
+// /v1/responses or /v1/messages; the gateway checks the session's bearer token, pins the
 // model and sampling parameters to the session's, asks the sampler (an
 // OpenAI-compatible server, the embedded policy, Tinker's sampler: any
 // sampler.Sampler) for the reply with its exact token ids and logprobs,
@@ -45,6 +45,7 @@ const (
 	DefaultMaxSessions     = 65536
 	DefaultMaxTraces       = 4096
 	DefaultModel           = "policy"
+	DefaultStreamKeepAlive = 10 * time.Second
 )
 
 // Options configure a Gateway.
@@ -70,10 +71,16 @@ type Options struct {
 	// MaxCalls bounds the calls of a session created over HTTP that does
 	// not set its own (0: DefaultMaxTraces).
 	MaxCalls int
-	// AdminToken, when set, is required (Authorization: Bearer) to create,
-	// list, read and delete sessions over HTTP; a session's own token may
-	// always read its own traces.
+	// AdminToken is required (Authorization: Bearer or x-api-key) to
+	// create, list, read and delete sessions over HTTP and to read any
+	// session's traces; a session's own token reads that session's traces
+	// and nothing else. Empty: New makes a random one (AdminToken), so
+	// session management is never open to whoever reaches the port.
 	AdminToken string
+	// StreamKeepAlive is how often a streamed Responses call repeats
+	// response.in_progress while the sampler works (default 10 s), so that
+	// clients with an idle timeout between events wait for a slow sample.
+	StreamKeepAlive time.Duration
 	// Now is the clock (tests); nil means time.Now.
 	Now func() time.Time
 }
@@ -106,6 +113,12 @@ func New(opts Options) *Gateway {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
+	if opts.AdminToken == "" {
+		opts.AdminToken = "rllm-admin-" + randomHex(24)
+	}
+	if opts.StreamKeepAlive <= 0 {
+		opts.StreamKeepAlive = DefaultStreamKeepAlive
+	}
 	g := &Gateway{opts: opts, sessions: map[string]*Session{}, metrics: newMetrics()}
 	g.metrics.sessions = prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "rllm_gateway_sessions", Help: "Sessions alive."},
 		func() float64 { g.mu.Lock(); defer g.mu.Unlock(); return float64(len(g.sessions)) })
@@ -123,10 +136,12 @@ func New(opts Options) *Gateway {
 	m.HandleFunc("POST /sessions/{id}/v1/chat/completions", g.call(endpointChat))
 	m.HandleFunc("POST /sessions/{id}/v1/completions", g.call(endpointCompletions))
 	m.HandleFunc("POST /sessions/{id}/v1/messages", g.call(endpointMessages))
+	m.HandleFunc("POST /sessions/{id}/v1/messages/count_tokens", g.countTokens)
+	m.HandleFunc("POST /sessions/{id}/v1/responses", g.call(endpointResponses))
 	m.HandleFunc("GET /sessions/{id}/v1/models", g.models)
 	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeOpenAIError(w, http.StatusNotFound, "not_found_error",
-			fmt.Sprintf("no route %s %s; agents call /sessions/{session_id}/v1/chat/completions, /v1/completions or /v1/messages", r.Method, r.URL.Path))
+			fmt.Sprintf("no route %s %s; agents call /sessions/{session_id}/v1/chat/completions, /v1/completions, /v1/responses or /v1/messages", r.Method, r.URL.Path))
 	})
 	g.mux = m
 	return g
@@ -242,9 +257,19 @@ func tokenEqual(got, want string) bool {
 	return got != "" && subtle.ConstantTimeCompare([]byte(got), []byte(want)) == 1
 }
 
-// admin reports whether r may manage sessions.
+// admin reports whether r carries the admin token.
 func (g *Gateway) admin(r *http.Request) bool {
-	return g.opts.AdminToken == "" || tokenEqual(bearer(r), g.opts.AdminToken)
+	return tokenEqual(bearer(r), g.opts.AdminToken)
+}
+
+// refuseNonAdmin answers 401 unless r carries the admin token; it reports
+// whether it answered.
+func (g *Gateway) refuseNonAdmin(w http.ResponseWriter, r *http.Request, what string) bool {
+	if g.admin(r) {
+		return false
+	}
+	writeOpenAIError(w, http.StatusUnauthorized, "authentication_error", what+" needs the gateway's admin token (Authorization: Bearer); a session's token only makes model calls and reads that session's traces")
+	return true
 }
 
 type createRequest struct {
@@ -284,8 +309,7 @@ func (s *Session) info(withKey bool) sessionInfo {
 }
 
 func (g *Gateway) createSession(w http.ResponseWriter, r *http.Request) {
-	if !g.admin(r) {
-		writeOpenAIError(w, http.StatusUnauthorized, "authentication_error", "creating a session needs the gateway's admin token (Authorization: Bearer)")
+	if g.refuseNonAdmin(w, r, "creating a session") {
 		return
 	}
 	var req createRequest
@@ -347,8 +371,7 @@ func (g *Gateway) createSession(w http.ResponseWriter, r *http.Request) {
 }
 
 func (g *Gateway) listSessions(w http.ResponseWriter, r *http.Request) {
-	if !g.admin(r) {
-		writeOpenAIError(w, http.StatusUnauthorized, "authentication_error", "listing sessions needs the gateway's admin token")
+	if g.refuseNonAdmin(w, r, "listing sessions") {
 		return
 	}
 	g.mu.Lock()
@@ -361,30 +384,37 @@ func (g *Gateway) listSessions(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-// lookup finds the session of r and checks that r may read it: the
-// admin token or the session's own.
-func (g *Gateway) lookup(w http.ResponseWriter, r *http.Request, allowOwn bool) (*Session, bool) {
+// lookup finds the session of r for the admin, or, with allowOwn, for
+// the holder of the session's own token. Anyone else gets 401 whether
+// the session exists or not, so a token tells nothing of other sessions.
+func (g *Gateway) lookup(w http.ResponseWriter, r *http.Request, what string, allowOwn bool) (*Session, bool) {
 	id := r.PathValue("id")
 	s, ok := g.Session(id)
-	if !ok {
-		writeOpenAIError(w, http.StatusNotFound, "not_found_error", fmt.Sprintf("session %q does not exist (never created, or deleted)", id))
-		return nil, false
+	if g.admin(r) {
+		if !ok {
+			writeOpenAIError(w, http.StatusNotFound, "not_found_error", fmt.Sprintf("session %q does not exist (never created, or deleted)", id))
+		}
+		return s, ok
 	}
-	if g.opts.AdminToken != "" && !tokenEqual(bearer(r), g.opts.AdminToken) && !(allowOwn && tokenEqual(bearer(r), s.Token)) {
-		writeOpenAIError(w, http.StatusUnauthorized, "authentication_error", "this needs the gateway's admin token or the session's own")
-		return nil, false
+	if allowOwn && ok && tokenEqual(bearer(r), s.Token) {
+		return s, true
 	}
-	return s, true
+	if allowOwn {
+		writeOpenAIError(w, http.StatusUnauthorized, "authentication_error", what+" needs the gateway's admin token or this session's own token (Authorization: Bearer)")
+	} else {
+		g.refuseNonAdmin(w, r, what)
+	}
+	return nil, false
 }
 
 func (g *Gateway) getSession(w http.ResponseWriter, r *http.Request) {
-	if s, ok := g.lookup(w, r, true); ok {
+	if s, ok := g.lookup(w, r, "reading a session", false); ok {
 		writeJSON(w, http.StatusOK, s.info(false))
 	}
 }
 
 func (g *Gateway) getTraces(w http.ResponseWriter, r *http.Request) {
-	s, ok := g.lookup(w, r, true)
+	s, ok := g.lookup(w, r, "reading a session's traces", true)
 	if !ok {
 		return
 	}
@@ -418,7 +448,7 @@ func (g *Gateway) getTraces(w http.ResponseWriter, r *http.Request) {
 }
 
 func (g *Gateway) deleteSession(w http.ResponseWriter, r *http.Request) {
-	s, ok := g.lookup(w, r, false)
+	s, ok := g.lookup(w, r, "deleting a session", false)
 	if !ok {
 		return
 	}
@@ -464,3 +494,8 @@ func writeAnthropicError(w http.ResponseWriter, status int, typ, msg string) {
 	w.Header().Set("X-Should-Retry", "false")
 	writeJSON(w, status, map[string]any{"type": "error", "error": map[string]any{"type": typ, "message": msg}})
 }
+
+// AdminToken is the token session management over HTTP needs: the one
+// of Options, or the random one New made. Whoever starts the gateway
+// keeps it; a program never sees it.
+func (g *Gateway) AdminToken() string { return g.opts.AdminToken }

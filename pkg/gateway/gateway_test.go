@@ -56,12 +56,20 @@ func (f *fixture) open(t *testing.T, cfg gateway.SessionConfig) *gateway.Session
 // post sends body to path with the token; it returns the status and body.
 func (f *fixture) post(t *testing.T, path, token string, body any) (int, []byte) {
 	t.Helper()
+	h := http.Header{}
+	if token != "" {
+		h.Set("Authorization", "Bearer "+token)
+	}
+	return f.send(t, path, h, body)
+}
+
+// send posts body as JSON to path with the headers.
+func (f *fixture) send(t *testing.T, path string, h http.Header, body any) (int, []byte) {
+	t.Helper()
 	b, _ := json.Marshal(body)
 	req, _ := http.NewRequest(http.MethodPost, f.srv.URL+path, bytes.NewReader(b))
+	req.Header = h.Clone()
 	req.Header.Set("Content-Type", "application/json")
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -262,7 +270,7 @@ func TestSessionParamsArePinned(t *testing.T) {
 		mu.Unlock()
 		return gatewaytest.Reply{Text: "x"}
 	}
-	code, body := f.post(t, "/sessions", "", map[string]any{"session_id": "run-1", "sampling_params": map[string]any{"temperature": 0.7, "max_tokens": 9}})
+	code, body := f.post(t, "/sessions", f.gw.AdminToken(), map[string]any{"session_id": "run-1", "sampling_params": map[string]any{"temperature": 0.7, "max_tokens": 9}})
 	if code != 200 {
 		t.Fatalf("%d %s", code, body)
 	}
@@ -415,6 +423,7 @@ func TestAuthAndSessionLifetime(t *testing.T) {
 	}
 	// DELETE ends the session: its id and token are dead.
 	dreq, _ := http.NewRequest("DELETE", f.srv.URL+"/sessions/a", nil)
+	dreq.Header.Set("Authorization", "Bearer "+f.gw.AdminToken())
 	resp, err = http.DefaultClient.Do(dreq)
 	if err != nil || resp.StatusCode != 200 {
 		t.Fatalf("delete: %v %v", err, resp.Status)
@@ -748,4 +757,90 @@ func TestToolCallsGetIDs(t *testing.T) {
 	if tr := s.Traces(); tr[0].Response.ToolCalls[0].ID == "" {
 		t.Fatal("the trace keeps no id")
 	}
+}
+
+// A gateway built without an admin token makes a random one: session
+// management never answers a client that holds no token or only a
+// session's token, and a session's token reads its own traces only.
+func TestSessionManagementNeedsTheAdminToken(t *testing.T) {
+	f := newFixture(t, gateway.Options{})
+	a := f.open(t, gateway.SessionConfig{ID: "a"})
+	b := f.open(t, gateway.SessionConfig{ID: "b"})
+	if code, out := f.post(t, "/sessions/b/v1/chat/completions", b.Token, chatBody(false, nil)); code != 200 {
+		t.Fatalf("b's call: %d %s", code, out)
+	}
+	admin := f.gw.AdminToken()
+	if len(admin) < 32 || admin == a.Token || admin == b.Token {
+		t.Fatalf("admin token %q", admin)
+	}
+	do := func(method, path, token string) int {
+		req, _ := http.NewRequest(method, f.srv.URL+path, strings.NewReader("{}"))
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode == 401 && !strings.Contains(string(body), "admin token") {
+			t.Errorf("%s %s: the refusal does not say what it needs: %s", method, path, body)
+		}
+		return resp.StatusCode
+	}
+	for _, tc := range []struct {
+		method, path string
+		token        string
+		want         int
+	}{
+		{"GET", "/sessions", "", 401},
+		{"GET", "/sessions", a.Token, 401},
+		{"GET", "/sessions", admin, 200},
+		{"POST", "/sessions", "", 401},
+		{"POST", "/sessions", a.Token, 401},
+		{"GET", "/sessions/b", "", 401},
+		{"GET", "/sessions/b", a.Token, 401},
+		{"GET", "/sessions/a", a.Token, 401},
+		{"GET", "/sessions/b", admin, 200},
+		{"GET", "/sessions/b/traces", "", 401},
+		{"GET", "/sessions/b/traces", a.Token, 401},
+		{"GET", "/sessions/b/traces", "sk-guess", 401},
+		{"GET", "/sessions/zzz/traces", a.Token, 401}, // no telling which sessions exist
+		{"GET", "/sessions/zzz/traces", admin, 404},
+		{"GET", "/sessions/a/traces", a.Token, 200},
+		{"GET", "/sessions/b/traces", b.Token, 200},
+		{"GET", "/sessions/b/traces", admin, 200},
+		{"DELETE", "/sessions/b", "", 401},
+		{"DELETE", "/sessions/b", a.Token, 401},
+		{"DELETE", "/sessions/b", b.Token, 401},
+		{"DELETE", "/sessions/zzz", a.Token, 401},
+	} {
+		if got := do(tc.method, tc.path, tc.token); got != tc.want {
+			t.Errorf("%s %s with %s: %d, want %d", tc.method, tc.path, who(tc.token, a, b, admin), got, tc.want)
+		}
+	}
+	if _, ok := f.gw.Session("b"); !ok || len(b.Traces()) != 1 {
+		t.Fatal("session b was deleted or lost its trace")
+	}
+	if got := do("DELETE", "/sessions/b", admin); got != 200 {
+		t.Errorf("the admin's DELETE: %d", got)
+	}
+	if _, ok := f.gw.Session("b"); ok {
+		t.Error("the admin's DELETE left the session")
+	}
+}
+
+func who(token string, a, b *gateway.Session, admin string) string {
+	switch token {
+	case "":
+		return "no token"
+	case a.Token:
+		return "a's token"
+	case b.Token:
+		return "b's token"
+	case admin:
+		return "the admin token"
+	}
+	return "token " + token
 }

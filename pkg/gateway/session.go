@@ -34,6 +34,18 @@ type Session struct {
 	traces    []Trace
 	stats     SessionStats
 	closed    bool
+	// responses maps the id of each Responses call's reply to its call
+	// (previous_response_id); custom the call id of each custom tool call
+	// it returned to the arguments the model wrote.
+	responses map[string]responseRef
+	custom    map[string]string
+}
+
+// responseRef finds a Responses call's trace: its seq, and how many of
+// its leading messages its instructions were.
+type responseRef struct {
+	seq  int64
+	skip int
 }
 
 // SessionStats count a session's calls that left no trace.
@@ -47,6 +59,9 @@ type SessionStats struct {
 	PromptTooLong int `json:"prompt_too_long"`
 	// OverLimit counts calls refused past max_calls.
 	OverLimit int `json:"over_limit"`
+	// CountTokens counts the count_tokens calls answered (they sample
+	// nothing, leave no trace and do not count against max_calls).
+	CountTokens int `json:"count_tokens"`
 	// LastError is the message of the last failed or refused call.
 	LastError string `json:"last_error,omitempty"`
 }
@@ -58,7 +73,7 @@ type Trace struct {
 	SessionID string `json:"session_id"`
 	// Seq orders calls by arrival (from 0).
 	Seq int64 `json:"seq"`
-	// Endpoint is chat.completions, completions or messages.
+	// Endpoint is chat.completions, completions, messages or responses.
 	Endpoint string            `json:"endpoint"`
 	Model    string            `json:"model"`
 	Messages []episode.Message `json:"messages,omitempty"`
@@ -103,14 +118,51 @@ func (s *Session) close() {
 	s.mu.Unlock()
 }
 
-func (s *Session) record(t Trace) bool {
+func (s *Session) record(t Trace, c call) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
 		return false
 	}
 	s.traces = append(s.traces, t)
+	if rc := c.responses; rc != nil {
+		if s.responses == nil {
+			s.responses, s.custom = map[string]responseRef{}, map[string]string{}
+		}
+		s.responses["resp_"+t.TraceID] = responseRef{seq: t.Seq, skip: rc.skip}
+		for _, tc := range t.Response.ToolCalls {
+			if rc.custom[tc.Function.Name] {
+				s.custom[tc.ID] = tc.Function.Arguments
+			}
+		}
+	}
 	return true
+}
+
+// previous is the conversation of response id of this session, its
+// reply included and its instructions left out (previous_response_id).
+func (s *Session) previous(id string) ([]episode.Message, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ref, ok := s.responses[id]
+	if !ok {
+		return nil, false
+	}
+	for _, t := range s.traces {
+		if t.Seq == ref.seq {
+			msgs := append([]episode.Message(nil), t.Messages[min(ref.skip, len(t.Messages)):]...)
+			return append(msgs, t.Response), true
+		}
+	}
+	return nil, false
+}
+
+// customArgs are the arguments the model wrote for custom tool call id.
+func (s *Session) customArgs(id string) (string, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	a, ok := s.custom[id]
+	return a, ok
 }
 
 func (s *Session) fail(f func(*SessionStats), msg string) {
@@ -127,10 +179,11 @@ const (
 	endpointChat endpoint = iota
 	endpointCompletions
 	endpointMessages
+	endpointResponses
 )
 
 func (e endpoint) String() string {
-	return [...]string{"chat.completions", "completions", "messages"}[e]
+	return [...]string{"chat.completions", "completions", "messages", "responses"}[e]
 }
 
 // call is one proxied request after it is decoded: what to sample and
@@ -140,6 +193,8 @@ type call struct {
 	stream  bool
 	asked   askedFor
 	reqMsgs []episode.Message
+	// responses is set on a Responses call.
+	responses *responsesCall
 }
 
 // askedFor is what the client asked to get back beyond the reply.
@@ -162,16 +217,26 @@ func (g *Gateway) call(ep endpoint) http.HandlerFunc {
 	}
 }
 
-func (g *Gateway) serveCall(w http.ResponseWriter, r *http.Request, ep endpoint, errw errorWriter) int {
+// callSession is the session a call names, when the call carries its
+// token; else it answers the error and returns its status.
+func (g *Gateway) callSession(w http.ResponseWriter, r *http.Request, errw errorWriter) (*Session, int) {
 	id := r.PathValue("id")
 	s, ok := g.Session(id)
 	if !ok {
 		errw(w, http.StatusNotFound, "not_found_error", fmt.Sprintf("session %q does not exist (never created, or deleted)", id))
-		return http.StatusNotFound
+		return nil, http.StatusNotFound
 	}
 	if !tokenEqual(bearer(r), s.Token) {
 		errw(w, http.StatusUnauthorized, "authentication_error", "missing or wrong API key for this session: send the session's token as Authorization: Bearer or x-api-key")
-		return http.StatusUnauthorized
+		return nil, http.StatusUnauthorized
+	}
+	return s, http.StatusOK
+}
+
+func (g *Gateway) serveCall(w http.ResponseWriter, r *http.Request, ep endpoint, errw errorWriter) int {
+	s, status := g.callSession(w, r, errw)
+	if s == nil {
+		return status
 	}
 	n := s.seq.Add(1) - 1
 	if int(n) >= s.cfg.MaxCalls {
@@ -204,6 +269,8 @@ func (g *Gateway) serveCall(w http.ResponseWriter, r *http.Request, ep endpoint,
 		c, err = decodeCompletion(body)
 	case endpointMessages:
 		c, err = decodeMessages(body)
+	case endpointResponses:
+		c, err = decodeResponses(body, s)
 	}
 	if err != nil {
 		s.fail(func(st *SessionStats) { st.Refused++ }, err.Error())
@@ -214,6 +281,11 @@ func (g *Gateway) serveCall(w http.ResponseWriter, r *http.Request, ep endpoint,
 	c.req.Params = s.params
 	if c.req.Messages != nil {
 		c.req.ChatTemplateKwargs = s.cfg.ChatTemplateKwargs
+	}
+	traceID := randomHex(8)
+	if c.responses != nil && c.stream {
+		c.responses.stream = beginResponseStream(w, g.opts.Model, "resp_"+traceID, g.opts.Now().Unix(), c.responses, g.opts.StreamKeepAlive)
+		defer c.responses.stream.quiet()
 	}
 	began := time.Now()
 	resp, err := s.cfg.Sampler.Sample(r.Context(), c.req)
@@ -235,13 +307,15 @@ func (g *Gateway) serveCall(w http.ResponseWriter, r *http.Request, ep endpoint,
 		default:
 			s.fail(func(st *SessionStats) { st.Failed++ }, err.Error())
 		}
+		if ep == endpointResponses {
+			return writeResponsesFailure(w, c, status, typ, failureCode(err, status), "sampling failed: "+err.Error())
+		}
 		errw(w, status, typ, "sampling failed: "+err.Error())
 		return status
 	}
 	if len(resp.ToolCalls) > 0 && (resp.FinishReason == "stop" || resp.FinishReason == "") {
 		resp.FinishReason = "tool_calls"
 	}
-	traceID := randomHex(8)
 	for i := range resp.ToolCalls {
 		// Clients match tool results to calls by id; a sampler that parses
 		// calls out of text may leave it empty.
@@ -263,8 +337,12 @@ func (g *Gateway) serveCall(w http.ResponseWriter, r *http.Request, ep endpoint,
 	if t.WeightVersion == "" {
 		t.WeightVersion = resp.Model
 	}
-	if !s.record(t) {
-		errw(w, http.StatusNotFound, "not_found_error", fmt.Sprintf("session %q was deleted during the call", s.ID))
+	if !s.record(t, c) {
+		msg := fmt.Sprintf("session %q was deleted during the call", s.ID)
+		if ep == endpointResponses {
+			return writeResponsesFailure(w, c, http.StatusNotFound, "not_found_error", "not_found", msg)
+		}
+		errw(w, http.StatusNotFound, "not_found_error", msg)
 		return http.StatusNotFound
 	}
 	g.metrics.tokens.WithLabelValues("prompt").Add(float64(len(t.PromptIDs)))
@@ -276,6 +354,8 @@ func (g *Gateway) serveCall(w http.ResponseWriter, r *http.Request, ep endpoint,
 		writeCompletion(w, g.opts.Model, &t, c)
 	case endpointMessages:
 		writeMessages(w, g.opts.Model, &t, c)
+	case endpointResponses:
+		writeResponses(w, g.opts.Model, &t, c)
 	}
 	return http.StatusOK
 }

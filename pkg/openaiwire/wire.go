@@ -95,6 +95,25 @@ type TokenizeRequest[M any] struct {
 	ReturnTokenStrs      bool    `json:"return_token_strs"`
 }
 
+// TokenizeChatRequest is what a client sends to vLLM's POST /tokenize to
+// count a chat's prompt as the chat route would render it (the servers
+// read TokenizeRequest).
+type TokenizeChatRequest struct {
+	Model               string            `json:"model"`
+	Messages            []episode.Message `json:"messages"`
+	Tools               []sampler.Tool    `json:"tools,omitempty"`
+	AddGenerationPrompt bool              `json:"add_generation_prompt"`
+	AddSpecialTokens    bool              `json:"add_special_tokens"`
+	ChatTemplateKwargs  map[string]any    `json:"chat_template_kwargs,omitempty"`
+}
+
+// TokenizeResponse is vLLM's /tokenize answer.
+type TokenizeResponse struct {
+	Count       int   `json:"count"`
+	MaxModelLen int   `json:"max_model_len"`
+	Tokens      []int `json:"tokens"`
+}
+
 // SamplingFields are the parameters both generation routes take (OpenAI's
 // and vLLM's extras) as a server decodes them: a pointer is nil when the
 // field was left out, so the server can apply its own default. Shared by

@@ -360,6 +360,21 @@ func (c *Client) Sample(ctx context.Context, req sampler.Request) (sampler.Respo
 	return out, err
 }
 
+// CountPromptTokens counts a chat's prompt tokens with the server's own
+// chat template and tokenizer, through vLLM's POST /tokenize
+// (sampler.Counter); a token-id prompt is its length.
+func (c *Client) CountPromptTokens(ctx context.Context, req sampler.Request) (int, error) {
+	if len(req.Messages) == 0 {
+		return len(req.PromptIDs), nil
+	}
+	out, err := postRaw[openaiwire.TokenizeResponse](ctx, c, "/tokenize", &openaiwire.TokenizeChatRequest{Model: c.model(),
+		Messages: req.Messages, Tools: req.Tools, AddGenerationPrompt: true, ChatTemplateKwargs: req.ChatTemplateKwargs})
+	if err != nil {
+		return 0, err
+	}
+	return out.Count, nil
+}
+
 // checkParams refuses what vLLM would refuse, before a request is sent.
 func checkParams(req sampler.Request) error {
 	p := req.Params

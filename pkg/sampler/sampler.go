@@ -89,3 +89,37 @@ type Response struct {
 	Model         string `json:"model,omitempty"`
 	WeightVersion string `json:"weight_version,omitempty"`
 }
+
+// Counter is a Sampler that can count the tokens of a chat request's
+// prompt without sampling: the prompt rendered and encoded exactly as
+// Sample would (Anthropic's count_tokens).
+type Counter interface {
+	CountPromptTokens(ctx context.Context, req Request) (int, error)
+}
+
+// Wrapper is a Sampler that hands its calls on to another (a seeding or
+// weight-swapping layer), so that what the inner sampler can do besides
+// sampling stays reachable.
+type Wrapper interface {
+	Unwrap() Sampler
+}
+
+// ErrCannotCount is what CountPromptTokens returns when no sampler on the
+// chain is a Counter.
+var ErrCannotCount = errors.New("the sampler cannot count prompt tokens without sampling")
+
+// CountPromptTokens counts req's prompt tokens with s, or with the first
+// sampler s wraps that is a Counter.
+func CountPromptTokens(ctx context.Context, s Sampler, req Request) (int, error) {
+	for range 16 { // wrappers nest a few deep; a cycle must not spin
+		if c, ok := s.(Counter); ok {
+			return c.CountPromptTokens(ctx, req)
+		}
+		w, ok := s.(Wrapper)
+		if !ok {
+			break
+		}
+		s = w.Unwrap()
+	}
+	return 0, ErrCannotCount
+}

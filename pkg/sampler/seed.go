@@ -65,3 +65,6 @@ func splitmix(x uint64) uint64 {
 	x = (x ^ (x >> 27)) * 0x94d049bb133111eb
 	return x ^ (x >> 31)
 }
+
+// Unwrap is the seeded sampler (Wrapper).
+func (s *seeded) Unwrap() Sampler { return s.next }

@@ -43,6 +43,7 @@ func newBwrap(ctx context.Context, c Config) (Backend, error) {
 	if err != nil {
 		return nil, errUnavailable(BackendBwrap, "prlimit (Debian package util-linux) is not installed")
 	}
+	announceCgroups()
 	b := &bwrap{bwrap: bin, prlimit: prlimit, env: c.environ()}
 	if os.Geteuid() == 0 {
 		b.asUser = &syscall.Credential{Uid: nobody, Gid: nobody, Groups: []uint32{}}
@@ -152,7 +153,7 @@ func (b *bwrap) Run(ctx context.Context, req Request) (Result, error) {
 
 	started := make(chan bool, 1)
 	go func() { started <- readStarted(status) }()
-	res, st, err := runProcess(ctx, procRun{argv: argv, dir: "/", stdin: req.Stdin, extra: extra, limits: l, asUser: b.asUser})
+	res, st, err := runProcess(ctx, procRun{argv: argv, dir: "/", stdin: req.Stdin, extra: extra, limits: l, asUser: b.asUser, own: 2})
 	statusW.Close()
 	if err != nil {
 		return res, err

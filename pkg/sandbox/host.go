@@ -23,6 +23,7 @@ func newHost(c Config) (Backend, error) {
 	if err != nil {
 		return nil, errUnavailable(BackendUnsafeHost, "prlimit (Debian package util-linux) is not installed")
 	}
+	announceCgroups()
 	env := c.environ()
 	for i, kv := range env {
 		if len(kv) > 5 && kv[:5] == "HOME=" {

@@ -33,6 +33,9 @@ type procRun struct {
 	limits Limits
 	// asUser, when set, runs the process with these credentials.
 	asUser *syscall.Credential
+	// own is how many processes the engine itself keeps in the cgroup
+	// besides the program's (bwrap's monitor and its PID 1).
+	own int
 }
 
 // runProcess starts p, bounds it by its wall time and output limits and
@@ -66,8 +69,22 @@ func runProcess(ctx context.Context, p procRun) (Result, *os.ProcessState, error
 	stderr := &capWriter{limit: p.limits.OutputBytes, over: over}
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 
+	// Memory and processes bound the whole run where a cgroup can be
+	// made (else the rlimits alone bound each process; Open said so).
 	start := time.Now()
-	if err := cmd.Start(); err != nil {
+	var cg *Cgroup
+	if CgroupsAvailable() == nil {
+		c, err := NewCgroup(Limits{MemoryBytes: p.limits.MemoryBytes, Processes: p.limits.Processes}, p.own)
+		if err != nil {
+			return Result{}, nil, err
+		}
+		cg = c
+		defer cg.Remove()
+		err = cg.Start(cmd)
+		if err != nil {
+			return Result{}, nil, fmt.Errorf("sandbox: start %s: %w", p.argv[0], err)
+		}
+	} else if err := cmd.Start(); err != nil {
 		return Result{}, nil, fmt.Errorf("sandbox: start %s: %w", p.argv[0], err)
 	}
 	timer := time.AfterFunc(p.limits.WallTime, func() { wallHit.Store(true); cancel() })
@@ -76,9 +93,20 @@ func runProcess(ctx context.Context, p procRun) (Result, *os.ProcessState, error
 	res := Result{Time: time.Since(start), Stdout: stdout.bytes(), Stderr: stderr.bytes()}
 	output := outputHit.Load()
 	st := cmd.ProcessState
+	var cs CgroupStats
+	if cg != nil {
+		if cs, err = cg.Stats(); err != nil {
+			return res, st, fmt.Errorf("sandbox: reading the run's cgroup: %w", err)
+		}
+	}
 	switch {
 	case ctx.Err() != nil:
 		return res, st, ctx.Err()
+	case cs.OOMKills > 0 && !output:
+		// The kernel killed a process of the run for memory (the
+		// program's exit status may not show it: a child was killed).
+		res.Limit, res.ExitCode = LimitMemory, exitCodeOr(st, 128+int(syscall.SIGKILL))
+		return res, st, nil
 	case wallHit.Load() && !output:
 		res.Limit, res.ExitCode = LimitWallTime, 128+int(syscall.SIGKILL)
 		return res, st, nil
@@ -90,6 +118,10 @@ func runProcess(ctx context.Context, p procRun) (Result, *os.ProcessState, error
 		return res, nil, fmt.Errorf("sandbox: %s: %w", p.argv[0], werr)
 	}
 	res.ExitCode = exitCode(st)
+	if cs.ForkRefusals > 0 && res.ExitCode != 0 {
+		// A fork the pids limit refused, and the run failed.
+		res.Limit = LimitProcesses
+	}
 	var ee *exec.ExitError
 	if werr != nil && !errors.As(werr, &ee) && !errors.Is(werr, exec.ErrWaitDelay) {
 		return res, st, fmt.Errorf("sandbox: %s: %w", p.argv[0], werr)
@@ -104,6 +136,14 @@ func exitCode(st *os.ProcessState) int {
 		return 128 + int(ws.Signal())
 	}
 	return st.ExitCode()
+}
+
+// exitCodeOr is st's exit code, or def when the process was not waited.
+func exitCodeOr(st *os.ProcessState, def int) int {
+	if st == nil {
+		return def
+	}
+	return exitCode(st)
 }
 
 // cpuTime is the CPU time of a finished process and its waited-for

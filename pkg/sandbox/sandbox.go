@@ -17,10 +17,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sort"
 	"strings"
 	"time"
 )
+
+// Logger receives the sandbox's notes (once per process: which limits
+// bound each process rather than the whole sandbox).
+var Logger = slog.Default()
 
 // Backend names (sandbox.backend).
 const (
@@ -46,9 +51,12 @@ type Limits struct {
 	// CPUTime is RLIMIT_CPU (whole seconds, rounded up): the process
 	// gets SIGXCPU, then SIGKILL a second later.
 	CPUTime time.Duration
-	// MemoryBytes is RLIMIT_AS of each process (address space).
+	// MemoryBytes bounds the memory of the whole run, every process
+	// together (a cgroup, where one can be made: see NewCgroup), and
+	// the address space of each process (RLIMIT_AS).
 	MemoryBytes int64
-	// Processes is RLIMIT_NPROC: processes and threads at once.
+	// Processes bounds the processes and threads of the whole run at
+	// once (a cgroup's pids.max), and RLIMIT_NPROC.
 	Processes int
 	// FileSizeBytes is RLIMIT_FSIZE, the largest file a process may
 	// write; it also sizes the work directory's tmpfs (bwrap, docker).
@@ -208,10 +216,12 @@ type Result struct {
 	Stderr   []byte
 	// Time is the wall time from start to the end of the whole tree.
 	Time time.Duration
-	// Limit is the limit that ended the run, if any. Memory, processes
-	// and file size are inferred from the program's own error (an
-	// allocation, fork or write that failed) and may be missed when the
-	// program hides it.
+	// Limit is the limit that ended the run, if any. Memory is the
+	// cgroup's count of processes it killed for memory, where the run
+	// has a cgroup; processes, the cgroup's count of refused forks in a
+	// run that failed. Otherwise memory, processes and file size are
+	// inferred from the program's own error (an allocation, fork or
+	// write that failed) and may be missed when the program hides it.
 	Limit Limit
 	// Net is what a workspace's network forwarder counted (nil without
 	// a network): the connections it relayed and those the sandbox

@@ -400,9 +400,14 @@ func (t *Trainer) asyncTrain(ctx context.Context) (map[string]float64, error) {
 // asyncMiniBatch is the synchronous step's pipeline on one optimizer
 // step's groups.
 func (t *Trainer) asyncMiniBatch(ctx context.Context, groups []Group, em rollout.EngineMetrics, onPolicy bool, clock *stopwatch) (map[string]float64, error) {
+	var eps []*episode.Episode
 	for _, g := range groups {
-		t.diag.noteEpisodes(phaseRollouts, g.Episodes)
+		eps = append(eps, g.Episodes...)
 	}
+	if err := allFailed(eps); err != nil {
+		return nil, err
+	}
+	t.diag.noteEpisodes(phaseRollouts, eps)
 	m := episodeMetrics(groups)
 	m["rollout/retries"], m["rollout/episodes"] = float64(em.Retries), float64(em.Episodes)
 	m["rollout/errors"], m["rollout/response_tokens"] = float64(em.Errors+em.Timeouts), float64(em.ResponseTokens)

@@ -146,6 +146,9 @@ func (t *Trainer) sampleGroups(ctx context.Context, tasks []episode.Task) ([]Gro
 	if err != nil {
 		return nil, nil, err
 	}
+	if err := allFailed(eps); err != nil {
+		return nil, nil, err // the loop names the step
+	}
 	t.diag.noteEpisodes(phaseRollouts, eps)
 	groups, err := groupEpisodes(eps, t.plan.Train.N)
 	if err != nil {

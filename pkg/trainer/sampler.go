@@ -89,6 +89,14 @@ func (s *swapSampler) Sample(ctx context.Context, req sampler.Request) (sampler.
 	return resp, err
 }
 
+// Unwrap is the sampler of the newest published weights (sampler.Wrapper):
+// a gateway counts a prompt's tokens with it.
+func (s *swapSampler) Unwrap() sampler.Sampler {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cur
+}
+
 // versionOf is the version a response was sampled with. A snapshot
 // sampler (the embedded policy, Tinker's sampling clients) samples from
 // the weights it was published with: v, the version when the call

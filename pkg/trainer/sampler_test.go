@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rllm-org/rllm-go/pkg/gateway/gatewaytest"
 	"github.com/rllm-org/rllm-go/pkg/sampler"
 )
 
@@ -96,5 +97,19 @@ func TestSwapSamplerHoldCancelled(t *testing.T) {
 	close(g.gate)
 	if _, err := s.Sample(context.Background(), sampler.Request{}); err != nil {
 		t.Fatalf("sampling after a cancelled hold: %v", err)
+	}
+}
+
+// A gateway in front of the trainer's sampler counts prompt tokens with
+// the newest published sampler.
+func TestSwapSamplerCountsWithCurrent(t *testing.T) {
+	s := &swapSampler{}
+	if _, err := sampler.CountPromptTokens(context.Background(), sampler.Seeded(s, 1), sampler.Request{PromptIDs: []int{1}}); !errors.Is(err, sampler.ErrCannotCount) {
+		t.Fatalf("before a publish: %v", err)
+	}
+	s.swap(&gatewaytest.Sampler{})
+	n, err := sampler.CountPromptTokens(context.Background(), sampler.Seeded(s, 1), sampler.Request{PromptIDs: []int{1, 2, 3}})
+	if err != nil || n != 3 {
+		t.Fatalf("counted %d, %v", n, err)
 	}
 }

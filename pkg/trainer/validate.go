@@ -2,6 +2,7 @@ package trainer
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/rllm-org/rllm-go/pkg/episode"
 	"github.com/rllm-org/rllm-go/pkg/rollout"
@@ -30,6 +31,9 @@ func (t *Trainer) validate(ctx context.Context) (map[string]float64, error) {
 			return nil, err
 		}
 		eps = append(eps, got...)
+	}
+	if err := allFailed(eps); err != nil {
+		return nil, fmt.Errorf("validation at step %d: %w", t.step, err)
 	}
 	t.diag.noteEpisodes(phaseValidation, eps)
 	sum := rollout.Summarize(eps, n)

@@ -65,6 +65,9 @@ func (t *Trainer) warmup(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		if err := allFailed(eps); err != nil {
+			return fmt.Errorf("warm-up step %d: %w", s+1, err)
+		}
 		seqs, _, err := rollout.Assemble(eps, t.plan.Assemble)
 		if err != nil {
 			return err

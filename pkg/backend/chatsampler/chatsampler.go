@@ -111,6 +111,16 @@ func (c *Sampler) Prompt(ctx context.Context, msgs []episode.Message, tools []sa
 	return c.tok.Encode(text, false), nil
 }
 
+// CountPromptTokens is the length of the prompt Sample would send
+// (sampler.Counter).
+func (c *Sampler) CountPromptTokens(ctx context.Context, req sampler.Request) (int, error) {
+	if len(req.Messages) == 0 {
+		return len(req.PromptIDs), nil
+	}
+	ids, err := c.Prompt(ctx, req.Messages, req.Tools, req.ChatTemplateKwargs)
+	return len(ids), err
+}
+
 // Sample produces one completion.
 func (c *Sampler) Sample(ctx context.Context, req sampler.Request) (sampler.Response, error) {
 	snap := c.Current()

@@ -131,6 +131,12 @@ func TestTemplateKwargsAndTools(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Counting renders the same prompt (a gateway's count_tokens).
+	n, err := sampler.CountPromptTokens(context.Background(), cs, sampler.Request{Messages: []episode.Message{user}, Tools: []sampler.Tool{tool},
+		ChatTemplateKwargs: map[string]any{"enable_thinking": false}})
+	if err != nil || n != len(snap.reqs[0].Prompt) {
+		t.Errorf("counted %d (%v), sampled a prompt of %d", n, err, len(snap.reqs[0].Prompt))
+	}
 	for _, want := range []string{"# Tools", `"name": "get_weather"`, "<|im_start|>assistant\n<think>\n\n</think>\n\n"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("prompt lacks %q:\n%s", want, text)

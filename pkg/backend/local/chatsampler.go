@@ -37,7 +37,7 @@ func (c *ChatSampler) Sample(ctx context.Context, req sampler.Request) (sampler.
 	case len(req.Messages) > 0 && len(req.PromptIDs) > 0:
 		return sampler.Response{}, inputErrorf("a sampler request sets both messages and prompt_ids; set exactly one")
 	case len(req.Tools) > 0:
-		return sampler.Response{}, inputErrorf("the embedded policy cannot call tools (the request lists %d); use a workflow without tools or an OpenAI-compatible server", len(req.Tools))
+		return sampler.Response{}, errNoTools(len(req.Tools))
 	case len(req.Messages) > 0:
 		prompt = tok.ChatTemplate(req.Messages, true)
 	default:
@@ -62,6 +62,22 @@ func (c *ChatSampler) Sample(ctx context.Context, req sampler.Request) (sampler.
 		Model:         snap.Name(),
 		WeightVersion: strconv.Itoa(snap.Version()),
 	}, nil
+}
+
+// CountPromptTokens is the length of the prompt Sample would send
+// (sampler.Counter).
+func (c *ChatSampler) CountPromptTokens(_ context.Context, req sampler.Request) (int, error) {
+	switch {
+	case len(req.Tools) > 0:
+		return 0, errNoTools(len(req.Tools))
+	case len(req.Messages) > 0:
+		return len(Tokenizer{}.ChatTemplate(req.Messages, true)), nil
+	}
+	return len(req.PromptIDs), nil
+}
+
+func errNoTools(n int) error {
+	return inputErrorf("the embedded policy cannot call tools (the request lists %d); use a workflow without tools or an OpenAI-compatible server", n)
 }
 
 // TokenParams maps OpenAI-style sampling settings onto the token sampler's

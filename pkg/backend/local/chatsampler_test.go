@@ -24,6 +24,12 @@ func TestChatSampler(t *testing.T) {
 	if !slices.Equal(resp.PromptIDs, Tokenizer{}.ChatTemplate(msgs, true)) {
 		t.Error("prompt ids are not the chat template's")
 	}
+	if n, err := sampler.CountPromptTokens(ctx, cs, sampler.Request{Messages: msgs}); err != nil || n != len(resp.PromptIDs) {
+		t.Errorf("counted %d (%v), sampled a prompt of %d", n, err, len(resp.PromptIDs))
+	}
+	if _, err := cs.CountPromptTokens(ctx, sampler.Request{Messages: msgs, Tools: []sampler.Tool{{Type: "function"}}}); err == nil {
+		t.Error("tools counted by the embedded policy")
+	}
 	if len(resp.CompletionIDs) != len(resp.Logprobs) || len(resp.CompletionIDs) == 0 || resp.Model != "local-v1" {
 		t.Fatalf("response %+v", resp)
 	}

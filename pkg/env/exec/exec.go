@@ -281,6 +281,10 @@ func (pl *Pool) start() (*process, error) {
 	// uv run, npm start) the real environment is a grandchild. Wait is
 	// bounded even while a descendant holds stdout or stderr open.
 	procgroup.Configure(cmd, 0)
+	// Under a supervisor: whatever the wrapper left (`(sleep 120 &)`, a
+	// setsid daemon) dies when the child ends, and all of it when rllm
+	// does, even by SIGKILL.
+	procgroup.Supervise(cmd)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, err

@@ -30,6 +30,10 @@ import (
 // and answers; "environ" returns the child's environment; "badreward"
 // sends a reward that is a string; anything else is echoed.
 func TestMain(m *testing.M) {
+	if f := os.Getenv("EXEC_TEST_RLLM"); f != "" { // outlive_linux_test.go
+		rllmStandIn(f)
+		os.Exit(0)
+	}
 	if os.Getenv("EXEC_TEST_CHILD") == "1" {
 		child(os.Stdin, os.Stdout)
 		os.Exit(0)

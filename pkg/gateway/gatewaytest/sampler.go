@@ -82,6 +82,15 @@ func Tokens(s string) []int {
 	return ids
 }
 
+// CountPromptTokens is the length of the prompt Sample would render
+// (sampler.Counter).
+func (s *Sampler) CountPromptTokens(_ context.Context, req sampler.Request) (int, error) {
+	if req.PromptIDs != nil {
+		return len(req.PromptIDs), nil
+	}
+	return len(Render(req.Messages, req.Tools)), nil
+}
+
 // Sample answers one call.
 func (s *Sampler) Sample(ctx context.Context, req sampler.Request) (sampler.Response, error) {
 	s.calls.Add(1)

@@ -95,12 +95,8 @@ func New(p Params, deps workflow.Deps) (*Program, error) {
 	if err != nil {
 		return nil, err
 	}
-	bin := argv[0]
-	if p.Dir != "" && strings.Contains(bin, "/") && !filepath.IsAbs(bin) {
-		bin = filepath.Join(p.Dir, bin) // the program starts in dir
-	}
-	if _, err := exec.LookPath(bin); err != nil {
-		return nil, usererr.Errorf("workflow.args.command: %s is not an executable file or a program on PATH; give its path", argv[0])
+	if err := checkProgram(argv, display, p.Dir); err != nil {
+		return nil, err
 	}
 	for _, name := range p.PassEnv {
 		if err := childenv.CheckName(name); err != nil {
@@ -185,6 +181,28 @@ func commandLine(v any) ([]string, string, error) {
 	return nil, "", usererr.Errorf("workflow.args.command is not set: give the agent program as a command line (workflow.args.command='python3 agent.py') or a list ([node, agent.mjs])")
 }
 
+// checkProgram checks that the program of the command exists: argv[0]
+// of a list, the first word of a string that is a simple command (see
+// shellProgram; a string the shell alone resolves is left to the shell).
+func checkProgram(argv []string, display, dir string) error {
+	prog, what := argv[0], argv[0]
+	if len(argv) == 3 && argv[0] == "/bin/sh" && argv[1] == "-c" && argv[2] == display {
+		p, ok := shellProgram(display)
+		if !ok {
+			return nil
+		}
+		prog, what = p, fmt.Sprintf("%s (the program of %q)", p, display)
+	}
+	bin := prog
+	if dir != "" && strings.Contains(bin, "/") && !filepath.IsAbs(bin) {
+		bin = filepath.Join(dir, bin) // the program starts in dir
+	}
+	if _, err := exec.LookPath(bin); err != nil {
+		return usererr.Errorf("workflow.args.command: %s is not an executable file or a program on PATH; give its path", what)
+	}
+	return nil
+}
+
 // name is the program as error messages name it.
 func (w *Program) name() string {
 	d := w.display
@@ -243,6 +261,8 @@ func (w *Program) Run(ctx context.Context, task episode.Task, episodeID string) 
 			"RLLM_EPISODE_ID":    episodeID,
 		})
 		cmd.Stdin = bytes.NewReader(append(in, '\n'))
+		// Nothing the program starts outlives it or rllm (killed by SIGKILL too).
+		procgroup.Supervise(cmd)
 		runErr = runGroup(cmd, stdout, stderr)
 	}
 	ep.Metrics["program_seconds"] = time.Since(began).Seconds()

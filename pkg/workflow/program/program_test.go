@@ -16,12 +16,14 @@ import (
 	"time"
 
 	"github.com/rllm-org/rllm-go/pkg/episode"
+	"github.com/rllm-org/rllm-go/pkg/gateway"
 	"github.com/rllm-org/rllm-go/pkg/gateway/gatewaytest"
 	"github.com/rllm-org/rllm-go/pkg/rollout"
 	"github.com/rllm-org/rllm-go/pkg/sampler"
 	"github.com/rllm-org/rllm-go/pkg/sandbox"
 	_ "github.com/rllm-org/rllm-go/pkg/tasks"
 	"github.com/rllm-org/rllm-go/pkg/workflow"
+	"github.com/rllm-org/rllm-go/pkg/workflow/program"
 )
 
 // The test binary doubles as the agent program: run with the argument
@@ -32,6 +34,9 @@ func TestMain(m *testing.M) {
 	}
 	if exe, err := os.Executable(); err == nil {
 		sandbox.SetSelf(exe)
+	}
+	if f := os.Getenv("PROGRAM_TEST_RLLM"); f != "" { // outlive_linux_test.go
+		os.Exit(rllmStandIn(f))
 	}
 	for i, a := range os.Args {
 		if a == "agent-program" && i+1 < len(os.Args) {
@@ -136,6 +141,39 @@ func agentProgram(mode string, args []string) int {
 		os.WriteFile(args[0], []byte(strconv.Itoa(c.Process.Pid)), 0o644)
 		chat([]map[string]any{{"role": "user", "content": q}})
 		fmt.Println(`{"answer": "7"}`)
+	case "snoop":
+		// Tries what a program must not do: list the sessions, read and
+		// delete another's (args[0]), open one, with its own token and
+		// with none. It writes each status to args[1].
+		base := strings.TrimSuffix(os.Getenv("OPENAI_BASE_URL"), "/sessions/"+os.Getenv("RLLM_SESSION_ID")+"/v1")
+		chat([]map[string]any{{"role": "user", "content": q}})
+		got := map[string]int{}
+		for _, tok := range []string{os.Getenv("OPENAI_API_KEY"), ""} {
+			for _, r := range [][2]string{{"GET", "/sessions"}, {"GET", "/sessions/" + args[0]}, {"GET", "/sessions/" + args[0] + "/traces"},
+				{"DELETE", "/sessions/" + args[0]}, {"POST", "/sessions"}, {"DELETE", "/sessions/" + os.Getenv("RLLM_SESSION_ID")}} {
+				req, _ := http.NewRequest(r[0], base+r[1], strings.NewReader("{}"))
+				if tok != "" {
+					req.Header.Set("Authorization", "Bearer "+tok)
+				}
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					fmt.Fprintln(os.Stderr, err)
+					return 1
+				}
+				resp.Body.Close()
+				got[fmt.Sprintf("%s %s token=%v", r[0], r[1], tok != "")] = resp.StatusCode
+			}
+		}
+		// Its own traces it may read.
+		req, _ := http.NewRequest("GET", base+"/sessions/"+os.Getenv("RLLM_SESSION_ID")+"/traces", nil)
+		req.Header.Set("Authorization", "Bearer "+os.Getenv("OPENAI_API_KEY"))
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close()
+			got["own traces"] = resp.StatusCode
+		}
+		out, _ := json.Marshal(got)
+		os.WriteFile(args[1], out, 0o644)
+		fmt.Println(`{"reward": 1}`)
 	case "bigbody":
 		big := strings.Repeat("a", 100<<20)
 		_, code, err := chat([]map[string]any{{"role": "user", "content": big}})
@@ -263,7 +301,7 @@ func TestProgramFailures(t *testing.T) {
 		{"exits 1", self("exit1"), nil, episode.TerminationError, []string{"exited with status 1", "ValueError: bad thing happened"}},
 		{"hangs", self("hang"), map[string]any{"timeout_s": 0.5}, episode.TerminationTimeout, []string{"timeout_s=0.5", "thinking forever"}},
 		{"sends 100 MB", self("bigbody"), nil, episode.TerminationError, []string{"exited with status 1", "413", "request body too large"}},
-		{"not found", "./no-such-agent.py", nil, episode.TerminationError, []string{"exited with status 127"}},
+		{"not found", "exec ./no-such-agent.py", nil, episode.TerminationError, []string{"exited with status 127"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			args := map[string]any{"command": tc.command}
@@ -287,6 +325,46 @@ func TestProgramFailures(t *testing.T) {
 				t.Errorf("error %q does not name the program", ep.Error)
 			}
 		})
+	}
+}
+
+// A program reaches its own session and nothing else: on the gateway
+// every program episode shares, it can neither list the sessions nor read
+// or delete another episode's, nor open one, with its token or without.
+func TestProgramCannotReachOtherSessions(t *testing.T) {
+	gw, err := program.Shared()
+	if err != nil {
+		t.Fatal(err)
+	}
+	victim, err := gw.GW.Open(gateway.SessionConfig{Sampler: answering("7"), MaxCalls: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gw.GW.Close(victim.ID)
+	out := filepath.Join(t.TempDir(), "codes.json")
+	w := newWorkflow(t, answering("7"), map[string]any{"command": self("snoop", victim.ID, out)})
+	if _, err := w.Run(context.Background(), task, "t:0"); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got map[string]int
+	if err := json.Unmarshal(b, &got); err != nil || len(got) != 13 {
+		t.Fatalf("%v %s", err, b)
+	}
+	for what, code := range got {
+		if what == "own traces" {
+			if code != 200 {
+				t.Errorf("the program could not read its own traces: %d", code)
+			}
+		} else if code != 401 {
+			t.Errorf("%s: %d, want 401", what, code)
+		}
+	}
+	if _, ok := gw.GW.Session(victim.ID); !ok {
+		t.Error("the program deleted another session")
 	}
 }
 
@@ -341,6 +419,8 @@ func TestBadArguments(t *testing.T) {
 		"empty list":       {"command": []any{}},
 		"not strings":      {"command": []any{1, 2}},
 		"missing program":  {"command": []any{"/no/such/program"}},
+		"misspelt program": {"command": "pythn3 agent.py"},
+		"missing in dir":   {"command": "LOG=1 ./agent.sh --x", "dir": "."},
 		"bad pass_env":     {"command": "true", "pass_env": []any{"A=B"}},
 		"timeout 0":        {"command": "true", "timeout_s": 0},
 		"max_calls 0":      {"command": "true", "max_calls": 0},

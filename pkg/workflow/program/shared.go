@@ -18,7 +18,10 @@ var shared struct {
 // Shared is the process-wide gateway program episodes use: started on
 // first use on a free port of 127.0.0.1, it lives as long as the process.
 // Each episode opens its own session on it with its own sampler, so
-// training, validation and eval phases share it.
+// training, validation and eval phases share it. Its admin token is a
+// random one that stays in this process: a program holds only its own
+// session's token, which makes model calls and reads that session's
+// traces, so it cannot list, read or delete the other episodes' sessions.
 func Shared() (*Gateway, error) {
 	shared.once.Do(func() {
 		shared.gw, shared.err = Start("127.0.0.1:0", gateway.New(gateway.Options{}))
