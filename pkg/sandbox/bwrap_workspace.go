@@ -359,7 +359,13 @@ func (w *bwrapWorkspace) Exec(ctx context.Context, req ExecRequest) (Result, err
 		case <-runCtx.Done():
 		}
 	}()
-	res, st, err := runProcess(runCtx, procRun{argv: argv, dir: "/", stdin: req.Stdin, extra: extra, limits: l, asUser: w.b.asUser})
+	// bwrap's monitor and PID 1, and the forwarder's threads, share the
+	// cgroup's pids limit with the command.
+	own := 2
+	if w.fw != "" {
+		own += 16
+	}
+	res, st, err := runProcess(runCtx, procRun{argv: argv, dir: "/", stdin: req.Stdin, extra: extra, limits: l, asUser: w.b.asUser, own: own})
 	for _, f := range extra {
 		f.Close() // the report's reader sees its end
 	}

@@ -297,6 +297,9 @@ func (w *Workflow) Run(ctx context.Context, task episode.Task, episodeID string)
 		ep.Metrics["first_call_seconds"] = traces[0].Timestamp.Sub(began).Seconds()
 	}
 	w.attach(ep, traces, episodeID)
+	// count_tokens samples nothing and leaves no trace; counted beside
+	// the auxiliary calls.
+	ep.Metrics["count_tokens_calls"] = float64(st.CountTokens)
 	name := "harness " + w.entry.Name
 	stderrLine := func() string {
 		if l := lastLine(res.Stderr); l != "" {

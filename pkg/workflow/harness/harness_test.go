@@ -122,7 +122,7 @@ func checkEpisode(t *testing.T, ep *episode.Episode) {
 	if clean[strings.TrimPrefix(ep.Trajectories[0].Name, Name+"/")] && ep.Metrics["denied_connections"] != 0 {
 		t.Errorf("the harness tried %v connections besides its session", ep.Metrics["denied_connections"])
 	}
-	t.Logf("%s: first call after %.2f s, %v s, %v calls (%v auxiliary), %v forwarded and %v denied connections", ep.ID, ep.Metrics["first_call_seconds"], ep.Metrics["harness_seconds"], ep.Metrics["model_calls"], ep.Metrics["auxiliary_calls"], ep.Metrics["forwarded_connections"], ep.Metrics["denied_connections"])
+	t.Logf("%s: first call after %.2f s, %v s, %v calls (%v auxiliary, %v count_tokens), %v forwarded and %v denied connections", ep.ID, ep.Metrics["first_call_seconds"], ep.Metrics["harness_seconds"], ep.Metrics["model_calls"], ep.Metrics["auxiliary_calls"], ep.Metrics["count_tokens_calls"], ep.Metrics["forwarded_connections"], ep.Metrics["denied_connections"])
 }
 
 // clean are the harnesses seen to call nothing but their session; the
