@@ -2,7 +2,6 @@ package harness
 
 import (
 	"context"
-	"net/http/httptest"
 	"os"
 	"slices"
 	"strings"
@@ -59,9 +58,6 @@ func runHarness(t *testing.T, name string) *episode.Episode {
 	if _, err := sandbox.NewBwrapOpener(context.Background(), sandbox.Config{Limits: sandbox.DefaultLimits}); err != nil {
 		t.Skipf("bwrap is not usable here: %v", err)
 	}
-	if e.Wire == harness.WireResponses && !servesResponses() {
-		t.Skipf("harness %s speaks the Responses API, which this gateway does not serve yet", name)
-	}
 	smp := harnesstest.Sampler(task())
 	w, err := New(Params{Harness: name, Dir: cacheDir(), WorkDir: "/work", Verifier: verifier, TimeoutS: 300, MaxCalls: 32,
 		Sandbox: "bwrap", MemoryMB: 32768, Processes: 1024, Gamma: 1}, workflow.Deps{Sampler: smp})
@@ -78,14 +74,6 @@ func runHarness(t *testing.T, name string) *episode.Episode {
 		t.Fatalf("episode: %v", err)
 	}
 	return ep
-}
-
-// servesResponses reports whether the gateway has a Responses route.
-func servesResponses() bool {
-	g := gateway.New(gateway.Options{})
-	rec := httptest.NewRecorder()
-	g.Handler().ServeHTTP(rec, httptest.NewRequest("POST", "/sessions/none/v1/responses", strings.NewReader("{}")))
-	return !strings.Contains(rec.Body.String(), "no route")
 }
 
 // checkEpisode checks the reward and that every step's tokens are what
