@@ -11,6 +11,7 @@ import (
 
 	"github.com/rogpeppe/go-internal/testscript"
 
+	"github.com/rllm-org/rllm-go/internal/fakedocker"
 	"github.com/rllm-org/rllm-go/pkg/sandbox"
 )
 
@@ -74,7 +75,8 @@ func TestScripts(t *testing.T) {
 			return nil
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
-			"jsonlines": cmdJSONLines,
+			"jsonlines":  cmdJSONLines,
+			"fakedocker": cmdFakeDocker,
 		},
 		Condition: func(cond string) (bool, error) {
 			switch cond {
@@ -152,6 +154,23 @@ func cmdJSONLines(ts *testscript.TestScript, neg bool, args []string) {
 			}
 		}
 	}
+}
+
+// cmdFakeDocker starts a fake Docker daemon (internal/fakedocker) that
+// has the images named, for the rest of the script, and points DOCKER_HOST
+// at it.
+//
+//	fakedocker [image...]
+func cmdFakeDocker(ts *testscript.TestScript, neg bool, args []string) {
+	if neg {
+		ts.Fatalf("usage: fakedocker [image...]")
+	}
+	dir, err := os.MkdirTemp("", "fd") // a Unix socket's path is short
+	ts.Check(err)
+	s, err := fakedocker.Start(filepath.Join(dir, "docker.sock"), args...)
+	ts.Check(err)
+	ts.Defer(func() { s.Stop(); os.RemoveAll(dir) })
+	ts.Setenv("DOCKER_HOST", s.Host())
 }
 
 var sandboxOnce = sync.OnceValue(func() bool {

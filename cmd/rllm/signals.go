@@ -8,7 +8,9 @@ import (
 	"os/signal"
 	"sync"
 	"syscall"
+	"time"
 
+	"github.com/rllm-org/rllm-go/pkg/sandbox"
 	"github.com/rllm-org/rllm-go/pkg/usererr"
 )
 
@@ -50,12 +52,14 @@ func runWithSignals(a *App, args []string, exit func(int)) int {
 				// The second signal: no more waiting.
 				a.diag(slog.LevelError, fmt.Sprintf("%s again: exiting now; left undone: %s", signalName(sig), a.leftUndone()),
 					slog.Int("exit_code", signalExit(sig)))
+				removeContainers(5 * time.Second)
 				exit(signalExit(sig))
 				return
 			}
 		}
 	}()
 	code := a.Run(ctx, args)
+	removeContainers(30 * time.Second)
 	mu.Lock()
 	sig := first
 	mu.Unlock()
@@ -63,6 +67,17 @@ func runWithSignals(a *App, args []string, exit func(int)) int {
 		code = signalExit(sig)
 	}
 	return code
+}
+
+// removeContainers removes the docker containers this process still
+// has (the workspaces and warm containers of its sandboxes), bounded in
+// time (briefly after a second signal, which exits at once otherwise), on
+// every way out of the command; a kill -9 leaves them to the next rllm,
+// which removes those of dead processes when it opens the docker backend.
+func removeContainers(bound time.Duration) {
+	ctx, cancel := context.WithTimeout(context.Background(), bound)
+	defer cancel()
+	sandbox.CloseAll(ctx)
 }
 
 func signalExit(sig os.Signal) int {

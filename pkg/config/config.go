@@ -68,7 +68,8 @@ type SandboxLimits struct {
 
 // SandboxDocker configures the docker backend.
 type SandboxDocker struct {
-	Image string `koanf:"image" json:"image" yaml:"image"`
+	Image    string `koanf:"image" json:"image" yaml:"image"`
+	WarmPool int    `koanf:"warm_pool" json:"warm_pool" yaml:"warm_pool"`
 }
 
 // Tools are offered to the model by tool-calling agents (tool_agent).

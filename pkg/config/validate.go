@@ -330,6 +330,7 @@ func validate(c *Config, origin func(string) Origin) Errors {
 	v.between("sandbox.limits.processes", sb.Limits.Processes, 1, 1<<16)
 	v.between("sandbox.limits.file_size_mb", sb.Limits.FileSizeMB, 1, 1<<20)
 	v.between("sandbox.limits.output_kb", sb.Limits.OutputKB, 1, 1<<20)
+	v.between("sandbox.docker.warm_pool", sb.Docker.WarmPool, 0, 64)
 	for i, p := range sb.BindRO {
 		if !strings.HasPrefix(p, "/") || strings.Contains(p, "..") || p == "/" {
 			v.fail(fmt.Sprintf("sandbox.bind_ro[%d]", i), "must be an absolute host directory other than / and without .., got %q", p)

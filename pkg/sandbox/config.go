@@ -31,8 +31,12 @@ type Config struct {
 	MaxConcurrent int
 	// Limits are every run's limits (a request may only tighten them).
 	Limits Limits
-	// DockerImage is the image the docker backend runs.
+	// DockerImage is the image the docker backend runs; empty is the
+	// local base image (BaseImage).
 	DockerImage string
+	// DockerWarm is how many started containers the docker backend keeps
+	// waiting per container shape (sandbox.docker.warm_pool); 0: none.
+	DockerWarm int
 }
 
 // DefaultEnv is the environment every sandboxed program starts with;
@@ -45,9 +49,6 @@ var DefaultEnv = map[string]string{
 	"PYTHONUNBUFFERED":        "1",
 	"OMP_NUM_THREADS":         "1",
 }
-
-// DefaultDockerImage is sandbox.docker.image's default.
-const DefaultDockerImage = "python:3.12-slim"
 
 // environ is the sandbox's environment as sorted KEY=value pairs.
 func (c Config) environ() []string {
@@ -125,10 +126,17 @@ func openBackend(ctx context.Context, c Config) (Backend, error) {
 	if berr == nil {
 		return b, nil
 	}
-	if d, err := newDocker(ctx, c); err == nil {
+	d, derr := newDocker(ctx, c)
+	if derr == nil {
 		return d, nil
 	}
-	return nil, errUnavailable("auto", "no sandbox is available ("+message(berr)+"; no Docker daemon answers) and code from a model never runs on the host unsandboxed")
+	var ue *usererr.Error
+	if errors.As(derr, &ue) && ue.Subject == dockerImageKey {
+		// A daemon answers: what is missing is the image, and that is
+		// the fix to name.
+		return nil, &usererr.Error{Subject: dockerImageKey, Msg: fmt.Sprintf("sandbox.backend auto: bwrap is not usable (%s), and %s", message(berr), ue.Msg), Fix: ue.Fix}
+	}
+	return nil, errUnavailable("auto", "no sandbox is available ("+message(berr)+"; "+message(derr)+") and code from a model never runs on the host unsandboxed")
 }
 
 // lookPath finds a host program.
@@ -162,7 +170,7 @@ func Configure(c Config) {
 
 func equalConfig(a, b Config) bool {
 	return a.Backend == b.Backend && slices.Equal(a.BindRO, b.BindRO) && fmt.Sprint(a.Env) == fmt.Sprint(b.Env) &&
-		a.MaxConcurrent == b.MaxConcurrent && a.Limits == b.Limits && a.DockerImage == b.DockerImage
+		a.MaxConcurrent == b.MaxConcurrent && a.Limits == b.Limits && a.DockerImage == b.DockerImage && a.DockerWarm == b.DockerWarm
 }
 
 // Shared returns the process-wide pool, opening it on first use (with

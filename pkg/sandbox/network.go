@@ -37,7 +37,7 @@ const (
 	DefaultPort = 8000
 )
 
-var self struct {
+var selfBin struct {
 	mu   sync.Mutex
 	path string
 }
@@ -46,19 +46,19 @@ var self struct {
 // passes its own executable; a test binary passes itself and dispatches
 // ForwardCommand in TestMain). Workspaces with a Network need it.
 func SetSelf(path string) {
-	self.mu.Lock()
-	self.path = path
-	self.mu.Unlock()
+	selfBin.mu.Lock()
+	selfBin.path = path
+	selfBin.mu.Unlock()
 }
 
 // forwarder is the binary SetSelf named, or an error saying it is unset.
 func forwarder() (string, error) {
-	self.mu.Lock()
-	defer self.mu.Unlock()
-	if self.path == "" {
+	selfBin.mu.Lock()
+	defer selfBin.mu.Unlock()
+	if selfBin.path == "" {
 		return "", errors.New("sandbox: a workspace with a network needs the forwarder binary (sandbox.SetSelf was not called)")
 	}
-	return self.path, nil
+	return selfBin.path, nil
 }
 
 // NetReport is what the forwarder reports when its command ends.

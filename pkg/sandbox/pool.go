@@ -77,3 +77,10 @@ func (p *Pool) Close() error {
 	p.wg.Wait()
 	return p.backend.Close()
 }
+
+// Opener is the pool's backend as an Opener of workspaces, false when
+// the backend opens none.
+func (p *Pool) Opener() (Opener, bool) {
+	o, ok := p.backend.(Opener)
+	return o, ok
+}

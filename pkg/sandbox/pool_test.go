@@ -2,7 +2,6 @@ package sandbox
 
 import (
 	"context"
-	"os/exec"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -98,21 +97,6 @@ func TestPoolWaitHonoursContext(t *testing.T) {
 		t.Fatalf("err %v", err)
 	}
 	close(f.gate)
-}
-
-// TestDockerScript runs the docker backend's file-writing script with
-// the host's sh: files of any bytes land where the request names them.
-func TestDockerScript(t *testing.T) {
-	if _, err := exec.LookPath("base64"); err != nil {
-		t.Skip("no base64")
-	}
-	req := Request{Command: []string{"cat", "a", "d/e/f"}, Files: map[string][]byte{"a": []byte("x'y\n"), "d/e/f": {0, 1, 255, '\n'}}}
-	cmd := exec.Command("sh", append([]string{"-c", dockerScript(req), "sh"}, req.Command...)...)
-	cmd.Dir = t.TempDir()
-	out, err := cmd.Output()
-	if err != nil || string(out) != "x'y\n\x00\x01\xff\n" {
-		t.Fatalf("%q %v", out, err)
-	}
 }
 
 // TestPoolLimitsAboveDefaults: sandbox.limits larger than the defaults

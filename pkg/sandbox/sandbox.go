@@ -64,6 +64,14 @@ type Limits struct {
 	// OutputBytes caps stdout and stderr each; a run that writes more
 	// is killed and reported with LimitOutput.
 	OutputBytes int64
+	// DiskBytes bounds what a docker workspace writes into its own
+	// container layer, all files together (WorkspaceSpec.Limits; checked
+	// every second, the workspace is killed past it). No config key: a
+	// task's limits set it.
+	DiskBytes int64
+	// MilliCPUs is the CPU share of a docker container in thousandths
+	// of a CPU (1000: one CPU).
+	MilliCPUs int64
 }
 
 // DefaultLimits are sandbox.limits' defaults (configs/default.yaml).
@@ -74,6 +82,8 @@ var DefaultLimits = Limits{
 	Processes:     64,
 	FileSizeBytes: 16 << 20,
 	OutputBytes:   1 << 20,
+	DiskBytes:     1 << 30,
+	MilliCPUs:     1000,
 }
 
 // Within returns l with every zero field taken from max and every field
@@ -91,7 +101,12 @@ func (l Limits) Within(max Limits) Limits {
 // a field set above its default keeps its value (sandbox.limits may
 // raise any limit).
 func (l Limits) OrDefaults() Limits {
-	return l.merge(DefaultLimits, func(v, d int64) int64 {
+	return l.Or(DefaultLimits)
+}
+
+// Or returns l with every zero field taken from o.
+func (l Limits) Or(o Limits) Limits {
+	return l.merge(o, func(v, d int64) int64 {
 		if v <= 0 {
 			return d
 		}
@@ -108,6 +123,8 @@ func (l Limits) merge(o Limits, pick func(v, o int64) int64) Limits {
 		Processes:     int(pick(int64(l.Processes), int64(o.Processes))),
 		FileSizeBytes: pick(l.FileSizeBytes, o.FileSizeBytes),
 		OutputBytes:   pick(l.OutputBytes, o.OutputBytes),
+		DiskBytes:     pick(l.DiskBytes, o.DiskBytes),
+		MilliCPUs:     pick(l.MilliCPUs, o.MilliCPUs),
 	}
 }
 
@@ -203,6 +220,7 @@ const (
 	LimitProcesses Limit = "processes"
 	LimitFileSize  Limit = "file_size"
 	LimitOutput    Limit = "output"
+	LimitDisk      Limit = "disk"
 )
 
 // Result is what a run gave. A program that fails (non-zero exit, a
@@ -248,6 +266,8 @@ func (r Result) Reason() string {
 		return "file size limit exceeded"
 	case LimitOutput:
 		return "output limit exceeded"
+	case LimitDisk:
+		return "disk limit exceeded"
 	}
 	if r.ExitCode == 0 {
 		return ""

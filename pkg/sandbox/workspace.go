@@ -97,7 +97,9 @@ type WorkspaceSpec struct {
 // host port, no other address, no DNS.
 type Network struct {
 	// Socket is the host path of the Unix socket; empty means no
-	// network.
+	// network. Docker mounts the socket's directory at the same path
+	// inside (the container keeps network none: loopback only), for a
+	// forwarder started in the workspace to serve it on Port.
 	Socket string
 	// Port is the loopback port inside the workspace that forwards to
 	// Socket; 0 picks 8000.

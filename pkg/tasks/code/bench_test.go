@@ -13,9 +13,11 @@ import (
 )
 
 // BenchmarkGrade100 grades a correct reply against a 100-test stdin
-// task, bwrap against unsafe-host, one sandbox run per test against one
-// batch run through the harness, one grading at a time and 2×cores at
-// once (pool of that size). Reported: tests/s and gradings/s.
+// task, bwrap against unsafe-host and docker, one sandbox run per test
+// against one batch run through the harness, one grading at a time and
+// 2×cores at once (pool of that size). Reported: tests/s and gradings/s.
+// Docker grades in batch only (per test would be 100 containers a
+// grading); it skips where no daemon or base image is there.
 //
 //	go test ./pkg/tasks/code -run '^$' -bench Grade100 -benchtime 3x
 func BenchmarkGrade100(b *testing.B) {
@@ -24,8 +26,11 @@ func BenchmarkGrade100(b *testing.B) {
 		tests[i] = Test{Kind: Stdin, Input: strconv.Itoa(i) + " " + strconv.Itoa(2*i) + "\n", Expected: strconv.Itoa(3 * i)}
 	}
 	code := "a, b = map(int, input().split())\nprint(a + b)"
-	for _, backend := range []string{sandbox.BackendBwrap, sandbox.BackendUnsafeHost} {
+	for _, backend := range []string{sandbox.BackendBwrap, sandbox.BackendUnsafeHost, sandbox.BackendDocker} {
 		for _, batch := range []bool{false, true} {
+			if backend == sandbox.BackendDocker && !batch {
+				continue
+			}
 			for _, conc := range []int{1, 2 * runtime.NumCPU()} {
 				mode := "per-test"
 				if batch {

@@ -1,0 +1,592 @@
+package sandbox
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/client"
+
+	"github.com/rllm-org/rllm-go/pkg/usererr"
+)
+
+// requireDockerEnv, when set to 1 (.ci/run sets it once
+// scripts/docker-setup.sh has succeeded), turns the docker tests' skips
+// into failures: CI runs them for real.
+const requireDockerEnv = "RLLM_REQUIRE_DOCKER"
+
+// dockerFor opens the docker backend on the daemon of DOCKER_HOST with the
+// local base image (BaseImage, as scripts/docker-setup.sh tags it). It
+// skips, saying why, where no daemon answers or the image is absent, unless
+// RLLM_REQUIRE_DOCKER=1.
+func dockerFor(t testing.TB, c Config) *Docker {
+	t.Helper()
+	c.Backend = BackendDocker
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	d, err := OpenDocker(ctx, c)
+	if err != nil {
+		var ue *usererr.Error
+		if errors.As(err, &ue) && os.Getenv(requireDockerEnv) != "1" {
+			t.Skipf("the docker backend is not exercised here (%v); scripts/docker-setup.sh sets it up", err)
+		}
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	return d
+}
+
+func dockerSmall(t testing.TB) *Docker {
+	t.Helper()
+	return dockerFor(t, Config{Limits: small})
+}
+
+// TestDockerRun: the one-shot path, files uploaded through the archive
+// API, stdin, stdout, stderr and the exit status; the program runs as an
+// unprivileged user that can write its work directory (it used to fail
+// with "cannot create harness.py: Permission denied").
+func TestDockerRun(t *testing.T) {
+	d := dockerSmall(t)
+	res := run(t, d, Request{Command: []string{"sh", "-c", "cat; echo err >&2; cat sub/dir/f.txt; echo new > harness.py && cat harness.py; id -u; exit 3"},
+		Stdin: []byte("in\n"), Files: map[string][]byte{"sub/dir/f.txt": []byte("file\n"), "main.py": []byte("print(1)\n")}})
+	if res.ExitCode != 3 || string(res.Stdout) != "in\nfile\nnew\n65534\n" || string(res.Stderr) != "err\n" || res.Limit != LimitNone {
+		t.Fatalf("got %+v (stdout %q stderr %q)", res, res.Stdout, res.Stderr)
+	}
+	res = run(t, d, py("print(open('main.py').read().strip())\n"))
+	if !res.OK() || string(res.Stdout) != "print(open('main.py').read().strip())\n" {
+		t.Fatalf("python: %+v (%s) stdout %q", res, res.Reason(), res.Stdout)
+	}
+}
+
+// TestDockerLargeFile: a file far past the ~96 KiB that fitted in one
+// sh -c argument arrives whole (it failed with "argument list too long").
+func TestDockerLargeFile(t *testing.T) {
+	d := dockerSmall(t)
+	big := bytes.Repeat([]byte("0123456789abcdef"), 64<<10) // 1 MiB
+	big = append(big, 0, 1, 255)
+	res := run(t, d, Request{Command: []string{"sh", "-c", "wc -c < tests.json; cksum < tests.json"}, Files: map[string][]byte{"tests.json": big}})
+	want := fmt.Sprintf("%d\n", len(big))
+	if !res.OK() || !strings.HasPrefix(string(res.Stdout), want) {
+		t.Fatalf("got %+v (%s) stdout %q, want %q first", res, res.Reason(), res.Stdout, want)
+	}
+}
+
+// TestHostileDocker runs the bad programs of TestHostileBwrap in docker
+// containers: each ends with its limit, and nothing reaches the host.
+func TestHostileDocker(t *testing.T) {
+	d := dockerSmall(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan struct{}, 1)
+	go func() {
+		if c, err := ln.Accept(); err == nil {
+			accepted <- struct{}{}
+			c.Close()
+		}
+	}()
+	port := ln.Addr().(*net.TCPAddr).Port
+	marker := filepath.Join(os.TempDir(), fmt.Sprintf("rllm-docker-escape-%d", os.Getpid()))
+	defer os.Remove(marker)
+	// A busy machine may take long for one CPU second: the CPU-bound
+	// loop gets a wall time far above its CPU time.
+	longWall := small
+	longWall.WallTime = 5 * time.Minute
+	shortWall := small
+	shortWall.WallTime = 2 * time.Second
+	tests := []struct {
+		name   string
+		code   string
+		limit  Limit
+		limits Limits
+	}{
+		{"fork bomb", "import os\nwhile True:\n    os.fork()\n", LimitProcesses, Limits{}},
+		{"endless allocation", "x = []\nwhile True:\n    x.append(bytearray(1 << 24))\n", LimitMemory, Limits{}},
+		{"infinite loop", "while True:\n    pass\n", LimitCPUTime, longWall},
+		{"1 GB print", "import sys\nb = 'x' * (1 << 20)\nfor _ in range(1024):\n    sys.stdout.write(b)\n", LimitOutput, Limits{}},
+		{"sleep past the timeout", "import time\ntime.sleep(60)\n", LimitWallTime, shortWall},
+		{"big file", "open('f', 'w').write('x' * (4 << 20))\n", LimitFileSize, Limits{}},
+		{"write host /tmp", fmt.Sprintf("open(%q, 'w').write('escaped')\n", marker), LimitNone, Limits{}},
+		{"write the root", "open('/etc/x', 'w').write('x')\n", LimitNone, Limits{}},
+		{"tcp connect", fmt.Sprintf("import socket\ns = socket.create_connection(('127.0.0.1', %d), timeout=2)\nprint('connected')\n", port), LimitNone, Limits{}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			req := py(tc.code)
+			req.Limits = tc.limits
+			res := run(t, d, req)
+			if res.Limit != tc.limit {
+				t.Errorf("limit %q, want %q (exit %d, stderr %q)", res.Limit, tc.limit, res.ExitCode, tail(res.Stderr))
+			}
+			if tc.name != "write host /tmp" && res.OK() {
+				t.Errorf("the program succeeded: stdout %q", tail(res.Stdout))
+			}
+			if int64(len(res.Stdout)) > small.OutputBytes || int64(len(res.Stderr)) > small.OutputBytes {
+				t.Errorf("output kept past the cap: %d, %d", len(res.Stdout), len(res.Stderr))
+			}
+		})
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Errorf("the container wrote %s on the host", marker)
+	}
+	select {
+	case <-accepted:
+		t.Error("the container reached a listener on the host's 127.0.0.1")
+	default:
+	}
+}
+
+// TestDockerCancel: cancelling the context ends Run with the context's
+// error and removes the container.
+func TestDockerCancel(t *testing.T) {
+	d := dockerSmall(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if _, err := d.Run(ctx, Request{Command: []string{"sleep", "30"}}); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("err %v, want the context's", err)
+	}
+	d.removing.Wait()
+	if n := ownContainers(t, d); n != 0 {
+		t.Fatalf("%d containers of this run remain", n)
+	}
+}
+
+// ownContainers counts the containers of this process on the daemon.
+func ownContainers(t testing.TB, d *Docker) int {
+	t.Helper()
+	list, err := d.cli.ContainerList(context.Background(), client.ContainerListOptions{All: true, Filters: make(client.Filters).Add("label", LabelRun+"="+d.owner.run)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(list.Items)
+}
+
+func openWS(t *testing.T, d *Docker, spec WorkspaceSpec) Workspace {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	w, err := d.Open(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.Close(context.Background()) })
+	return w
+}
+
+func execWS(t *testing.T, w Workspace, req ExecRequest) Result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	res, err := w.Exec(ctx, req)
+	if err != nil {
+		t.Fatalf("Exec %v: %v", req.Command, err)
+	}
+	return res
+}
+
+// TestDockerWorkspace: files and processes persist between commands;
+// CopyIn creates directories and takes a file of any size; ReadFile reads
+// back, bounded, and says fs.ErrNotExist; Close removes the container.
+func TestDockerWorkspace(t *testing.T) {
+	d := dockerSmall(t)
+	w := openWS(t, d, WorkspaceSpec{WorkDir: "/app", Env: []string{"A=1"}, Labels: map[string]string{"org.rllm.task": "t1"}})
+	ctx := context.Background()
+	big := bytes.Repeat([]byte("x"), 300<<10)
+	if err := w.CopyIn(ctx, "/app/src/pkg", []File{{Name: "a.py", Data: []byte("print('a')\n")}, {Name: "deep/b.txt", Data: big}, {Name: "run.sh", Mode: 0o755, Data: []byte("#!/bin/sh\necho ran $A $B\n")}}); err != nil {
+		t.Fatal(err)
+	}
+	res := execWS(t, w, ExecRequest{Command: []string{"sh", "-c", "pwd; python3 src/pkg/a.py; wc -c < src/pkg/deep/b.txt; src/pkg/run.sh; echo kept > state"}, Env: []string{"B=2"}})
+	if !res.OK() || string(res.Stdout) != "/app\na\n307200\nran 1 2\n" {
+		t.Fatalf("got %+v (%s) stdout %q stderr %q", res, res.Reason(), res.Stdout, res.Stderr)
+	}
+	res = execWS(t, w, ExecRequest{Command: []string{"cat", "state"}, Dir: "/app"})
+	if string(res.Stdout) != "kept\n" {
+		t.Fatalf("state not kept: %q", res.Stdout)
+	}
+	got, err := w.ReadFile(ctx, "/app/src/pkg/deep/b.txt", 10)
+	if err != nil || string(got) != "xxxxxxxxxx" {
+		t.Fatalf("ReadFile: %q %v", got, err)
+	}
+	if _, err := w.ReadFile(ctx, "/app/none", 10); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("ReadFile of a missing file: %v", err)
+	}
+	// A file the command wrote, through a symbolic link.
+	execWS(t, w, ExecRequest{Command: []string{"sh", "-c", "mkdir -p /logs/verifier && echo 1 > /logs/verifier/reward.txt && ln -s /logs/verifier/reward.txt /app/r"}})
+	if got, err := w.ReadFile(ctx, "/app/r", 100); err != nil || string(got) != "1\n" {
+		t.Fatalf("ReadFile through a link: %q %v", got, err)
+	}
+	// CopyIn into an existing system directory keeps its mode.
+	if err := w.CopyIn(ctx, "/tmp", []File{{Name: "x", Data: []byte("y")}}); err != nil {
+		t.Fatal(err)
+	}
+	res = execWS(t, w, ExecRequest{Command: []string{"stat", "-c", "%a", "/tmp"}})
+	if string(res.Stdout) != "1777\n" {
+		t.Fatalf("/tmp's mode is now %q", res.Stdout)
+	}
+	if err := w.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(ctx); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	if _, err := w.Exec(ctx, ExecRequest{Command: []string{"true"}}); err == nil {
+		t.Fatal("Exec after Close succeeded")
+	}
+	if n := ownContainers(t, d); n != 0 {
+		t.Fatalf("%d containers remain after Close", n)
+	}
+}
+
+// TestDockerWorkspaceLimits: a command past its wall time is killed with
+// what it started (a background child included), and the workspace goes
+// on; memory, processes and disk are the workspace's.
+func TestDockerWorkspaceLimits(t *testing.T) {
+	d := dockerSmall(t)
+	d.diskEvery = 100 * time.Millisecond
+	lim := small
+	lim.WallTime = 0
+	lim.DiskBytes = 8 << 20
+	w := openWS(t, d, WorkspaceSpec{Limits: lim})
+	short := Limits{WallTime: 2 * time.Second}
+	res := execWS(t, w, ExecRequest{Command: []string{"sh", "-c", "(sleep 300; echo late) & sleep 300"}, Limits: short})
+	if res.Limit != LimitWallTime {
+		t.Fatalf("limit %q, want wall_time: %+v", res.Limit, res)
+	}
+	res = execWS(t, w, ExecRequest{Command: []string{"sh", "-c", "ps -eo args | grep -c '^sleep 300' || true"}})
+	if strings.TrimSpace(string(res.Stdout)) != "0" {
+		t.Fatalf("processes of the killed command remain: %q %q", res.Stdout, res.Stderr)
+	}
+	res = execWS(t, w, ExecRequest{Command: []string{"python3", "-c", "import os\nwhile True: os.fork()"}})
+	if res.Limit != LimitProcesses {
+		t.Fatalf("fork bomb: limit %q (%s)", res.Limit, res.Reason())
+	}
+	// Fill the disk: many files each within the file size limit.
+	res = execWS(t, w, ExecRequest{Command: []string{"sh", "-c", "i=0; while :; do i=$((i+1)); head -c 1000000 /dev/zero > /fill$i || exit 1; done"}, Limits: Limits{WallTime: 10 * time.Minute}})
+	if res.Limit != LimitDisk {
+		t.Fatalf("disk: limit %q (%s)", res.Limit, res.Reason())
+	}
+	if _, err := w.Exec(context.Background(), ExecRequest{Command: []string{"true"}}); err == nil || !strings.Contains(err.Error(), "disk limit exceeded") {
+		t.Fatalf("Exec after the disk limit: %v", err)
+	}
+}
+
+// TestDockerWorkspaceLife: the workspace's WallTime ends it, and the
+// command running then reports it.
+func TestDockerWorkspaceLife(t *testing.T) {
+	d := dockerSmall(t)
+	lim := small
+	lim.WallTime = 3 * time.Second
+	w := openWS(t, d, WorkspaceSpec{Limits: lim})
+	// On a busy machine the life may end before the command starts:
+	// then Exec says why the workspace ended.
+	res, err := w.Exec(context.Background(), ExecRequest{Command: []string{"sleep", "600"}, Limits: Limits{WallTime: 10 * time.Minute}})
+	if err != nil && !strings.Contains(err.Error(), "ended: time limit exceeded (wall time)") || err == nil && res.Limit != LimitWallTime {
+		t.Fatalf("limit %q, err %v", res.Limit, err)
+	}
+	if _, err := w.Exec(context.Background(), ExecRequest{Command: []string{"true"}}); err == nil || !strings.Contains(err.Error(), "ended") {
+		t.Fatalf("Exec after the workspace's life: %v", err)
+	}
+}
+
+// TestDockerImageMissing: a daemon that answers without the image is a
+// user error naming the image and sandbox.docker.image (the suite used to
+// fail here, and validate-config said valid).
+func TestDockerImageMissing(t *testing.T) {
+	dockerSmall(t) // skips where no daemon answers
+	_, err := OpenDocker(context.Background(), Config{DockerImage: "rllm-no-such-image:0", Limits: small})
+	var ue *usererr.Error
+	if !errors.As(err, &ue) || ue.Subject != "sandbox.docker.image" || !strings.Contains(err.Error(), "rllm-no-such-image:0") {
+		t.Fatalf("err %v", err)
+	}
+}
+
+// TestDockerBuildImage: a context builds once, its tag is the context's
+// hash and is reused; a Dockerfile that fails names the directory and the
+// end of the build log.
+func TestDockerBuildImage(t *testing.T) {
+	d := dockerSmall(t)
+	dir := t.TempDir()
+	write := func(name, s string) {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, name)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("environment/Dockerfile", "FROM "+BaseImage()+"\nWORKDIR /app\nCOPY src/ /app/\nRUN echo built > /app/stamp\n")
+	write("src/hello.py", "print('hello from the image')\n")
+	ctx := context.Background()
+	tag, err := d.BuildImage(ctx, dir, filepath.Join(dir, "environment/Dockerfile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(tag, BuiltImageRepo+":") {
+		t.Fatalf("tag %q", tag)
+	}
+	t.Cleanup(func() { d.cli.ImageRemove(context.Background(), tag, client.ImageRemoveOptions{Force: true}) })
+	insp, err := d.cli.ImageInspect(ctx, tag)
+	if err != nil || insp.Config == nil || insp.Config.Labels[LabelContext] == "" || insp.Config.Labels["org.rllm.build.owner.pid"] != d.owner.pid || insp.Config.Labels[LabelOwnerPID] != "" {
+		t.Fatalf("image %s: %v (labels %v)", tag, err, insp.Config)
+	}
+	again, err := d.BuildImage(ctx, dir, filepath.Join(dir, "environment/Dockerfile"))
+	if err != nil || again != tag {
+		t.Fatalf("second build: %q %v, want %q", again, err, tag)
+	}
+	if insp2, _ := d.cli.ImageInspect(ctx, tag); insp2.ID != insp.ID {
+		t.Fatalf("the image was built again: %s then %s", insp.ID, insp2.ID)
+	}
+	w := openWS(t, d, WorkspaceSpec{Image: tag, WorkDir: "/app"})
+	res := execWS(t, w, ExecRequest{Command: []string{"sh", "-c", "python3 hello.py; cat stamp"}})
+	if string(res.Stdout) != "hello from the image\nbuilt\n" {
+		t.Fatalf("in the built image: %+v stdout %q stderr %q", res, res.Stdout, res.Stderr)
+	}
+
+	write("environment/Dockerfile", "FROM "+BaseImage()+"\nRUN echo preparing the repo && echo broken-step-output >&2 && exit 3\n")
+	_, err = d.BuildImage(ctx, dir, filepath.Join(dir, "environment/Dockerfile"))
+	if err == nil || !strings.Contains(err.Error(), dir) || !strings.Contains(err.Error(), "preparing the repo") || !strings.Contains(err.Error(), "returned a non-zero code: 3") {
+		t.Fatalf("failed build: %v", err)
+	}
+	if _, err := d.BuildImage(ctx, dir, filepath.Join(dir, "nowhere/Dockerfile")); err == nil || !strings.Contains(err.Error(), "no Dockerfile") {
+		t.Fatalf("missing Dockerfile: %v", err)
+	}
+}
+
+// TestDockerSweep: the containers of a process that is gone (its pid
+// free, or taken by a process started at another time) are removed; this
+// process's own, and those of another host, are not.
+func TestDockerSweep(t *testing.T) {
+	d := dockerSmall(t)
+	ctx := context.Background()
+	me := d.owner
+	create := func(labels map[string]string) string {
+		t.Helper()
+		cfgLabels := map[string]string{"org.rllm.test": t.Name()}
+		for k, v := range labels {
+			cfgLabels[k] = v
+		}
+		created, err := d.cli.ContainerCreate(ctx, client.ContainerCreateOptions{Config: &container.Config{Image: d.image, Cmd: []string{"sleep", "60"}, Labels: cfgLabels}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { d.remove(created.ID) })
+		return created.ID
+	}
+	exited := exec.Command("true")
+	if err := exited.Run(); err != nil {
+		t.Fatal(err)
+	}
+	other := func(pid, start, host string) map[string]string {
+		return map[string]string{LabelRun: "other", LabelOwnerHost: host, LabelOwnerBoot: me.boot, LabelOwnerPID: pid, LabelOwnerStart: start}
+	}
+	dead := create(other(strconv.Itoa(exited.Process.Pid), "12345", me.host))
+	reused := create(other(me.pid, "1", me.host))
+	mine := create(me.labels())
+	elsewhere := create(other("1", "1", me.host+"-elsewhere"))
+	removed, err := sweep(ctx, d.cli, me)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]bool{}
+	for _, id := range removed {
+		got[id] = true
+	}
+	if !got[dead] || !got[reused] || got[mine] || got[elsewhere] {
+		t.Fatalf("removed %v; want the dead owner's %s and the reused pid's %s only", removed, shortID(dead), shortID(reused))
+	}
+}
+
+// TestDockerWorkspaceSocket: with Network.Socket set, the socket's
+// directory is at the same path inside, and a program there reaches the
+// host's listener through it (the gateway's forwarder serves it on the
+// workspace's loopback); nothing else of the network is reachable.
+func TestDockerWorkspaceSocket(t *testing.T) {
+	d := dockerSmall(t)
+	sock := filepath.Join(t.TempDir(), "gw.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	got := make(chan string, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		b := make([]byte, 64)
+		n, _ := c.Read(b)
+		got <- string(b[:n])
+	}()
+	w := openWS(t, d, WorkspaceSpec{Network: Network{Socket: sock}})
+	code := fmt.Sprintf("import socket\ns = socket.socket(socket.AF_UNIX)\ns.connect(%q)\ns.sendall(b'hello gateway')\n", sock)
+	res := execWS(t, w, ExecRequest{Command: []string{"python3", "-c", code}})
+	if !res.OK() {
+		t.Fatalf("%+v (%s) stderr %q", res, res.Reason(), res.Stderr)
+	}
+	select {
+	case s := <-got:
+		if s != "hello gateway" {
+			t.Fatalf("got %q", s)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("nothing arrived through the socket")
+	}
+	res = execWS(t, w, ExecRequest{Command: []string{"python3", "-c", "import socket\nsocket.create_connection(('1.1.1.1', 80), timeout=2)"}})
+	if res.OK() {
+		t.Fatal("the workspace reached an outside address")
+	}
+}
+
+// TestDockerWarmPool: after a run, containers of its shape are started and
+// wait; the next run takes one (it is gone from the daemon after), the
+// queue refills, and Close removes the waiting ones.
+func TestDockerWarmPool(t *testing.T) {
+	d := dockerFor(t, Config{Limits: small, DockerWarm: 2})
+	req := Request{Command: []string{"sh", "-c", "cat f"}, Files: map[string][]byte{"f": []byte("warm\n")}, Limits: small}
+	if res := run(t, d, req); string(res.Stdout) != "warm\n" {
+		t.Fatalf("cold run: %+v", res)
+	}
+	waitWarm := func(n int) {
+		t.Helper()
+		for i := 0; d.warm.waiting() < n; i++ {
+			if i > 1200 {
+				t.Fatalf("%d containers wait, want %d", d.warm.waiting(), n)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	waitWarm(2)
+	d.warm.mu.Lock()
+	var first string
+	for _, q := range d.warm.ready {
+		first = q[0].id
+	}
+	d.warm.mu.Unlock()
+	if res := run(t, d, req); string(res.Stdout) != "warm\n" {
+		t.Fatalf("warm run: %+v", res)
+	}
+	d.removing.Wait()
+	if _, err := d.cli.ContainerInspect(context.Background(), first, client.ContainerInspectOptions{}); !isNotFound(err) {
+		t.Fatalf("the first warm container %s was not the one used and removed: %v", shortID(first), err)
+	}
+	waitWarm(2)
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n := ownContainers(t, d); n != 0 {
+		t.Fatalf("%d containers remain after Close", n)
+	}
+}
+
+// TestDockerKill9: a process killed with SIGKILL while it holds a
+// workspace leaves its container; the next sweep (what the next rllm
+// does when it opens the docker backend) removes it.
+func TestDockerKill9(t *testing.T) {
+	if os.Getenv("RLLM_SANDBOX_LEAKER") == "1" {
+		d, err := OpenDocker(context.Background(), Config{Limits: small})
+		if err != nil {
+			fmt.Println("error", err)
+			return
+		}
+		w, err := d.Open(context.Background(), WorkspaceSpec{})
+		if err != nil {
+			fmt.Println("error", err)
+			return
+		}
+		fmt.Println("open", w.(*dockerWorkspace).id)
+		time.Sleep(time.Hour)
+		return
+	}
+	d := dockerSmall(t)
+	cmd := exec.Command(os.Args[0], "-test.run=^TestDockerKill9$")
+	cmd.Env = append(os.Environ(), "RLLM_SANDBOX_LEAKER=1")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line := make([]byte, 256)
+	n, _ := io.ReadAtLeast(out, line, 70)
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
+	var id string
+	if _, err := fmt.Sscanf(string(line[:n]), "open %s", &id); err != nil {
+		t.Fatalf("the helper said %q", line[:n])
+	}
+	ctx := context.Background()
+	if _, err := d.cli.ContainerInspect(ctx, id, client.ContainerInspectOptions{}); err != nil {
+		t.Fatalf("the killed process's container is not there to sweep: %v", err)
+	}
+	removed, err := sweep(ctx, d.cli, d.owner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(removed, id) {
+		t.Fatalf("sweep removed %v, not the killed process's %s", removed, shortID(id))
+	}
+	if _, err := d.cli.ContainerInspect(ctx, id, client.ContainerInspectOptions{}); !isNotFound(err) {
+		t.Fatalf("container %s still there: %v", shortID(id), err)
+	}
+}
+
+// TestCloseAll: what the CLI calls on its way out removes the open
+// workspaces.
+func TestCloseAll(t *testing.T) {
+	d := dockerSmall(t)
+	openWS(t, d, WorkspaceSpec{})
+	openWS(t, d, WorkspaceSpec{WorkDir: "/app"})
+	if n := ownContainers(t, d); n != 2 {
+		t.Fatalf("%d containers, want 2", n)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	CloseAll(ctx)
+	if n := ownContainers(t, d); n != 0 {
+		t.Fatalf("%d containers remain after CloseAll", n)
+	}
+}
+
+// TestDockerImageWithoutSleep: an image the workspace's idle process
+// cannot run in says so at the first command.
+func TestDockerImageWithoutSleep(t *testing.T) {
+	d := dockerSmall(t)
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "Dockerfile"), []byte("FROM "+BaseImage()+"\nRUN rm /usr/bin/sleep\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tag, err := d.BuildImage(context.Background(), dir, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.cli.ImageRemove(context.Background(), tag, client.ImageRemoveOptions{Force: true}) })
+	w := openWS(t, d, WorkspaceSpec{Image: tag})
+	var res Result
+	for range 600 { // the container stops a moment after it starts
+		if res, err = w.Exec(context.Background(), ExecRequest{Command: []string{"true"}}); err != nil {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err == nil || !strings.Contains(err.Error(), "needs sh and sleep") {
+		t.Fatalf("res %+v err %v", res, err)
+	}
+}
