@@ -43,7 +43,7 @@ type Params struct {
 	Verifier       string  `arg:"verifier" doc:"a command run by /bin/sh -c in the same workspace after the harness: exit status 0 is reward 1, any other 0; empty: env.name scores the harness's final answer"`
 	TimeoutS       float64 `arg:"timeout_s" default:"600" range:"(0,)" doc:"seconds the harness may run; then its sandbox is killed and the episode ends with timeout"`
 	MaxCalls       int     `arg:"max_calls" default:"64" range:"[1,)" doc:"model calls the harness may make per episode; the next one gets 429 and the harness is stopped"`
-	Sandbox        string  `arg:"sandbox" default:"bwrap" doc:"the sandbox the harness runs in (bwrap: the workspace writable, the rest read-only, no network but its session)"`
+	Sandbox        string  `arg:"sandbox" default:"bwrap" doc:"the sandbox the harness runs in, its only network its session: bwrap (the host's /usr, the workspace writable, the rest read-only) or docker (a container of the local base image; harnesses that bring their own Node or are native binaries)"`
 	MemoryMB       int     `arg:"memory_mb" default:"32768" range:"[256,)" doc:"address space of each process of the harness (RLIMIT_AS; Node and Bun reserve far more than they use)"`
 	Processes      int     `arg:"processes" default:"1024" range:"[16,)" doc:"processes and threads of the sandbox's user at once (RLIMIT_NPROC)"`
 	TrainAuxiliary bool    `arg:"train_auxiliary" default:"false" doc:"train the harness's auxiliary calls too (calls offering no tools: titles, probes); by default they are recorded with a zero loss mask"`
@@ -98,8 +98,8 @@ func build(p Params, deps workflow.Deps, t Task) (*Workflow, error) {
 	if p.Harness == "" {
 		return nil, usererr.Errorf("workflow.args.harness is not set; name one of: %s (rllm harness list)", strings.Join(harness.Names(), ", "))
 	}
-	if p.Sandbox != "bwrap" {
-		return nil, usererr.Errorf("workflow.args.sandbox %q: harnesses run in bwrap (the Docker workspace is not wired to harnesses yet)", p.Sandbox)
+	if p.Sandbox != "bwrap" && p.Sandbox != "docker" {
+		return nil, usererr.Errorf("workflow.args.sandbox %q: use bwrap or docker", p.Sandbox)
 	}
 	e, err := harness.Lookup(p.Harness)
 	if err != nil {
@@ -214,7 +214,7 @@ func (w *Workflow) Run(ctx context.Context, task episode.Task, episodeID string)
 	}
 	opener := w.opener
 	if opener == nil {
-		if opener, err = program.BwrapOpener(ctx); err != nil {
+		if opener, err = program.SandboxOpener(ctx, w.p.Sandbox); err != nil {
 			return fail(ep, err)
 		}
 	}

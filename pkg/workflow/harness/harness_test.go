@@ -40,7 +40,9 @@ func task() harnesstest.Task {
 const verifier = `test "$(cat hello.txt)" = "hello from the harness" && test "$(cat ran.txt)" = "hello from the harness"`
 
 // runHarness runs one episode of harness name against the scripted model.
-func runHarness(t *testing.T, name string) *episode.Episode {
+func runHarness(t *testing.T, name string) *episode.Episode { return runHarnessIn(t, name, "bwrap") }
+
+func runHarnessIn(t *testing.T, name, box string) *episode.Episode {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("a real harness run takes seconds (-short)")
@@ -55,12 +57,12 @@ func runHarness(t *testing.T, name string) *episode.Episode {
 		}
 		t.Skipf("harness %s is not installed in %s (rllm harness install %s)", name, cacheDir(), name)
 	}
-	if _, err := sandbox.NewBwrapOpener(context.Background(), sandbox.Config{Limits: sandbox.DefaultLimits}); err != nil {
-		t.Skipf("bwrap is not usable here: %v", err)
+	if _, err := program.SandboxOpener(context.Background(), box); err != nil {
+		t.Skipf("the %s sandbox is not usable here: %v", box, err)
 	}
 	smp := harnesstest.Sampler(task())
 	w, err := New(Params{Harness: name, Dir: cacheDir(), WorkDir: "/work", Verifier: verifier, TimeoutS: 300, MaxCalls: 32,
-		Sandbox: "bwrap", MemoryMB: 32768, Processes: 1024, Gamma: 1}, workflow.Deps{Sampler: smp})
+		Sandbox: box, MemoryMB: 32768, Processes: 1024, Gamma: 1}, workflow.Deps{Sampler: smp})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,6 +123,13 @@ func TestHarnessesEndToEnd(t *testing.T) {
 	for _, name := range []string{"pi", "qwen-code", "opencode", "claude-code", "codex"} {
 		t.Run(name, func(t *testing.T) { checkEpisode(t, runHarness(t, name)) })
 	}
+}
+
+// TestHarnessInDocker: the same run in a container of the local base
+// image, its only network the session through the forwarder. Claude Code
+// brings its own Node and native binary, so the image needs neither.
+func TestHarnessInDocker(t *testing.T) {
+	checkEpisode(t, runHarnessIn(t, "claude-code", "docker"))
 }
 
 func TestNotInstalledNamesTheInstallCommand(t *testing.T) {

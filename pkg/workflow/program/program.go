@@ -47,7 +47,7 @@ type Params struct {
 	Dir      string   `arg:"dir" doc:"working directory of the program; empty: rllm's"`
 	PassEnv  []string `arg:"pass_env" doc:"names of environment variables passed on to the program besides the minimal set (PATH, HOME, locale, virtualenv...)"`
 	Gamma    float64  `arg:"gamma" default:"1" range:"[0,1]" doc:"discount of the Monte Carlo return stored in each step"`
-	Sandbox  string   `arg:"sandbox" doc:"bwrap: run the program in a sandbox whose only network is its session (its directory read-only, /work writable); empty: on the host"`
+	Sandbox  string   `arg:"sandbox" doc:"bwrap or docker: run the program in a sandbox whose only network is its session (its directory read-only, /work writable); empty: on the host"`
 }
 
 // Name is the workflow's registered name.
@@ -104,7 +104,7 @@ func New(p Params, deps workflow.Deps) (*Program, error) {
 		}
 	}
 	if !slices.Contains(Sandboxes, p.Sandbox) {
-		return nil, usererr.Errorf("workflow.args.sandbox %q: use bwrap, or leave it empty to run the program on the host", p.Sandbox)
+		return nil, usererr.Errorf("workflow.args.sandbox %q: use bwrap or docker, or leave it empty to run the program on the host", p.Sandbox)
 	}
 	w := &Program{argv: argv, display: display, timeout: time.Duration(p.TimeoutS * float64(time.Second)),
 		maxCalls: p.MaxCalls, dir: p.Dir, passEnv: p.PassEnv, gamma: p.Gamma, sandbox: p.Sandbox, deps: deps}

@@ -19,7 +19,7 @@ import (
 
 // Sandboxes workflow.args.sandbox accepts for agent programs: "" runs the
 // program on the host, as before.
-var Sandboxes = []string{"", "bwrap"}
+var Sandboxes = []string{"", "bwrap", "docker"}
 
 // ServeSession serves only session id of gw on a fresh Unix socket that a
 // sandbox's user may connect to (the socket a Workspace's Network binds
@@ -63,6 +63,12 @@ var sharedBwrap struct {
 	err    error
 }
 
+var sharedDocker struct {
+	mu     sync.Mutex
+	opener sandbox.Opener
+	err    error
+}
+
 // BwrapOpener is the process-wide bwrap Opener, probed once.
 func BwrapOpener(ctx context.Context) (sandbox.Opener, error) {
 	sharedBwrap.mu.Lock()
@@ -73,16 +79,36 @@ func BwrapOpener(ctx context.Context) (sandbox.Opener, error) {
 	return sharedBwrap.opener, sharedBwrap.err
 }
 
+// SandboxOpener is the process-wide Opener of workflow.args.sandbox
+// (bwrap, or docker: the daemon DOCKER_HOST names, the local base image),
+// opened once.
+func SandboxOpener(ctx context.Context, name string) (sandbox.Opener, error) {
+	if name != "docker" {
+		return BwrapOpener(ctx)
+	}
+	sharedDocker.mu.Lock()
+	defer sharedDocker.mu.Unlock()
+	if sharedDocker.opener == nil && sharedDocker.err == nil {
+		d, err := sandbox.OpenDocker(ctx, sandbox.Config{Backend: sandbox.BackendDocker, Limits: sandbox.DefaultLimits})
+		if err != nil {
+			sharedDocker.err = err
+		} else {
+			sharedDocker.opener = d
+		}
+	}
+	return sharedDocker.opener, sharedDocker.err
+}
+
 // sandboxExit is a sandboxed program that did not exit 0.
 type sandboxExit struct{ res sandbox.Result }
 
 func (e *sandboxExit) Error() string { return e.res.Reason() }
 
-// runSandboxed runs the program in a bwrap workspace whose only network
-// is its session: its directory read-only, /work and its home writable,
-// the session at http://127.0.0.1:8000 inside.
+// runSandboxed runs the program in a workspace (bwrap or docker) whose
+// only network is its session: its directory read-only, /work and its
+// home writable, the session at http://127.0.0.1:8000 inside.
 func (w *Program) runSandboxed(ctx context.Context, g *Gateway, sess *gateway.Session, episodeID string, in []byte, stdout, stderr io.Writer) (*sandbox.NetReport, error) {
-	opener, err := BwrapOpener(ctx)
+	opener, err := SandboxOpener(ctx, w.sandbox)
 	if err != nil {
 		return nil, err
 	}
@@ -105,7 +131,7 @@ func (w *Program) runSandboxed(ctx context.Context, g *Gateway, sess *gateway.Se
 		Limits: sandbox.Limits{WallTime: w.timeout, CPUTime: w.timeout, MemoryBytes: 16 << 30, Processes: 512,
 			FileSizeBytes: 256 << 20, OutputBytes: 1 << 20}})
 	if err != nil {
-		return nil, fmt.Errorf("opening the program's sandbox (workflow.args.sandbox=bwrap): %w", err)
+		return nil, fmt.Errorf("opening the program's sandbox (workflow.args.sandbox=%s): %w", w.sandbox, err)
 	}
 	defer ws.Close(context.WithoutCancel(ctx))
 	base := fmt.Sprintf("http://127.0.0.1:%d/sessions/%s", sandbox.DefaultPort, sess.ID)

@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/rllm-org/rllm-go/pkg/episode"
-	"github.com/rllm-org/rllm-go/pkg/sandbox"
 	"github.com/rllm-org/rllm-go/pkg/workflow"
 	"github.com/rllm-org/rllm-go/pkg/workflow/program"
 )
@@ -31,18 +30,23 @@ for url in [sys.argv[1], "http://example.com/"]:
         sys.exit(3)
     except OSError:
         pass
-try:
-    open("/usr/planted", "w")
-    sys.exit(4)
-except OSError:
-    pass
+if sys.argv[2] == "ro":  # bwrap: the host's /usr, read-only (a container's own /usr is its own)
+    try:
+        open("/usr/planted", "w")
+        sys.exit(4)
+    except OSError:
+        pass
 open("/work/scratch", "w").write("ok")
 print(json.dumps({"answer": answer}))
 `
 
-func TestProgramInBwrapReachesOnlyItsSession(t *testing.T) {
-	if _, err := sandbox.NewBwrapOpener(context.Background(), sandbox.Config{Limits: sandbox.DefaultLimits}); err != nil {
-		t.Skipf("bwrap is not usable here: %v", err)
+func TestProgramInBwrapReachesOnlyItsSession(t *testing.T) { testProgramSandboxed(t, "bwrap") }
+
+func TestProgramInDockerReachesOnlyItsSession(t *testing.T) { testProgramSandboxed(t, "docker") }
+
+func testProgramSandboxed(t *testing.T, box string) {
+	if _, err := program.SandboxOpener(context.Background(), box); err != nil {
+		t.Skipf("the %s sandbox is not usable here: %v", box, err)
 	}
 	if _, err := os.Stat("/usr/bin/python3"); err != nil {
 		t.Skip("no /usr/bin/python3")
@@ -68,8 +72,8 @@ func TestProgramInBwrapReachesOnlyItsSession(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := newWorkflow(t, answering("7"), map[string]any{"command": []any{"/usr/bin/python3", "agent.py", g.Base + "/health"},
-		"dir": dir, "sandbox": "bwrap"})
+	w := newWorkflow(t, answering("7"), map[string]any{"command": []any{"/usr/bin/python3", "agent.py", g.Base + "/health", map[string]string{"bwrap": "ro", "docker": "rw"}[box]},
+		"dir": dir, "sandbox": box})
 	ep, err := w.Run(context.Background(), task, "t:0")
 	if err != nil {
 		t.Fatalf("%v (%s)", err, ep.Error)
