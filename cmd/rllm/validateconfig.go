@@ -47,6 +47,14 @@ func runValidateConfig(a *App, opts *validateConfigOptions) error {
 	if _, err := trainer.NewPlan(c); err != nil {
 		return err
 	}
+	// Given the data, prompts that do not fit the embedded policy's
+	// context are refused here as train refuses them.
+	if c.Backend.Local.Weights, err = resolveWeights(a, c, ""); err != nil {
+		return err
+	}
+	if err := trainer.CheckPrompts(a.context(), c, trainer.Options{Getenv: a.Getenv, ReadFile: a.ReadFile}); err != nil {
+		return err
+	}
 	agent := workflow.AgentFor(c.Agent.Name, c.Env.Name)
 	if a.jsonResults() {
 		return writeJSON(a, map[string]any{"valid": true, "backend": c.Backend.Name, "agent": agent, "env": c.Env.Name,

@@ -68,6 +68,7 @@ var formats = map[string]FormatExample{
 	"arith":      arith.FormatExample,
 	"countdown":  countdown.FormatExample,
 	"frozenlake": frozenlake.FormatExample,
+	"code":       code.FormatExample,
 }
 
 // FormatExampleFor returns the format examples of the env name, if it

@@ -4,9 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"os"
 	"sync"
 
 	"github.com/rllm-org/rllm-go/pkg/backend"
+	"github.com/rllm-org/rllm-go/pkg/config"
+	"github.com/rllm-org/rllm-go/pkg/episode"
 	"github.com/rllm-org/rllm-go/pkg/usererr"
 )
 
@@ -20,19 +24,60 @@ const replyRoom = 16
 // that would end every episode as max_prompt_length_exceeded and train
 // nothing. The error names the context key and the size needed.
 func (t *Trainer) checkPromptsFit(ctx context.Context) error {
-	max := t.be.Info().MaxContext
-	if max <= 0 || len(t.train) == 0 {
+	return promptsFit(ctx, t.be, t.plan, t.train)
+}
+
+// CheckPrompts is train's prompt check for rllm validate-config: given
+// the data (data.train_files, every one a file here) and the embedded
+// policy (backend local, rollouts from it: nothing to reach over a
+// network), it loads the training tasks, opens the policy and refuses,
+// with train's words, a configuration whose first prompts leave the
+// model no room to reply. Other configurations (and one with MCP tool
+// servers, which validate-config does not start) are checked when train
+// starts.
+func CheckPrompts(ctx context.Context, c *config.Config, opts Options) error {
+	if c.Backend.Name != "local" || c.Rollout.Engine != "auto" || len(c.Data.TrainFiles) == 0 || len(c.Tools.MCP) > 0 {
+		return nil
+	}
+	for _, f := range c.Data.TrainFiles {
+		if fi, err := os.Stat(f); err != nil || fi.IsDir() {
+			return nil
+		}
+	}
+	plan, err := NewPlan(c)
+	if err != nil {
+		return err
+	}
+	plan.Workflow.Deps.NewAgent, plan.Workflow.Deps.NewEnv = opts.NewAgent, opts.NewEnv
+	if err := plan.Workflow.Check(); err != nil {
+		return err
+	}
+	train, _, err := loadTasks(ctx, c, opts)
+	if err != nil {
+		return err
+	}
+	be, err := backend.Open(ctx, c, backend.OpenOptions{Log: io.Discard, Getenv: opts.Getenv, ReadFile: opts.ReadFile})
+	if err != nil {
+		return err
+	}
+	defer be.Close()
+	return promptsFit(ctx, be, plan, train)
+}
+
+func promptsFit(ctx context.Context, be backend.TrainingBackend, plan *Plan, train []episode.Task) error {
+	max := be.Info().MaxContext
+	if max <= 0 || len(train) == 0 {
 		return nil
 	}
 	probe := &promptProbe{}
 	longest, task := 0, -1
-	for i := range min(len(t.train), 8) {
-		wf, err := t.plan.Workflow.New(t.be.ChatSampler(probe), t.plan.Train.Params)
+	for i := range min(len(train), 8) {
+		wf, err := plan.Workflow.New(be.ChatSampler(probe), plan.Train.Params)
 		if err != nil {
 			return err
 		}
 		probe.reset()
-		wf.Run(ctx, t.train[i], fmt.Sprintf("prompt-check:%d", i))
+		wf.Run(ctx, train[i], fmt.Sprintf("prompt-check:%d", i))
 		if n := probe.first(); n > longest {
 			longest, task = n, i
 		}
@@ -41,11 +86,11 @@ func (t *Trainer) checkPromptsFit(ctx context.Context) error {
 		return nil
 	}
 	key := "the model's context"
-	if t.plan.Backend == "local" {
+	if plan.Backend == "local" {
 		key = "backend.local.context"
 	}
 	return usererr.Errorf("%s: the first prompt of training task %d is %d tokens, which leaves the model of context %d no room to reply; set %s to at least %d (or shorten the prompts)",
-		contextKey(t.plan.Backend), task, longest, max, key, nextPow2(longest+replyRoom*4))
+		contextKey(plan.Backend), task, longest, max, key, nextPow2(longest+replyRoom*4))
 }
 
 func contextKey(backendName string) string {

@@ -53,6 +53,9 @@ type Plan struct {
 	Update    UpdatePlan
 	Cadence   CadencePlan
 	Warmup    WarmupPlan
+	// Notes are said when the run starts: what the configuration will
+	// not do that a user may expect of it.
+	Notes []string
 	// Async is asynchronous training (async_training.*); zero when off.
 	Async AsyncPlan
 
@@ -478,6 +481,9 @@ func NewPlan(c *config.Config) (*Plan, error) {
 		p.Warmup = WarmupPlan{Steps: c.Backend.Local.WarmupSteps, LR: c.Backend.Local.WarmupLR}
 		if !c.Workflow.UseWorkflow {
 			p.Warmup.Format, _ = tasks.FormatExampleFor(c.Env.Name)
+		}
+		if c.Env.Name == "code" {
+			p.Notes = append(p.Notes, "env code with the embedded policy: a model trained from scratch learns the reply's format (a fenced code block) in the warm-up, not to write programs, so the reward will likely stay 0; code tasks need a real model (backend.local.weights, or rollout.engine=openai with rollout.endpoints; docs/code.md)")
 		}
 	}
 	if len(errs) > 0 {

@@ -118,3 +118,26 @@ func TestPlanRefusesWhatTheBackendKindCannotDo(t *testing.T) {
 		t.Errorf("CheckBackend: %v", err)
 	}
 }
+
+// TestPlanNotesCodeNeedsARealModel: a code run on the embedded policy
+// says at start that code tasks need a real model (issue 36); other
+// runs say nothing.
+func TestPlanNotesCodeNeedsARealModel(t *testing.T) {
+	for _, tc := range []struct {
+		overrides []string
+		note      bool
+	}{
+		{[]string{"env.name=code"}, true},
+		{[]string{"env.name=arith"}, false},
+		{[]string{"env.name=code", "backend.local.weights=" + t.TempDir()}, false},
+	} {
+		p, err := NewPlan(smallConfig(t, tc.overrides...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := strings.Contains(strings.Join(p.Notes, "\n"), "code tasks need a real model")
+		if got != tc.note {
+			t.Errorf("%v: notes %q", tc.overrides, p.Notes)
+		}
+	}
+}

@@ -334,6 +334,9 @@ func (t *Trainer) start(ctx context.Context) error {
 	if err := t.checkPromptsFit(ctx); err != nil {
 		return err
 	}
+	for _, n := range t.plan.Notes {
+		t.logf("note: %s", n)
+	}
 	resumed, err := t.resume(ctx)
 	if err != nil {
 		return err

@@ -2,6 +2,7 @@ package code
 
 import (
 	"context"
+	"crypto/rand"
 	_ "embed"
 	"encoding/json"
 	"strings"
@@ -13,17 +14,18 @@ import (
 //go:embed harness.py
 var harnessPy []byte
 
+// tokensFile is the request file holding one token a test (see
+// harness.py); the harness removes it before any test runs.
+const tokensFile = ".rllm-tokens"
+
 // batchable reports whether tests can run in one sandbox through the
-// harness: all stdin tests, or all function tests of one function, in a
-// language with a harness.
+// harness: all stdin tests, all function tests of one function, or all
+// assert-style tests, in a language with a harness.
 func batchable(tests []Test, lang Language) bool {
 	if !lang.Harness || len(tests) < 2 {
 		return false
 	}
 	k, fn := tests[0].Kind, tests[0].FnName
-	if k != Stdin && k != Function {
-		return false
-	}
 	for _, t := range tests[1:] {
 		if t.Kind != k || t.FnName != fn {
 			return false
@@ -34,14 +36,20 @@ func batchable(tests []Test, lang Language) bool {
 
 // harnessSpec is tests.json, read by harness.py.
 type harnessSpec struct {
-	Kind        Kind     `json:"kind"`
-	Fn          string   `json:"fn"`
-	Marker      string   `json:"marker"`
-	TimeoutS    float64  `json:"timeout_s"`
-	CPUS        int64    `json:"cpu_s"`
-	OutCap      int64    `json:"out_cap"`
-	StopOnError bool     `json:"stop_on_error"`
-	Inputs      []string `json:"inputs"`
+	Kind        Kind    `json:"kind"`
+	Fn          string  `json:"fn"`
+	Marker      string  `json:"marker"`
+	Prelude     string  `json:"prelude"`
+	TimeoutS    float64 `json:"timeout_s"`
+	CPUS        int64   `json:"cpu_s"`
+	OutCap      int64   `json:"out_cap"`
+	StopOnError bool    `json:"stop_on_error"`
+	// Isolated: the sandbox has its own PID namespace, so the harness
+	// kills every other process of it after each test.
+	Isolated bool `json:"isolated"`
+	// Inputs are each test's stdin, function arguments (one JSON value
+	// a line) or test code (assert-style).
+	Inputs []string `json:"inputs"`
 }
 
 // harnessResult is one test's entry in the harness's output.
@@ -52,6 +60,12 @@ type harnessResult struct {
 	Exit    int     `json:"exit"`
 	Over    bool    `json:"over"`
 	Timeout bool    `json:"timeout"`
+	// Seal is the test's token, written by the harness: a line without
+	// it was not.
+	Seal string `json:"seal"`
+	// Proof is what the test's process wrote to the proof pipe: the
+	// token when the test ran to its end.
+	Proof string `json:"proof"`
 }
 
 // gradeBatch runs the tests in as few sandbox runs as it can: the
@@ -63,11 +77,7 @@ type harnessResult struct {
 // (runTest) with the whole limit.
 func gradeBatch(ctx context.Context, r sandbox.Runner, code string, tests []Test, o GradeOptions, limits sandbox.Limits) (Outcome, error) {
 	out := Outcome{Total: len(tests)}
-	// A test must fit in a run with room to start the sandbox.
-	per := min(o.TestTimeout, limits.WallTime-time.Second)
-	if per <= 0 {
-		per = o.TestTimeout
-	}
+	per := harnessTimeout(o, limits)
 	var spent time.Duration
 	for start := 0; start < len(tests); {
 		if o.TotalTimeout > 0 && spent >= o.TotalTimeout {
@@ -75,7 +85,7 @@ func gradeBatch(ctx context.Context, r sandbox.Runner, code string, tests []Test
 			return out, nil
 		}
 		rest := tests[start:]
-		results, res, err := runHarness(ctx, r, code, rest, o, limits, per)
+		results, tokens, res, err := runHarness(ctx, r, code, rest, o, limits, per)
 		if err != nil {
 			return out, err
 		}
@@ -97,13 +107,13 @@ func gradeBatch(ctx context.Context, r sandbox.Runner, code string, tests []Test
 			if hr.Over && !hr.Timeout {
 				// Too long for its share: run it alone with the whole limit.
 				var took time.Duration
-				got, reason, took, err = runTest(ctx, r, code, t, o.Language, per)
+				got, reason, took, err = runTest(ctx, r, code, t, o, per)
 				if err != nil {
 					return out, err
 				}
 				spent += took
 			} else {
-				got, reason = judge(t, hr, limits, per)
+				got, reason = judge(t, hr, tokens[i], limits, per)
 			}
 			out.Run++
 			if reason == "" {
@@ -126,49 +136,70 @@ func gradeBatch(ctx context.Context, r sandbox.Runner, code string, tests []Test
 	return out, nil
 }
 
+// harnessTimeout is a test's timeout in the harness: it must fit in a
+// run with room to start the sandbox.
+func harnessTimeout(o GradeOptions, limits sandbox.Limits) time.Duration {
+	if per := min(o.TestTimeout, limits.WallTime-time.Second); per > 0 {
+		return per
+	}
+	return o.TestTimeout
+}
+
 // runHarness runs harness.py once over tests and returns the results of
-// the tests it finished, in order.
-func runHarness(ctx context.Context, r sandbox.Runner, code string, tests []Test, o GradeOptions, limits sandbox.Limits, per time.Duration) ([]harnessResult, sandbox.Result, error) {
+// the tests it finished, in order, with each test's token.
+func runHarness(ctx context.Context, r sandbox.Runner, code string, tests []Test, o GradeOptions, limits sandbox.Limits, per time.Duration) ([]harnessResult, []string, sandbox.Result, error) {
 	// Each result is its output and a stderr tail, JSON-escaped (up to
 	// 6 bytes a byte); all of them must fit the run's output limit.
 	outCap := (limits.OutputBytes*9/10/int64(len(tests)) - 6*256 - 200) / 6
 	outCap = max(outCap, 256)
-	spec := harnessSpec{Kind: tests[0].Kind, Fn: tests[0].FnName, Marker: marker, TimeoutS: per.Seconds(),
-		CPUS: int64((per + time.Second - 1) / time.Second), OutCap: outCap, StopOnError: !o.All}
-	for _, t := range tests {
-		in := t.Input
-		if t.Kind == Function {
-			in = argsText(t)
+	spec := harnessSpec{Kind: tests[0].Kind, Fn: tests[0].FnName, Marker: marker, Prelude: o.Language.Prelude, TimeoutS: per.Seconds(),
+		CPUS: int64((per + time.Second - 1) / time.Second), OutCap: outCap, StopOnError: !o.All, Isolated: o.Isolated}
+	tokens := make([]string, len(tests))
+	var tok strings.Builder
+	for i, t := range tests {
+		switch t.Kind {
+		case Function:
+			spec.Inputs = append(spec.Inputs, argsText(t))
+		case Program:
+			spec.Inputs = append(spec.Inputs, t.Script)
+		default:
+			spec.Inputs = append(spec.Inputs, t.Input)
 		}
-		spec.Inputs = append(spec.Inputs, in)
+		tokens[i] = rand.Text()
+		tok.WriteString(tokens[i] + "\n")
 	}
 	js, err := json.Marshal(spec)
 	if err != nil {
-		return nil, sandbox.Result{}, err
+		return nil, nil, sandbox.Result{}, err
 	}
 	res, err := r.Run(ctx, sandbox.Request{
 		Command: []string{"python3", "harness.py"},
-		Files:   map[string][]byte{o.Language.File: []byte(code), "harness.py": harnessPy, "tests.json": js},
+		Files: map[string][]byte{o.Language.File: []byte(code), "harness.py": harnessPy, "tests.json": js,
+			tokensFile: []byte(tok.String())},
 	})
 	if err != nil {
-		return nil, res, err
+		return nil, nil, res, err
 	}
 	var results []harnessResult
-	for _, line := range strings.Split(string(res.Stdout), "\n") {
+	for line := range strings.SplitSeq(string(res.Stdout), "\n") {
 		var hr harnessResult
-		if line == "" || json.Unmarshal([]byte(line), &hr) != nil {
-			break // a line cut by the end of the run, or not the harness's
+		if line == "" || json.Unmarshal([]byte(line), &hr) != nil || hr.Seal != tokens[len(results)] {
+			// A line cut by the end of the run, or one the harness did
+			// not write (a program can reach the sandbox's stdout).
+			continue
 		}
 		results = append(results, hr)
 		if len(results) == len(tests) {
 			break
 		}
 	}
-	return results, res, nil
+	return results, tokens, res, nil
 }
 
-// judge turns a harness result into got and a failure reason.
-func judge(t Test, hr harnessResult, limits sandbox.Limits, per time.Duration) (got, reason string) {
+// judge turns a harness result into got and a failure reason. A function
+// or assert-style test passes only when its process wrote its token,
+// which only the code after the test's last statement does.
+func judge(t Test, hr harnessResult, token string, limits sandbox.Limits, per time.Duration) (got, reason string) {
 	res := sandbox.Result{ExitCode: hr.Exit, Stdout: []byte(hr.Out), Stderr: []byte(hr.Err)}
 	if hr.Timeout {
 		res.Limit, res.ExitCode = sandbox.LimitWallTime, 137
@@ -177,8 +208,15 @@ func judge(t Test, hr harnessResult, limits sandbox.Limits, per time.Duration) (
 		l.CPUTime = per
 		sandbox.Classify(&res, 0, l)
 	}
+	if res.OK() && t.Kind != Stdin && hr.Proof != token {
+		return string(res.Stdout), notFinished
+	}
 	return checkResult(t, res)
 }
+
+// notFinished is the reason of a test whose process ended well before
+// its last statement ran (os._exit(0), sys.exit(0) and the like).
+const notFinished = "the test did not run to its end (the program exited before the test's last statement)"
 
 // argsText is a function test's arguments, one JSON value a line.
 func argsText(t Test) string {

@@ -42,7 +42,8 @@ func BenchmarkGrade100(b *testing.B) {
 						b.Skipf("%s: %v", backend, err)
 					}
 					defer p.Close()
-					o := GradeOptions{Language: Languages["python"], TestTimeout: 10 * time.Second, DebugChars: 200, Batch: batch, Limits: p.Limits()}
+					o := GradeOptions{Language: Languages["python"], TestTimeout: 10 * time.Second, DebugChars: 200, Batch: batch, Limits: p.Limits(),
+						Isolated: backend != sandbox.BackendUnsafeHost}
 					var wg sync.WaitGroup
 					next := make(chan struct{})
 					b.ResetTimer()
@@ -70,5 +71,37 @@ func BenchmarkGrade100(b *testing.B) {
 				})
 			}
 		}
+	}
+}
+
+// BenchmarkGradeAsserts grades a correct reply against 20 MBPP-style
+// assert tests under bwrap, batch=true and batch=false, one grading at a
+// time. Reported: tests/s.
+//
+//	go test ./pkg/tasks/code -run '^$' -bench GradeAsserts -benchtime 3x
+func BenchmarkGradeAsserts(b *testing.B) {
+	tests := make([]Test, 20)
+	for i := range tests {
+		tests[i] = Test{Kind: Program, Script: "assert add(" + strconv.Itoa(i) + ", 1) == " + strconv.Itoa(i+1)}
+	}
+	code := "def add(a, b):\n    return a + b"
+	for _, batch := range []bool{false, true} {
+		b.Run(fmt.Sprintf("batch=%v", batch), func(b *testing.B) {
+			p, err := sandbox.Open(context.Background(), sandbox.Config{Backend: sandbox.BackendBwrap, Limits: sandbox.DefaultLimits, MaxConcurrent: 1})
+			if err != nil {
+				b.Skipf("bwrap: %v", err)
+			}
+			defer p.Close()
+			o := GradeOptions{Language: Languages["python"], TestTimeout: 10 * time.Second, DebugChars: 200, Batch: batch, Limits: p.Limits(), Isolated: true}
+			b.ResetTimer()
+			start := time.Now()
+			for i := 0; i < b.N; i++ {
+				out, err := Grade(context.Background(), p, code, tests, o)
+				if err != nil || out.Passed != len(tests) {
+					b.Fatalf("%v %+v", err, out)
+				}
+			}
+			b.ReportMetric(float64(len(tests)*b.N)/time.Since(start).Seconds(), "tests/s")
+		})
 	}
 }

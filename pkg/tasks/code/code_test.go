@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"path/filepath"
@@ -23,12 +24,25 @@ var small = sandbox.Limits{
 	Processes: 16, FileSizeBytes: 1 << 20, OutputBytes: 64 << 10,
 }
 
-func pool(t testing.TB) *sandbox.Pool {
+// generous are limits for the tests that do not test limits: a busy
+// machine must not fail them (issue 36).
+var generous = sandbox.Limits{
+	WallTime: 120 * time.Second, CPUTime: 60 * time.Second, MemoryBytes: 512 << 20,
+	Processes: 32, FileSizeBytes: 1 << 20, OutputBytes: 64 << 10,
+}
+
+// pool is a bwrap pool with the small limits of the hostile replies.
+func pool(t testing.TB) *sandbox.Pool { return openPool(t, small) }
+
+// generousPool is a bwrap pool with generous limits.
+func generousPool(t testing.TB) *sandbox.Pool { return openPool(t, generous) }
+
+func openPool(t testing.TB, limits sandbox.Limits) *sandbox.Pool {
 	t.Helper()
 	if _, err := os.Stat("/usr/bin/python3"); err != nil {
 		t.Skip("no /usr/bin/python3 on this machine (Debian package python3)")
 	}
-	p, err := sandbox.Open(context.Background(), sandbox.Config{Backend: sandbox.BackendBwrap, Limits: small, MaxConcurrent: 2})
+	p, err := sandbox.Open(context.Background(), sandbox.Config{Backend: sandbox.BackendBwrap, Limits: limits, MaxConcurrent: 2})
 	if err != nil {
 		t.Skipf("bwrap is not usable here: %v", err)
 	}
@@ -55,10 +69,12 @@ func newEnv(t testing.TB, p *sandbox.Pool, task episode.Task, params Params) *En
 	if !ok {
 		t.Fatalf("language %q", params.Language)
 	}
-	return &Env{Task: task, Tests: tests, Params: params, Runner: p, Limits: p.Limits(), lang: lang}
+	return &Env{Task: task, Tests: tests, Params: params, Runner: p, Limits: p.Limits(), Isolated: p.Backend() != sandbox.BackendUnsafeHost, lang: lang}
 }
 
-var defaults = Params{Language: "python", TimeoutS: 5, DebugChars: 200, Batch: true}
+// defaults are the env args of the tests that do not test time limits:
+// a test's timeout no busy machine reaches (with generousPool).
+var defaults = Params{Language: "python", TimeoutS: 60, DebugChars: 200, Batch: true}
 
 func reply(code string) episode.Action {
 	return episode.Action{Content: "Here it is:\n```python\n" + code + "\n```\n"}
@@ -81,7 +97,7 @@ func step(t testing.TB, e *Env, a episode.Action) (float64, map[string]any) {
 // TestRowsInEachLayout scores a right and a wrong solution of every
 // hand-written row (one per rLLM layout) loaded through pkg/dataset.
 func TestRowsInEachLayout(t *testing.T) {
-	p := pool(t)
+	p := generousPool(t)
 	for _, row := range load(t, "rows.jsonl") {
 		t.Run(row["id"].(string), func(t *testing.T) {
 			e := newEnv(t, p, row, defaults)
@@ -101,7 +117,7 @@ func TestRowsInEachLayout(t *testing.T) {
 }
 
 func TestPartialCredit(t *testing.T) {
-	p := pool(t)
+	p := generousPool(t)
 	task := episode.Task{"id": "p", "ground_truth": []any{"assert f(1) == 1", "assert f(2) == 4", "assert f(3) == 9", "assert f(4) == 0"}}
 	params := defaults
 	params.Partial = true
@@ -120,7 +136,7 @@ func TestPartialCredit(t *testing.T) {
 }
 
 func TestNoCodeBlock(t *testing.T) {
-	p := pool(t)
+	p := generousPool(t)
 	e := newEnv(t, p, load(t, "rows.jsonl")[0], defaults)
 	r, info := step(t, e, episode.Action{Content: "print(6)"})
 	if r != 0 || info["format_error"] == nil {
@@ -327,7 +343,7 @@ func TestGenerateSolvable(t *testing.T) {
 // TestGeneratedSolutions runs a reference solution of every generated
 // problem family against its hidden tests.
 func TestGeneratedSolutions(t *testing.T) {
-	p := pool(t)
+	p := generousPool(t)
 	solutions := map[string]string{
 		"code_sum":           "a, b = map(int, input().split())\nprint(a + b)",
 		"code_max":           "input()\nprint(max(map(int, input().split())))",
@@ -361,7 +377,7 @@ func TestGeneratedSolutions(t *testing.T) {
 // TestBigOutputPassesInBatch: an output larger than its share of a batch
 // run's output limit is run again alone and passes.
 func TestBigOutputPassesInBatch(t *testing.T) {
-	p := pool(t)
+	p := generousPool(t)
 	want := strings.Repeat("y", 30000)
 	task := episode.Task{"id": "big", "ground_truth": []any{
 		map[string]any{"input": "", "output": want}, map[string]any{"input": "", "output": want}}}
@@ -385,5 +401,69 @@ func TestParseTestsNamesTheJSONType(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("ground_truth %#v: err %v, want %q", tc.truth, err, tc.want)
 		}
+	}
+}
+
+// TestNothingOfATestRemains: a test that starts a process in a session of
+// its own (setsid, out of reach of its process group's kill) and leaves
+// a file does not hand either to the next test. The program passes a
+// test only when it finds what an earlier test left: graded one sandbox
+// a test it passes none, and batched it must pass none either (issue
+// 32: it passed 2 of 3).
+func TestNothingOfATestRemains(t *testing.T) {
+	p := generousPool(t)
+	task := episode.Task{"id": "linger", "ground_truth": []any{
+		map[string]any{"input": "", "output": "ok"}, map[string]any{"input": "", "output": "ok"}, map[string]any{"input": "", "output": "ok"}}}
+	prog := `import os, socket, time
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+try:
+    s.connect("\0rllm-linger")
+    alive = True
+except OSError:
+    alive = False
+left = os.path.exists("left-behind") or os.path.exists("/tmp/left-behind")
+print("ok" if alive or left else "no", flush=True)
+open("left-behind", "w").close()
+open("/tmp/left-behind", "w").close()
+if os.fork() == 0:
+    try:
+        os.setsid()
+        l = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        l.bind("\0rllm-linger")
+        l.listen(8)
+        time.sleep(60)
+    finally:
+        os._exit(0)
+time.sleep(0.5)`
+	for _, batch := range []bool{true, false} {
+		params := defaults
+		params.Partial, params.Batch = true, batch
+		_, info := step(t, newEnv(t, p, task, params), reply(prog))
+		if info["tests_passed"] != 0 || info["tests_run"] != 3 {
+			t.Errorf("batch=%v: %v; a later test found what an earlier one left", batch, info)
+		}
+	}
+}
+
+// TestFormatExample: the warm-up's replies are fenced code blocks the
+// env reads (issue 36: the warm-up taught test JSON, never a block),
+// naming the function the question calls.
+func TestFormatExample(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	names := map[string]bool{}
+	for _, q := range []string{"Write add(a, b).", "Read n and then n integers; print their sum."} {
+		for range 20 {
+			ex := FormatExample(q+"\n"+Instruction, rng)
+			c, _, ok := Extract(ex)
+			if !ok {
+				t.Fatalf("%q has no code block the env reads", ex)
+			}
+			if strings.HasPrefix(c, "def ") {
+				names[strings.TrimPrefix(strings.SplitN(c, "(", 2)[0], "def ")] = true
+			}
+		}
+	}
+	if !names["add"] || len(names) != 1 {
+		t.Errorf("functions defined: %v, want add only", names)
 	}
 }

@@ -38,7 +38,7 @@ type Params struct {
 	Partial       bool    `arg:"partial" default:"false" doc:"reward the fraction of tests passed instead of 1 only when all pass (rLLM's default)"`
 	TimeoutS      float64 `arg:"timeout_s" default:"6" range:"(0,600]" doc:"wall and CPU seconds of each test (rLLM's LiveCodeBench runner: 6)"`
 	TotalTimeoutS float64 `arg:"total_timeout_s" default:"0" range:"[0,86400]" doc:"seconds for all of a reply's tests; tests not run by then fail (0: timeout_s × tests + 5, rLLM's bound)"`
-	Batch         bool    `arg:"batch" default:"true" doc:"run a reply's stdin or function tests in one sandbox run, each test a process forked from a warm interpreter, instead of one sandbox and one interpreter per test"`
+	Batch         bool    `arg:"batch" default:"true" doc:"run a reply's tests of one kind (stdin, function, assert-style) in one sandbox run, each test a process forked from a warm interpreter, instead of one sandbox per test"`
 	DebugChars    int     `arg:"debug_chars" default:"200" range:"[1,100000]" doc:"characters of the first failing test's input, expected and got output kept in the episode"`
 }
 
@@ -60,7 +60,10 @@ type Env struct {
 	Runner sandbox.Runner
 	// Limits are the runner's limits (the pool's).
 	Limits sandbox.Limits
-	lang   Language
+	// Isolated: the runner's sandboxes have their own PID namespace
+	// (every backend but unsafe-host).
+	Isolated bool
+	lang     Language
 }
 
 // New builds the env of one task: its tests are read now, so a
@@ -78,7 +81,7 @@ func New(task episode.Task, p Params) (*Env, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Env{Task: task, Tests: tests, Params: p, Runner: pool, Limits: pool.Limits(), lang: lang}, nil
+	return &Env{Task: task, Tests: tests, Params: p, Runner: pool, Limits: pool.Limits(), Isolated: pool.Backend() != sandbox.BackendUnsafeHost, lang: lang}, nil
 }
 
 // Reset shows the question.
@@ -124,7 +127,7 @@ func (e *Env) options() GradeOptions {
 		total = per*time.Duration(len(e.Tests)) + 5*time.Second
 	}
 	return GradeOptions{Language: e.lang, TestTimeout: per, TotalTimeout: total, All: e.Params.Partial, DebugChars: e.Params.DebugChars,
-		Batch: e.Params.Batch, Limits: e.Limits}
+		Batch: e.Params.Batch, Limits: e.Limits, Isolated: e.Isolated}
 }
 
 // Close does nothing: the sandbox pool is shared.

@@ -10,10 +10,7 @@ import (
 	"github.com/rllm-org/rllm-go/pkg/sandbox"
 )
 
-//go:embed driver.py
-var driverPy []byte
-
-// marker precedes the function result in the driver's output; what the
+// marker precedes the function result in the harness's output; what the
 // program prints itself comes before it.
 const marker = "\x1erllm-function-result\x1e"
 
@@ -23,13 +20,12 @@ type Language struct {
 	File string
 	// Run is the argv that runs File.
 	Run []string
-	// Functions says whether function tests can call into a program.
-	Functions bool
 	// Prelude goes before assert/check test code appended to a program
 	// (rLLM's BASE_IMPORTS, in short).
 	Prelude string
-	// Harness says whether harness.py can run the language's stdin and
-	// function tests in one sandbox run.
+	// Harness says whether harness.py runs the language's programs: it
+	// runs function and assert-style tests (always) and batches of
+	// tests (env.args.batch).
 	Harness bool
 }
 
@@ -37,7 +33,7 @@ type Language struct {
 // host's /usr (or the docker image) has: python3 for python.
 var Languages = map[string]Language{
 	"python": {
-		File: "solution.py", Run: []string{"python3", "solution.py"}, Functions: true, Harness: true,
+		File: "solution.py", Run: []string{"python3", "solution.py"}, Harness: true,
 		Prelude: "from typing import *\nimport math, re, sys, collections, itertools, functools, heapq, bisect, string\nfrom collections import *\n",
 	},
 }
@@ -61,6 +57,10 @@ type GradeOptions struct {
 	// harness (see gradeBatch); Limits are then the pool's limits.
 	Batch  bool
 	Limits sandbox.Limits
+	// Isolated says the runner's sandboxes have their own PID namespace
+	// (bwrap, docker): the harness then kills every other process of the
+	// sandbox, and removes the files, a test left before the next test.
+	Isolated bool
 }
 
 // Failure is the first failed test, for debugging from the episode.
@@ -102,7 +102,7 @@ func Grade(ctx context.Context, r sandbox.Runner, code string, tests []Test, o G
 			}
 			per = min(per, left)
 		}
-		got, reason, took, err := runTest(ctx, r, code, t, o.Language, per)
+		got, reason, took, err := runTest(ctx, r, code, t, o, per)
 		if err != nil {
 			return out, err
 		}
@@ -134,28 +134,36 @@ func (o *Outcome) fail(i int, t Test, got, reason string, n int) {
 	o.Failure = f
 }
 
-// runTest runs one test; reason is empty when it passed.
-func runTest(ctx context.Context, r sandbox.Runner, code string, t Test, lang Language, timeout time.Duration) (got, reason string, took time.Duration, err error) {
-	req := sandbox.Request{Limits: sandbox.Limits{WallTime: timeout, CPUTime: timeout}}
+// runTest runs one test; reason is empty when it passed. A stdin test
+// runs the program itself; a function or assert-style test runs in the
+// harness, which alone can tell a test that ran to its end.
+func runTest(ctx context.Context, r sandbox.Runner, code string, t Test, o GradeOptions, timeout time.Duration) (got, reason string, took time.Duration, err error) {
 	switch t.Kind {
 	case Stdin:
-		req.Command = lang.Run
-		req.Files = map[string][]byte{lang.File: []byte(code)}
-		req.Stdin = []byte(t.Input)
-	case Function:
-		if !lang.Functions {
-			return "", "", 0, fmt.Errorf("function tests need a language that can call into the program")
+	case Function, Program:
+		if !o.Language.Harness {
+			return "", "", 0, fmt.Errorf("%s tests need a language with a test harness", t.Kind)
 		}
-		req.Command = []string{"python3", "driver.py", t.FnName, marker}
-		req.Files = map[string][]byte{lang.File: []byte(code), "driver.py": driverPy}
-		req.Stdin = []byte(argsText(t))
-	case Program:
-		req.Command = lang.Run
-		req.Files = map[string][]byte{lang.File: []byte(lang.Prelude + code + "\n\n" + t.Script + "\n")}
+		limits := o.Limits.OrDefaults()
+		per := min(timeout, harnessTimeout(o, limits))
+		results, tokens, res, err := runHarness(ctx, r, code, []Test{t}, o, limits, per)
+		if err != nil {
+			return "", "", 0, err
+		}
+		if len(results) == 0 {
+			reason := res.Reason()
+			if reason == "" {
+				reason = "the program broke the test harness"
+			}
+			return "", reason, res.Time, nil
+		}
+		got, reason = judge(t, results[0], tokens[0], limits, per)
+		return got, reason, time.Duration(results[0].Took * float64(time.Second)), nil
 	default:
 		return "", "", 0, fmt.Errorf("unknown test kind %q", t.Kind)
 	}
-	res, err := r.Run(ctx, req)
+	res, err := r.Run(ctx, sandbox.Request{Command: o.Language.Run, Files: map[string][]byte{o.Language.File: []byte(code)},
+		Stdin: []byte(t.Input), Limits: sandbox.Limits{WallTime: timeout, CPUTime: timeout}})
 	if err != nil {
 		return "", "", 0, err
 	}
