@@ -235,6 +235,7 @@ func newRootCmd(a *App) *cobra.Command {
 		newDatasetCmd(a),
 		newTasksCmd(a),
 		newExportCmd(a),
+		newHarnessCmd(a),
 	)
 	return root
 }

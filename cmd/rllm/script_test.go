@@ -19,6 +19,12 @@ import (
 // TestMain lets testscript run this binary as the `rllm` command, so the
 // .txtar scripts exercise the CLI exactly as a user types it.
 func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == sandbox.ForwardCommand { // a sandbox's network forwarder
+		os.Exit(sandbox.ForwardMain(os.Args[2:], os.Stderr))
+	}
+	if exe, err := os.Executable(); err == nil {
+		sandbox.SetSelf(exe)
+	}
 	if os.Getenv("RLLM_TEST_AS_MAIN") == "1" { // this binary re-run as rllm (resume_test.go)
 		mainRLLM()
 		return

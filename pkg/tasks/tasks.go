@@ -24,6 +24,8 @@ import (
 	_ "github.com/rllm-org/rllm-go/pkg/env/openenv"
 	// Agent programs in any language, through the recording gateway.
 	_ "github.com/rllm-org/rllm-go/pkg/workflow/program"
+	// Coding harnesses (pkg/harness), in a sandbox reaching only their session.
+	_ "github.com/rllm-org/rllm-go/pkg/workflow/harness"
 )
 
 // Generator makes n task rows of a built-in task from a seed, with the
