@@ -24,6 +24,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rllm-org/rllm-go/pkg/env"
 	"github.com/rllm-org/rllm-go/pkg/episode"
 	"github.com/rllm-org/rllm-go/pkg/gateway"
 	"github.com/rllm-org/rllm-go/pkg/harness"
@@ -59,7 +60,12 @@ func init() {
 		Description: "runs a coding harness (rllm harness list) per episode in a sandbox whose only network is its gateway session; trains on the exact tokens it sampled",
 		Params:      Params{},
 		New: func(args registry.Values, deps workflow.Deps) (workflow.Workflow, error) {
-			return New(registry.As[Params](args), deps)
+			p := registry.As[Params](args)
+			if deps.Workspaces != nil && p.Verifier == "" {
+				// env.name=task: the task's container and its verifier.
+				return NewForTask(p, deps, deps.Workspaces)
+			}
+			return New(p, deps)
 		},
 	})
 }
@@ -138,14 +144,7 @@ func build(p Params, deps workflow.Deps, t Task) (*Workflow, error) {
 // and its session as the only network), copies the files in, runs the
 // harness in it, then calls Verify in the same workspace (the verifier
 // sees what the harness left) and takes its reward.
-type Task interface {
-	// Workspace returns the opener (a container engine with the task's
-	// image), the spec (based on def: the workflow's limits and workdir)
-	// and the files to copy into the spec's WorkDir for one episode.
-	Workspace(ctx context.Context, task episode.Task, def sandbox.WorkspaceSpec) (sandbox.Opener, sandbox.WorkspaceSpec, []sandbox.File, error)
-	// Verify scores the workspace after the harness ran.
-	Verify(ctx context.Context, ws sandbox.Workspace, task episode.Task) (reward float64, correct bool, info map[string]any, err error)
-}
+type Task = env.Workspaces
 
 // WithOpener makes the workflow open its workspaces with o (a task env's
 // container engine, a test's) instead of the process-wide bwrap opener.
