@@ -233,7 +233,9 @@ func newRootCmd(a *App) *cobra.Command {
 		newGroupCmd("tools", "List and call the tools a run offers the model (tools.builtin, tools.mcp)", newToolsListCmd(a), newToolsCallCmd(a)),
 		newGroupCmd("env", "Work with environments", newEnvPlayCmd(a)),
 		newDatasetCmd(a),
+		newTasksCmd(a),
 		newExportCmd(a),
+		newHarnessCmd(a),
 	)
 	return root
 }

@@ -39,6 +39,9 @@ func checkComponents(ld *config.Loaded) error {
 	if err := tool.Check(deps.ToolConfig); err != nil {
 		errs = append(errs, err)
 	}
+	if err := workflow.CheckWorkspaceTools(deps); err != nil {
+		errs = append(errs, err)
+	}
 	if len(errs) == 0 {
 		spec.Deps.ToolConfig = tool.Config{} // checked above; validating starts no server
 		if err := spec.Check(); err != nil {

@@ -52,6 +52,16 @@ func (f *configFlags) load(a *App, args []string) (*config.Loaded, error) {
 	if a.Getenv != nil {
 		ld.Config.Data.DatasetsDir = catalog.FollowXDG(ld.Config.Data.DatasetsDir, a.Getenv("XDG_DATA_HOME"))
 	}
+	// The harness workflow finds its installs where rllm harness install
+	// put them, unless workflow.args.dir says otherwise.
+	if w := &ld.Config.Workflow; w.Name == "harness" {
+		if d, _ := w.Args["dir"].(string); d == "" {
+			if w.Args == nil {
+				w.Args = map[string]any{}
+			}
+			w.Args["dir"] = harnessDir(a, "")
+		}
+	}
 	return ld, nil
 }
 

@@ -8,10 +8,12 @@ import (
 
 	"github.com/rllm-org/rllm-go/pkg/dataset"
 	"github.com/rllm-org/rllm-go/pkg/episode"
+	"github.com/rllm-org/rllm-go/pkg/sandbox"
 	"github.com/rllm-org/rllm-go/pkg/tasks/arith"
 	"github.com/rllm-org/rllm-go/pkg/tasks/code"
 	"github.com/rllm-org/rllm-go/pkg/tasks/countdown"
 	"github.com/rllm-org/rllm-go/pkg/tasks/frozenlake"
+	"github.com/rllm-org/rllm-go/pkg/tasks/harbor"
 	"github.com/rllm-org/rllm-go/pkg/usererr"
 )
 
@@ -31,24 +33,33 @@ type dataGenerateOptions struct {
 	lakes frozenlake.Options
 	// code
 	code code.Options
+	// repofix
+	image string
 }
 
-var generators = []string{"arith", "code", "countdown", "frozenlake"}
+var generators = []string{"arith", "code", "countdown", "frozenlake", "repofix"}
 
 func newDataGenerateCmd(a *App) *cobra.Command {
 	opts := &dataGenerateOptions{}
 	cmd := &cobra.Command{
-		Use:   "generate arith|code|countdown|frozenlake --out FILE",
-		Short: "Write a dataset of generated tasks (parquet, jsonl or json)",
+		Use:   "generate arith|code|countdown|frozenlake|repofix --out FILE",
+		Short: "Write a dataset of generated tasks (parquet, jsonl or json; repofix: a directory of tasks)",
 		Long: `Generate task rows for a built-in task. The same --seed always gives the
 same rows. Rows carry the columns the task's env reads (question,
-ground_truth, target, nums, seed, size, p, ...) and data_source.`,
+ground_truth, target, nums, seed, size, p, ...) and data_source.
+
+repofix writes a directory of tasks in the Harbor format instead (for
+env.name=task and rllm tasks check): each a small Python package with a
+bug and a failing test, its image FROM the local base image (built by
+scripts/docker-setup.sh), a verifier running hidden tests and the fix as
+its oracle.`,
 		Example: `  rllm data generate arith --n 1000 --seed 0 --out arith.jsonl
   rllm data generate countdown --n 500 --out countdown.parquet
   rllm data generate arith --min 0 --max 20 --operators "+-*" --out arith20.jsonl
   rllm data generate countdown --min-numbers 3 --max-numbers 3 --max-number 9 --max-target 30 --out small.jsonl
   rllm data generate frozenlake --max-size 4 --out lakes.jsonl
-  rllm data generate code --n 200 --tests 10 --out code.jsonl`,
+  rllm data generate code --n 200 --tests 10 --out code.jsonl
+  rllm data generate repofix --n 8 --out tasks/`,
 		ValidArgs: generators,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) != 1 {
@@ -86,7 +97,8 @@ ground_truth, target, nums, seed, size, p, ...) and data_source.`,
 	f.IntVar(&opts.lakes.MaxSize, "max-size", fl.MaxSize, "frozenlake: largest map side")
 	f.Float64Var(&opts.lakes.MinP, "min-p", fl.MinP, "frozenlake: lowest probability that a cell is frozen")
 	f.Float64Var(&opts.lakes.MaxP, "max-p", fl.MaxP, "frozenlake: highest probability that a cell is frozen")
-	f.IntVar(&opts.code.Tests, "tests", code.DefaultGenerateOptions.Tests, "code: hidden tests per task")
+	f.IntVar(&opts.code.Tests, "tests", code.DefaultGenerateOptions.Tests, "code, repofix: hidden tests per task")
+	f.StringVar(&opts.image, "image", sandbox.BaseImage(), "repofix: the `IMAGE` the tasks' Dockerfiles start FROM (it needs python3 and pytest)")
 	return cmd
 }
 
@@ -97,6 +109,7 @@ var taskFlags = map[string][]string{
 	"countdown":  {"min-numbers", "max-numbers", "max-number", "max-target", "instructions"},
 	"frozenlake": {"min-size", "max-size", "min-p", "max-p"},
 	"code":       {"tests"},
+	"repofix":    {"image"},
 }
 
 // checkTaskFlags refuses a flag of another task than the one generated.
@@ -106,6 +119,9 @@ func checkTaskFlags(cmd *cobra.Command, task string) error {
 			continue
 		}
 		for _, name := range names {
+			if name == "tests" && task == "repofix" {
+				continue // repofix has hidden tests too
+			}
 			if cmd.Flags().Changed(name) {
 				return usagef("--%s shapes %s tasks, not %s; drop it", name, other, task)
 			}
@@ -132,6 +148,14 @@ func generateTasks(opts *dataGenerateOptions) ([]episode.Task, error) {
 }
 
 func runDataGenerate(ctx context.Context, a *App, opts *dataGenerateOptions) error {
+	if opts.task == "repofix" {
+		dirs, err := harbor.Generate(opts.output, opts.n, opts.seed, harbor.GenerateOptions{Image: opts.image, HiddenTests: opts.code.Tests})
+		if err != nil {
+			return err
+		}
+		a.infof("wrote %d repofix tasks under %s (rllm tasks check %s; data.train_files=[%s] env.name=task)", len(dirs), opts.output, opts.output, opts.output)
+		return nil
+	}
 	rows, err := generateTasks(opts)
 	if err != nil {
 		if usererr.Is(err) {

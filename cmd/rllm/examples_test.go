@@ -17,6 +17,7 @@ import (
 	"github.com/rllm-org/rllm-go/internal/fakevllm"
 	"github.com/rllm-org/rllm-go/pkg/dataset"
 	"github.com/rllm-org/rllm-go/pkg/episode"
+	"github.com/rllm-org/rllm-go/pkg/harness"
 )
 
 // exampleEnv keeps the examples quick: a tiny model, small batches, two
@@ -186,6 +187,9 @@ func TestHelpExamplesRun(t *testing.T) {
 				if k == "TINKER_API_KEY" {
 					return tinkerKey
 				}
+				if k == "XDG_CACHE_HOME" { // the harness cache (writeExampleFixtures)
+					return filepath.Join(dir, "cache")
+				}
 				return ""
 			}
 			run := func(args []string, stdin string) {
@@ -273,6 +277,21 @@ func writeExampleFixtures(t *testing.T, dir, qwen3 string) {
 	write("moves.txt", "Left\nDown\n")
 	write("tools.yaml", "tools:\n  builtin: [calculator]\n")
 	write("gsm8k_test.jsonl", "{\"question\": \"2+2?\", \"ground_truth\": \"4\"}\n")
+	// The harnesses the examples install, as installed (downloading them
+	// is TestHarnessesEndToEnd's business, not the help's).
+	for _, h := range []struct{ root, name string }{{filepath.Join(dir, "cache", "rllm", "harnesses"), "pi"},
+		{filepath.Join(dir, "cache", "rllm", "harnesses"), "qwen-code"}, {filepath.Join(dir, "harnesses"), "claude-code"}} {
+		e, err := harness.Lookup(h.name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.MkdirAll(e.Dir(h.root), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(e.Dir(h.root), ".rllm-installed"), []byte("{}\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 	repo := filepath.Dir(filepath.Dir(filepath.Dir(qwen3))) // qwen3 is REPO/.cache/tokenizers/qwen3
 	env, err := os.ReadFile(filepath.Join(repo, "examples", "exec_env", "guess_env.py"))
 	if err != nil {

@@ -3,9 +3,18 @@ package main
 
 import (
 	"os"
+
+	"github.com/rllm-org/rllm-go/pkg/sandbox"
 )
 
 func main() {
+	// Inside a sandbox, rllm re-executed as its network forwarder.
+	if len(os.Args) > 1 && os.Args[1] == sandbox.ForwardCommand {
+		os.Exit(sandbox.ForwardMain(os.Args[2:], os.Stderr))
+	}
+	if exe, err := os.Executable(); err == nil {
+		sandbox.SetSelf(exe)
+	}
 	if err := makeUndumpable(); err != nil {
 		// Not fatal: rllm works, but a same-user program could read its
 		// environment through /proc.

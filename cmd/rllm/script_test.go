@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/rogpeppe/go-internal/testscript"
 
@@ -18,6 +19,12 @@ import (
 // TestMain lets testscript run this binary as the `rllm` command, so the
 // .txtar scripts exercise the CLI exactly as a user types it.
 func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == sandbox.ForwardCommand { // a sandbox's network forwarder
+		os.Exit(sandbox.ForwardMain(os.Args[2:], os.Stderr))
+	}
+	if exe, err := os.Executable(); err == nil {
+		sandbox.SetSelf(exe)
+	}
 	if os.Getenv("RLLM_TEST_AS_MAIN") == "1" { // this binary re-run as rllm (resume_test.go)
 		mainRLLM()
 		return
@@ -78,6 +85,8 @@ func TestScripts(t *testing.T) {
 				return haveReal, nil
 			case "sandbox": // bwrap creates sandboxes here and /usr has python3
 				return sandboxWorks(), nil
+			case "docker": // a Docker daemon answers and has the local base image
+				return dockerWorks(t), nil
 			}
 			return false, nil
 		},
@@ -180,3 +189,28 @@ var sandboxOnce = sync.OnceValue(func() bool {
 })
 
 func sandboxWorks() bool { return sandboxOnce() }
+
+var docker struct {
+	once sync.Once
+	ok   bool
+}
+
+// dockerWorks reports whether a Docker daemon answers with the local base
+// image (scripts/docker-setup.sh); where RLLM_REQUIRE_DOCKER=1 (CI, once
+// that script succeeded) a daemon that does not is a failure, not a skip.
+func dockerWorks(t *testing.T) bool {
+	docker.once.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		d, err := sandbox.OpenDocker(ctx, sandbox.Config{Backend: sandbox.BackendDocker, Limits: sandbox.DefaultLimits})
+		if err != nil {
+			if os.Getenv("RLLM_REQUIRE_DOCKER") == "1" {
+				t.Errorf("RLLM_REQUIRE_DOCKER=1 but the docker backend does not open: %v", err)
+			}
+			return
+		}
+		d.Close()
+		docker.ok = true
+	})
+	return docker.ok
+}

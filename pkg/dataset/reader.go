@@ -146,9 +146,13 @@ func (r *Reader) Close() error {
 	return err
 }
 
-// ReadAll reads every row of a dataset file. It checks ctx between rows,
-// so a huge file can be abandoned.
+// ReadAll reads every row of a dataset file, or of a directory a
+// registered DirFormat recognises. It checks ctx between rows, so a huge
+// file can be abandoned.
 func ReadAll(ctx context.Context, path string, opts Options) ([]episode.Task, error) {
+	if rows, ok, err := readDir(ctx, path); ok {
+		return rows, err
+	}
 	r, err := Open(ctx, path, opts)
 	if err != nil {
 		return nil, err

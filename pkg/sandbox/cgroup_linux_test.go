@@ -3,6 +3,7 @@ package sandbox
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"strings"
@@ -102,7 +103,11 @@ func TestCgroupRemovedAfterRun(t *testing.T) {
 	}
 }
 
+// rllmCgroups counts this process's cgroups (named rllm-PID-N): other
+// test binaries running at the same time (go test runs packages in
+// parallel) make and remove their own beside them.
 func rllmCgroups(t *testing.T) int {
+	prefix := fmt.Sprintf("rllm-%d-", os.Getpid())
 	h := hostCgroups()
 	n := 0
 	for _, d := range []string{h.v2, h.memory, h.pids} {
@@ -114,7 +119,7 @@ func rllmCgroups(t *testing.T) int {
 			t.Fatal(err)
 		}
 		for _, e := range ents {
-			if e.IsDir() && strings.HasPrefix(e.Name(), "rllm-") {
+			if e.IsDir() && strings.HasPrefix(e.Name(), prefix) {
 				n++
 			}
 		}

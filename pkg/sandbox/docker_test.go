@@ -8,6 +8,7 @@ import (
 	"io"
 	"io/fs"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -588,5 +589,39 @@ func TestDockerImageWithoutSleep(t *testing.T) {
 	}
 	if err == nil || !strings.Contains(err.Error(), "needs sh and sleep") {
 		t.Fatalf("res %+v err %v", res, err)
+	}
+}
+
+// TestDockerWorkspaceForwarder: as in bwrap, a container's only network
+// is its session: 127.0.0.1:Port inside reaches the socket through the
+// forwarder (rllm, bound read-only), everything else is refused and
+// counted.
+func TestDockerWorkspaceForwarder(t *testing.T) {
+	d := dockerSmall(t)
+	sock := sockServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "session answered %s", r.URL.Path)
+	}))
+	w := openWS(t, d, WorkspaceSpec{Network: Network{Socket: sock, Port: 8123}})
+	py := `import urllib.request
+print(urllib.request.urlopen("http://127.0.0.1:8123/sessions/x/v1/models", timeout=10).read().decode())
+for url in ["http://127.0.0.1:9/", "http://1.2.3.4/"]:
+    try:
+        urllib.request.urlopen(url, timeout=5)
+        print("LEAK", url)
+    except Exception as e:
+        print("refused", type(e).__name__)
+`
+	for i := 0; i < 2; i++ { // a second command gets its own forwarder
+		res := execWS(t, w, ExecRequest{Command: []string{"python3", "-c", py}, Limits: Limits{WallTime: time.Minute}})
+		out := string(res.Stdout)
+		if !res.OK() || !strings.Contains(out, "session answered /sessions/x/v1/models") {
+			t.Fatalf("the session was not reached: %s\n%s%s", res.Reason(), out, res.Stderr)
+		}
+		if strings.Contains(out, "LEAK") || strings.Count(out, "refused") != 2 {
+			t.Errorf("the container reached something besides its session:\n%s", out)
+		}
+		if res.Net == nil || res.Net.Forwarded != 1 || res.Net.Denied < 2 {
+			t.Errorf("net report = %+v, want 1 forwarded and at least 2 denied", res.Net)
+		}
 	}
 }

@@ -61,6 +61,11 @@ type containerSpec struct {
 	// SocketDir is bind-mounted at the same path (Network.Socket's
 	// directory).
 	SocketDir string
+	// Socket and Port: each command runs behind the forwarder (bound
+	// read-only at ForwarderPath), which relays 127.0.0.1:Port in the
+	// container to Socket.
+	Socket string
+	Port   int
 	// ProcessMemory bounds each command's address space by
 	// Limits.MemoryBytes too (RLIMIT_AS, set by the exec wrapper: the
 	// container's own init cannot start under it), as bwrap does, so an
@@ -128,6 +133,16 @@ func (d *Docker) workspaceSpec(spec WorkspaceSpec) (containerSpec, error) {
 			return containerSpec{}, fmt.Errorf("sandbox: network socket %q must be an absolute host path", spec.Network.Socket)
 		}
 		s.SocketDir = filepath.Dir(spec.Network.Socket)
+		fw, err := forwarder()
+		if err != nil {
+			return containerSpec{}, err
+		}
+		// The daemon reads the binary as root: no staging needed.
+		s.Binds = append(s.Binds, fw+":"+ForwarderPath+":ro")
+		s.Socket, s.Port = spec.Network.Socket, spec.Network.Port
+		if s.Port == 0 {
+			s.Port = DefaultPort
+		}
 	}
 	return s, nil
 }
@@ -384,6 +399,14 @@ func (w *dockerWorkspace) Exec(ctx context.Context, req ExecRequest) (Result, er
 	}
 	argv := append([]string{"sh", "-c", limitWrapper, "sh", strconv.FormatInt(cpu+1, 10), strconv.FormatInt(cpu, 10), strconv.FormatInt(as, 10)}, req.Command...)
 	env := append(slices.Clone(req.Env), execToken+"="+token)
+	report := ""
+	if w.spec.Socket != "" {
+		// The container's network namespace is loopback only; the
+		// forwarder relays 127.0.0.1:Port to the session's socket while
+		// the command runs, then reports what the kernel refused.
+		report = "/tmp/.rllm-net-" + token + ".json"
+		argv = append(forwardArgs(w.spec.Socket, w.spec.Port, "--report-file", report), argv...)
+	}
 
 	cctx, cancel := context.WithTimeout(ctx, dockerTimeout)
 	ex, err := w.d.cli.ExecCreate(cctx, w.id, client.ExecCreateOptions{
@@ -496,8 +519,29 @@ func (w *dockerWorkspace) Exec(ctx context.Context, req ExecRequest) (Result, er
 	if code == 137 && w.oomKilled(ctx) {
 		res.Limit = LimitMemory
 	}
+	if report != "" {
+		if res.Net, err = w.netReport(ctx, report); err != nil {
+			return res, err
+		}
+	}
 	Classify(&res, 0, l)
 	return res, nil
+}
+
+// netReport reads the forwarder's report of one command.
+func (w *dockerWorkspace) netReport(ctx context.Context, p string) (*NetReport, error) {
+	b, err := w.ReadFile(ctx, p, 64<<10)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: the network forwarder left no report in %s: %w", w.ID(), err)
+	}
+	var nr NetReport
+	if err := json.Unmarshal(b, &nr); err != nil {
+		return nil, fmt.Errorf("sandbox: the network forwarder's report in %s: %w", w.ID(), err)
+	}
+	if nr.Error != "" {
+		return nil, fmt.Errorf("sandbox: the network forwarder failed in %s: %s", w.ID(), nr.Error)
+	}
+	return &nr, nil
 }
 
 // exitCode waits (bounded) for the exec's process to be reported ended

@@ -4,6 +4,8 @@ package sandbox
 
 import (
 	"context"
+	"fmt"
+	"io"
 	"runtime"
 )
 
@@ -13,4 +15,16 @@ func newBwrap(context.Context, Config) (Backend, error) {
 
 func newHost(Config) (Backend, error) {
 	return nil, errUnavailable(BackendUnsafeHost, "the unsafe-host backend sets Linux rlimits and runs on Linux only, not "+runtime.GOOS)
+}
+
+// ForwardMain is the sandbox forwarder, which runs inside Linux sandboxes
+// only.
+func ForwardMain(_ []string, stderr io.Writer) int {
+	fmt.Fprintln(stderr, "rllm sandbox forwarder: runs on Linux only, not "+runtime.GOOS)
+	return 125
+}
+
+// NewBwrapOpener refuses: bubblewrap runs on Linux only.
+func NewBwrapOpener(context.Context, Config) (Opener, error) {
+	return nil, errUnavailable(BackendBwrap, "bubblewrap runs on Linux only, not "+runtime.GOOS)
 }

@@ -241,6 +241,10 @@ type Result struct {
 	// inferred from the program's own error (an allocation, fork or
 	// write that failed) and may be missed when the program hides it.
 	Limit Limit
+	// Net is what a workspace's network forwarder counted (nil without
+	// a network): the connections it relayed and those the sandbox
+	// refused.
+	Net *NetReport
 }
 
 // OK reports a run that exited 0 within its limits.

@@ -17,11 +17,15 @@ import (
 	"github.com/rllm-org/rllm-go/pkg/tasks/countdown"
 	"github.com/rllm-org/rllm-go/pkg/tasks/frozenlake"
 	_ "github.com/rllm-org/rllm-go/pkg/tasks/qa"
+	// Tasks in the Harbor format, in containers (env.name=task).
+	_ "github.com/rllm-org/rllm-go/pkg/tasks/harbor"
 	// Environments in other processes.
 	_ "github.com/rllm-org/rllm-go/pkg/env/exec"
 	_ "github.com/rllm-org/rllm-go/pkg/env/openenv"
 	// Agent programs in any language, through the recording gateway.
 	_ "github.com/rllm-org/rllm-go/pkg/workflow/program"
+	// Coding harnesses (pkg/harness), in a sandbox reaching only their session.
+	_ "github.com/rllm-org/rllm-go/pkg/workflow/harness"
 )
 
 // Generator makes n task rows of a built-in task from a seed, with the

@@ -74,6 +74,13 @@ func (p *Python) Call(ctx context.Context, arguments string) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
+	return Result{Text: truncateMiddle(runOutput(res, false), p.Params.MaxOutputChars), IsError: !res.OK()}, nil
+}
+
+// runOutput is what a run shows the model: its stdout, then its stderr,
+// then, on a line of its own, the limit it hit or its exit status (that
+// one only when it failed, unless always).
+func runOutput(res sandbox.Result, always bool) string {
 	var b strings.Builder
 	b.Write(res.Stdout)
 	if len(res.Stderr) > 0 {
@@ -82,13 +89,17 @@ func (p *Python) Call(ctx context.Context, arguments string) (Result, error) {
 		}
 		b.Write(res.Stderr)
 	}
-	if !res.OK() {
+	if !res.OK() || always {
 		if b.Len() > 0 && !strings.HasSuffix(b.String(), "\n") {
 			b.WriteByte('\n')
 		}
-		fmt.Fprintf(&b, "[%s]", res.Reason())
+		if res.OK() {
+			b.WriteString("[exit status 0]")
+		} else {
+			fmt.Fprintf(&b, "[%s]", res.Reason())
+		}
 	}
-	return Result{Text: truncateMiddle(b.String(), p.Params.MaxOutputChars), IsError: !res.OK()}, nil
+	return b.String()
 }
 
 // truncateMiddle keeps the first and last parts of s within n characters

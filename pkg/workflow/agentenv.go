@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/rllm-org/rllm-go/pkg/agent"
 	"github.com/rllm-org/rllm-go/pkg/env"
@@ -11,6 +12,7 @@ import (
 	"github.com/rllm-org/rllm-go/pkg/registry"
 	"github.com/rllm-org/rllm-go/pkg/sampler"
 	"github.com/rllm-org/rllm-go/pkg/tool"
+	"github.com/rllm-org/rllm-go/pkg/usererr"
 )
 
 // SingleTurnParams are the arguments of single_turn, and of multi_turn
@@ -112,6 +114,9 @@ func newAgentEnv(args SingleTurnParams, deps Deps, maxSteps int) (*AgentEnv, err
 		}
 		deps.Toolbox = set
 	}
+	if err := CheckWorkspaceTools(deps); err != nil {
+		return nil, err
+	}
 	if deps.Toolbox != nil {
 		w.toolbox = deps.Toolbox
 		w.deps.Tools = append(append([]sampler.Tool(nil), deps.Tools...), deps.Toolbox.Specs()...)
@@ -126,7 +131,7 @@ func newAgentEnv(args SingleTurnParams, deps Deps, maxSteps int) (*AgentEnv, err
 // runTools runs the calls of one reply, in order, and returns one tool
 // message per call. Bad calls are error results the model reads; only a
 // broken tool (or ctx) is an error.
-func (w *AgentEnv) runTools(ctx context.Context, calls []episode.ToolCall) ([]episode.Message, int, error) {
+func (w *AgentEnv) runTools(ctx context.Context, toolbox *tool.Set, calls []episode.ToolCall) ([]episode.Message, int, error) {
 	out := make([]episode.Message, 0, len(calls))
 	failed := 0
 	for _, c := range calls {
@@ -135,7 +140,7 @@ func (w *AgentEnv) runTools(ctx context.Context, calls []episode.ToolCall) ([]ep
 			res = tool.Errorf("error: the tool call could not be read; write <tool_call>{\"name\": ..., \"arguments\": {...}}</tool_call> with valid JSON")
 		} else {
 			var err error
-			res, err = w.toolbox.Call(ctx, c.Function.Name, c.Function.Arguments)
+			res, err = toolbox.Call(ctx, c.Function.Name, c.Function.Arguments)
 			if err != nil {
 				return nil, failed, fmt.Errorf("tool %s: %w", c.Function.Name, err)
 			}
@@ -175,6 +180,15 @@ func (w *AgentEnv) Run(ctx context.Context, task episode.Task, episodeID string)
 		return fail(ep, ctx, fmt.Errorf("env reset: %w", err))
 	}
 	ag.UpdateFromEnv(obs, 0, false, info)
+	// Tools that work in a workspace (bash) work in this episode's.
+	toolbox := w.toolbox
+	if toolbox != nil && len(toolbox.NeedsWorkspace()) > 0 {
+		if we, ok := e.(env.WorkspaceEnv); ok {
+			if tw, ok := we.ToolWorkspace(); ok {
+				toolbox = toolbox.Bind(tw)
+			}
+		}
+	}
 
 	toolRounds := 0
 	for turn := 0; turn < w.maxSteps; turn++ {
@@ -224,7 +238,7 @@ func (w *AgentEnv) Run(ctx context.Context, task episode.Task, episodeID string)
 				ep.TerminationReason = episode.TerminationMaxResponseLength
 				return ep, nil
 			}
-			results, failed, err := w.runTools(ctx, action.ToolCalls)
+			results, failed, err := w.runTools(ctx, toolbox, action.ToolCalls)
 			if err != nil {
 				return fail(ep, ctx, err)
 			}
@@ -339,4 +353,23 @@ func fail(ep *episode.Episode, ctx context.Context, err error) (*episode.Episode
 	}
 	ep.Error = err.Error()
 	return ep, err
+}
+
+// CheckWorkspaceTools refuses tools that run in an episode's workspace
+// (tools.builtin bash) with an env whose episodes have none: there would
+// be nowhere to run them. An env a Go program builds itself (NewEnv) is
+// checked when its episode starts.
+func CheckWorkspaceTools(deps Deps) error {
+	if deps.NewEnv != nil || env.HasWorkspace(deps.Env.Name) {
+		return nil
+	}
+	need := tool.WorkspaceTools(deps.ToolConfig.Builtin)
+	if deps.Toolbox != nil {
+		need = deps.Toolbox.NeedsWorkspace()
+	}
+	if len(need) == 0 {
+		return nil
+	}
+	return &usererr.Error{Subject: "tools.builtin", Msg: fmt.Sprintf("%s runs in the episode's workspace, and env %q has none", strings.Join(need, ", "), deps.Env.Name),
+		Fix: "use env.name=task (a task's container), or drop " + strings.Join(need, ", ")}
 }

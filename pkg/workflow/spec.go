@@ -8,6 +8,7 @@ import (
 
 	"github.com/rllm-org/rllm-go/pkg/agent"
 	"github.com/rllm-org/rllm-go/pkg/config"
+	"github.com/rllm-org/rllm-go/pkg/env"
 	"github.com/rllm-org/rllm-go/pkg/sampler"
 	"github.com/rllm-org/rllm-go/pkg/sandbox"
 	"github.com/rllm-org/rllm-go/pkg/tool"
@@ -48,6 +49,10 @@ func SpecFromConfig(c *config.Config) Spec {
 	if !c.Workflow.UseWorkflow {
 		s.Deps.Agent = Component{Name: AgentFor(c.Agent.Name, c.Env.Name), Args: c.Agent.Args}
 		s.Deps.Env = Component{Name: c.Env.Name, Args: c.Env.Args}
+		// A mistake in env.args is reported where the env is resolved.
+		if w, ok, err := env.WorkspacesFor(c.Env.Name, c.Env.Args); ok && err == nil {
+			s.Deps.Workspaces = w
+		}
 	}
 	return s
 }

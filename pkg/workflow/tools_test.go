@@ -6,6 +6,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/rllm-org/rllm-go/pkg/config"
 	"github.com/rllm-org/rllm-go/pkg/episode"
 	"github.com/rllm-org/rllm-go/pkg/sampler"
 	"github.com/rllm-org/rllm-go/pkg/sampler/samplertest"
@@ -116,5 +117,42 @@ func TestToolRoundsBounded(t *testing.T) {
 	ep, err := w.Run(context.Background(), episode.Task{"question": "q", "ground_truth": "1"}, "q:0")
 	if err != nil || ep.TerminationReason != episode.TerminationMaxTurns || len(ep.Trajectories[0].Steps) != 3 {
 		t.Fatalf("%v %s %d", err, ep.TerminationReason, len(ep.Trajectories[0].Steps))
+	}
+}
+
+// TestWorkspaceToolsNeedAWorkspaceEnv: the bash tool runs in an episode's
+// workspace; with an env that has none, the workflow is refused before
+// any episode, naming tools.builtin and the fix.
+func TestWorkspaceToolsNeedAWorkspaceEnv(t *testing.T) {
+	deps := workflow.Deps{Sampler: &toolSampler{}, ToolConfig: tool.Config{Builtin: []string{"calculator", "bash"}},
+		Agent: workflow.Component{Name: "tool_agent"}, Env: workflow.Component{Name: "math"}}
+	_, err := workflow.New("multi_turn", nil, deps)
+	if err == nil || !strings.Contains(err.Error(), `tools.builtin: bash runs in the episode's workspace, and env "math" has none; use env.name=task`) {
+		t.Fatalf("%v", err)
+	}
+	if err := workflow.CheckWorkspaceTools(deps); err == nil {
+		t.Fatal("CheckWorkspaceTools let bash through with env math")
+	}
+	deps.Env.Name = "task"
+	if err := workflow.CheckWorkspaceTools(deps); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestSpecWorkspaces: the spec hands workflows that run their own agent
+// the env's workspace hook when the env has one (env.name=task), and
+// none otherwise.
+func TestSpecWorkspaces(t *testing.T) {
+	for _, tc := range []struct {
+		env  string
+		want bool
+	}{{"task", true}, {"math", false}} {
+		ld, err := config.Load(config.Sources{Args: []string{"env.name=" + tc.env}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := workflow.SpecFromConfig(ld.Config).Deps.Workspaces != nil; got != tc.want {
+			t.Errorf("env %s: Workspaces set %v, want %v", tc.env, got, tc.want)
+		}
 	}
 }

@@ -53,6 +53,12 @@ type Deps struct {
 	MaxSteps int
 	Agent    Component
 	Env      Component
+	// Workspaces is the env's workspace hook when its episodes live in a
+	// sandbox workspace (env.name=task: the task's container): workflows
+	// that run their own agent (a harness, a program) open each
+	// episode's workspace through it and score it with its Verify.
+	// SpecFromConfig sets it; nil for other envs.
+	Workspaces env.Workspaces
 	// NewAgent and NewEnv, when set, build the agent and env directly
 	// instead of looking Agent and Env up in the registries: the way a Go
 	// program passes its own types without registering them.

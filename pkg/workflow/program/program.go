@@ -22,6 +22,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -34,6 +35,7 @@ import (
 	"github.com/rllm-org/rllm-go/pkg/gateway"
 	"github.com/rllm-org/rllm-go/pkg/registry"
 	"github.com/rllm-org/rllm-go/pkg/sampler"
+	"github.com/rllm-org/rllm-go/pkg/sandbox"
 	"github.com/rllm-org/rllm-go/pkg/usererr"
 	"github.com/rllm-org/rllm-go/pkg/workflow"
 )
@@ -46,6 +48,7 @@ type Params struct {
 	Dir      string   `arg:"dir" doc:"working directory of the program; empty: rllm's"`
 	PassEnv  []string `arg:"pass_env" doc:"names of environment variables passed on to the program besides the minimal set (PATH, HOME, locale, virtualenv...)"`
 	Gamma    float64  `arg:"gamma" default:"1" range:"[0,1]" doc:"discount of the Monte Carlo return stored in each step"`
+	Sandbox  string   `arg:"sandbox" doc:"bwrap or docker: run the program in a sandbox whose only network is its session (its directory read-only, /work writable); empty: on the host"`
 	// Serve mode (serve.go).
 	Mode        string `arg:"mode" default:"per_episode" doc:"per_episode: a process per episode, the task on stdin; serve: the program starts once and takes episodes as JSON lines on stdin (docs/gateway.md)"`
 	Processes   int    `arg:"processes" range:"[0,256]" doc:"mode=serve only: copies of the program started; 0: 1"`
@@ -75,6 +78,7 @@ type Program struct {
 	dir      string
 	passEnv  []string
 	gamma    float64
+	sandbox  string
 	// serve mode: processes × concurrency episodes at once (serve.go).
 	serve                  bool
 	processes, concurrency int
@@ -107,38 +111,52 @@ func New(p Params, deps workflow.Deps) (*Program, error) {
 			return nil, usererr.Errorf("workflow.args.pass_env: %v", err)
 		}
 	}
+	if !slices.Contains(Sandboxes, p.Sandbox) {
+		return nil, usererr.Errorf("workflow.args.sandbox %q: use bwrap or docker, or leave it empty to run the program on the host", p.Sandbox)
+	}
 	w := &Program{argv: argv, display: display, timeout: time.Duration(p.TimeoutS * float64(time.Second)),
-		maxCalls: p.MaxCalls, dir: p.Dir, passEnv: p.PassEnv, gamma: p.Gamma, deps: deps}
+		maxCalls: p.MaxCalls, dir: p.Dir, passEnv: p.PassEnv, gamma: p.Gamma, sandbox: p.Sandbox, deps: deps}
 	if err := w.setMode(p); err != nil {
 		return nil, err
 	}
 	if deps.Env.Name != "" {
-		d, v, err := env.Resolve(deps.Env.Name, deps.Env.Args)
+		score, err := AnswerScorer(deps.Env)
 		if err != nil {
 			return nil, err
 		}
-		name := deps.Env.Name
-		w.score = func(task episode.Task, answer string) (float64, bool, map[string]any, error) {
-			if !env.IsSingleTurn(name) {
-				return 0, false, nil, fmt.Errorf("env.name=%s does not score a single answer; the program must print {\"reward\": x}, or use a scored env (arith, countdown, math...)", name)
-			}
-			e, err := env.Build(d, v, task)
-			if err != nil {
-				return 0, false, nil, err
-			}
-			defer e.Close()
-			if _, _, err := e.Reset(context.Background()); err != nil {
-				return 0, false, nil, err
-			}
-			res, err := e.Step(context.Background(), episode.Action{Content: answer})
-			if err != nil {
-				return 0, false, nil, err
-			}
-			correct, _ := res.Info["is_correct"].(bool)
-			return res.Reward, correct, res.Info, nil
-		}
+		w.score = score
 	}
 	return w, nil
+}
+
+// AnswerScorer scores a final answer with env.name's reward function (a
+// single-turn env: arith, countdown, math...): the program and harness
+// workflows score answers with it.
+func AnswerScorer(c workflow.Component) (func(task episode.Task, answer string) (float64, bool, map[string]any, error), error) {
+	d, v, err := env.Resolve(c.Name, c.Args)
+	if err != nil {
+		return nil, err
+	}
+	name := c.Name
+	return func(task episode.Task, answer string) (float64, bool, map[string]any, error) {
+		if !env.IsSingleTurn(name) {
+			return 0, false, nil, fmt.Errorf("env.name=%s does not score a single answer; the program must print {\"reward\": x}, or use a scored env (arith, countdown, math...)", name)
+		}
+		e, err := env.Build(d, v, task)
+		if err != nil {
+			return 0, false, nil, err
+		}
+		defer e.Close()
+		if _, _, err := e.Reset(context.Background()); err != nil {
+			return 0, false, nil, err
+		}
+		res, err := e.Step(context.Background(), episode.Action{Content: answer})
+		if err != nil {
+			return 0, false, nil, err
+		}
+		correct, _ := res.Info["is_correct"].(bool)
+		return res.Reward, correct, res.Info, nil
+	}, nil
 }
 
 // WithGateway makes the workflow open its sessions on g instead of the
@@ -236,22 +254,31 @@ func (w *Program) Run(ctx context.Context, task episode.Task, episodeID string) 
 	if err != nil {
 		return fail(ep, fmt.Errorf("encoding the task as JSON: %w", err))
 	}
-	cmd := procgroup.Command(runCtx, w.argv[0], w.argv[1:]...)
-	cmd.Dir = w.dir
-	cmd.Env = childenv.FromProcess(w.passEnv, map[string]string{
-		"OPENAI_BASE_URL":    g.Base + "/sessions/" + sess.ID + "/v1",
-		"ANTHROPIC_BASE_URL": g.Base + "/sessions/" + sess.ID,
-		"OPENAI_API_KEY":     sess.Token,
-		"ANTHROPIC_API_KEY":  sess.Token,
-		"RLLM_SESSION_ID":    sess.ID,
-		"RLLM_EPISODE_ID":    episodeID,
-	})
-	cmd.Stdin = bytes.NewReader(append(in, '\n'))
-	// Nothing the program starts outlives it or rllm (killed by SIGKILL too).
-	procgroup.Supervise(cmd)
 	stdout, stderr := procgroup.NewTail(1<<20), procgroup.NewTail(64<<10)
 	began := time.Now()
-	runErr := runGroup(cmd, stdout, stderr)
+	var runErr error
+	if w.sandbox != "" {
+		var net *sandbox.NetReport
+		net, runErr = w.runSandboxed(runCtx, g, sess, episodeID, in, stdout, stderr)
+		if net != nil {
+			ep.Metrics["denied_connections"] = float64(net.Denied)
+		}
+	} else {
+		cmd := procgroup.Command(runCtx, w.argv[0], w.argv[1:]...)
+		cmd.Dir = w.dir
+		cmd.Env = childenv.FromProcess(w.passEnv, map[string]string{
+			"OPENAI_BASE_URL":    g.Base + "/sessions/" + sess.ID + "/v1",
+			"ANTHROPIC_BASE_URL": g.Base + "/sessions/" + sess.ID,
+			"OPENAI_API_KEY":     sess.Token,
+			"ANTHROPIC_API_KEY":  sess.Token,
+			"RLLM_SESSION_ID":    sess.ID,
+			"RLLM_EPISODE_ID":    episodeID,
+		})
+		cmd.Stdin = bytes.NewReader(append(in, '\n'))
+		// Nothing the program starts outlives it or rllm (killed by SIGKILL too).
+		procgroup.Supervise(cmd)
+		runErr = runGroup(cmd, stdout, stderr)
+	}
 	ep.Metrics["program_seconds"] = time.Since(began).Seconds()
 
 	traces := sess.Traces()
@@ -291,6 +318,10 @@ func (w *Program) Run(ctx context.Context, task episode.Task, episodeID string) 
 		var ee *exec.ExitError
 		if errors.As(runErr, &ee) {
 			return fail(ep, fmt.Errorf("%s %s%s%s", w.name(), exitText(ee), stderrLine(), gatewayNote(st)))
+		}
+		var se *sandboxExit
+		if errors.As(runErr, &se) {
+			return fail(ep, fmt.Errorf("%s in its sandbox: %s%s%s", w.name(), se.res.Reason(), stderrLine(), gatewayNote(st)))
 		}
 		return fail(ep, fmt.Errorf("%s could not run: %v", w.name(), runErr))
 	}
@@ -425,7 +456,14 @@ func (w *Program) result(task episode.Task, line string) (outcome, error) {
 
 // attach makes the session's traces the episode's trajectories.
 func (w *Program) attach(ep *episode.Episode, traces []gateway.Trace, episodeID string) {
-	ep.Trajectories = gateway.Trajectories(traces, episodeID, Name)
+	AttachTraces(ep, traces, episodeID, Name)
+}
+
+// AttachTraces makes a gateway session's traces the episode's
+// trajectories (named name), with their exact tokens: the one way the
+// program and harness workflows turn calls into steps.
+func AttachTraces(ep *episode.Episode, traces []gateway.Trace, episodeID, name string) {
+	ep.Trajectories = gateway.Trajectories(traces, episodeID, name)
 	for i := range ep.Trajectories {
 		ep.Trajectories[i].Task = ep.Task
 	}
@@ -435,6 +473,13 @@ func (w *Program) attach(ep *episode.Episode, traces []gateway.Trace, episodeID 
 // reward gives every trajectory the program's reward on its last step,
 // as single-turn envs do, and shapes the Monte Carlo returns.
 func (w *Program) reward(ep *episode.Episode, o outcome) {
+	ApplyReward(ep, o.reward, o.correct, o.info, w.gamma)
+}
+
+// ApplyReward gives every trajectory of ep the episode's reward on its
+// last step (with info) and shapes the Monte Carlo returns with gamma.
+func ApplyReward(ep *episode.Episode, reward float64, correct bool, info map[string]any, gamma float64) {
+	o := outcome{reward: reward, correct: correct, info: info}
 	ep.IsCorrect = o.correct
 	ep.Metrics["reward"] = o.reward
 	for i := range ep.Trajectories {
@@ -448,7 +493,7 @@ func (w *Program) reward(ep *episode.Episode, o outcome) {
 			}
 			last.Info["is_correct"] = o.correct
 		}
-		if err := workflow.ShapeRewards(tr.Steps, 0, w.gamma); err != nil {
+		if err := workflow.ShapeRewards(tr.Steps, 0, gamma); err != nil {
 			ep.TerminationReason, ep.Error = episode.TerminationError, "step rewards: "+err.Error()
 		}
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/rllm-org/rllm-go/pkg/gateway/gatewaytest"
 	"github.com/rllm-org/rllm-go/pkg/rollout"
 	"github.com/rllm-org/rllm-go/pkg/sampler"
+	"github.com/rllm-org/rllm-go/pkg/sandbox"
 	_ "github.com/rllm-org/rllm-go/pkg/tasks"
 	"github.com/rllm-org/rllm-go/pkg/workflow"
 	"github.com/rllm-org/rllm-go/pkg/workflow/program"
@@ -28,6 +29,12 @@ import (
 // The test binary doubles as the agent program: run with the argument
 // "agent-program MODE", it acts as MODE says and exits.
 func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == sandbox.ForwardCommand { // a sandbox's network forwarder
+		os.Exit(sandbox.ForwardMain(os.Args[2:], os.Stderr))
+	}
+	if exe, err := os.Executable(); err == nil {
+		sandbox.SetSelf(exe)
+	}
 	if f := os.Getenv("PROGRAM_TEST_RLLM"); f != "" { // outlive_linux_test.go
 		os.Exit(rllmStandIn(f))
 	}
@@ -429,6 +436,7 @@ func TestBadArguments(t *testing.T) {
 		"processes, per episode":   {"command": "true", "processes": 2},
 		"concurrency, per episode": {"command": "true", "mode": "per_episode", "concurrency": 8},
 		"processes -1":             {"command": "true", "mode": "serve", "processes": -1},
+		"sandbox, served":          {"command": "true", "mode": "serve", "sandbox": "bwrap"},
 		"concurrency 5000":         {"command": "true", "mode": "serve", "concurrency": 5000},
 	} {
 		spec := workflow.Spec{Name: "program", Args: args, Deps: workflow.Deps{Env: workflow.Component{Name: "arith"}}}

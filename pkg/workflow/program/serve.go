@@ -73,6 +73,9 @@ func (w *Program) setMode(p Params) error {
 			}
 		}
 	case ModeServe:
+		if p.Sandbox != "" {
+			return usererr.Errorf("workflow.args.sandbox=%s only acts with workflow.args.mode=per_episode (each episode's process in a sandbox of its own); a serving program runs on the host: remove sandbox or use mode=per_episode", p.Sandbox)
+		}
 		w.serve = true
 		w.processes, w.concurrency = defaultProcesses, defaultConcurrency
 		if p.Processes > 0 {

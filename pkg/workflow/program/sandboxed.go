@@ -1,0 +1,158 @@
+package program
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rllm-org/rllm-go/internal/childenv"
+	"github.com/rllm-org/rllm-go/pkg/gateway"
+	"github.com/rllm-org/rllm-go/pkg/sandbox"
+)
+
+// Sandboxes workflow.args.sandbox accepts for agent programs: "" runs the
+// program on the host, as before.
+var Sandboxes = []string{"", "bwrap", "docker"}
+
+// ServeSession serves only session id of gw on a fresh Unix socket that a
+// sandbox's user may connect to (the socket a Workspace's Network binds
+// in); the returned func stops serving and removes it.
+func ServeSession(gw *gateway.Gateway, id string) (string, func(), error) {
+	dir, err := os.MkdirTemp("", "rllm-session-")
+	if err != nil {
+		return "", nil, err
+	}
+	p := filepath.Join(dir, "gateway.sock")
+	ln, err := net.Listen("unix", p)
+	if err == nil {
+		err = os.Chmod(dir, 0o711)
+	}
+	if err == nil {
+		err = os.Chmod(p, 0o666)
+	}
+	if err != nil {
+		if ln != nil {
+			ln.Close()
+		}
+		os.RemoveAll(dir)
+		return "", nil, fmt.Errorf("serving the session on a Unix socket: %w", err)
+	}
+	prefix := "/sessions/" + id + "/"
+	h := gw.Handler()
+	srv := &http.Server{ReadHeaderTimeout: 30 * time.Second, Handler: http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		if !strings.HasPrefix(r.URL.Path, prefix) {
+			http.Error(rw, "this socket serves one session: "+prefix, http.StatusNotFound)
+			return
+		}
+		h.ServeHTTP(rw, r)
+	})}
+	go func() { _ = srv.Serve(ln) }()
+	return p, func() { srv.Close(); os.RemoveAll(dir) }, nil
+}
+
+var sharedBwrap struct {
+	mu     sync.Mutex
+	opener sandbox.Opener
+	err    error
+}
+
+var sharedDocker struct {
+	mu     sync.Mutex
+	opener sandbox.Opener
+	err    error
+}
+
+// BwrapOpener is the process-wide bwrap Opener, probed once.
+func BwrapOpener(ctx context.Context) (sandbox.Opener, error) {
+	sharedBwrap.mu.Lock()
+	defer sharedBwrap.mu.Unlock()
+	if sharedBwrap.opener == nil && sharedBwrap.err == nil {
+		sharedBwrap.opener, sharedBwrap.err = sandbox.NewBwrapOpener(ctx, sandbox.Config{Backend: sandbox.BackendBwrap, Limits: sandbox.DefaultLimits})
+	}
+	return sharedBwrap.opener, sharedBwrap.err
+}
+
+// SandboxOpener is the process-wide Opener of workflow.args.sandbox
+// (bwrap, or docker: the daemon DOCKER_HOST names, the local base image),
+// opened once.
+func SandboxOpener(ctx context.Context, name string) (sandbox.Opener, error) {
+	if name != "docker" {
+		return BwrapOpener(ctx)
+	}
+	sharedDocker.mu.Lock()
+	defer sharedDocker.mu.Unlock()
+	if sharedDocker.opener == nil && sharedDocker.err == nil {
+		d, err := sandbox.OpenDocker(ctx, sandbox.Config{Backend: sandbox.BackendDocker, Limits: sandbox.DefaultLimits})
+		if err != nil {
+			sharedDocker.err = err
+		} else {
+			sharedDocker.opener = d
+		}
+	}
+	return sharedDocker.opener, sharedDocker.err
+}
+
+// sandboxExit is a sandboxed program that did not exit 0.
+type sandboxExit struct{ res sandbox.Result }
+
+func (e *sandboxExit) Error() string { return e.res.Reason() }
+
+// runSandboxed runs the program in a workspace (bwrap or docker) whose
+// only network is its session: its directory read-only, /work and its
+// home writable, the session at http://127.0.0.1:8000 inside.
+func (w *Program) runSandboxed(ctx context.Context, g *Gateway, sess *gateway.Session, episodeID string, in []byte, stdout, stderr io.Writer) (*sandbox.NetReport, error) {
+	opener, err := SandboxOpener(ctx, w.sandbox)
+	if err != nil {
+		return nil, err
+	}
+	sock, stop, err := ServeSession(g.GW, sess.ID)
+	if err != nil {
+		return nil, err
+	}
+	defer stop()
+	dir := w.dir
+	if dir == "" {
+		if dir, err = os.Getwd(); err != nil {
+			return nil, err
+		}
+	}
+	if dir, err = filepath.Abs(dir); err != nil {
+		return nil, err
+	}
+	ws, err := opener.Open(ctx, sandbox.WorkspaceSpec{ReadOnly: []string{dir},
+		Network: sandbox.Network{Socket: sock, Port: sandbox.DefaultPort},
+		Limits: sandbox.Limits{WallTime: w.timeout, CPUTime: w.timeout, MemoryBytes: 16 << 30, Processes: 512,
+			FileSizeBytes: 256 << 20, OutputBytes: 1 << 20}})
+	if err != nil {
+		return nil, fmt.Errorf("opening the program's sandbox (workflow.args.sandbox=%s): %w", w.sandbox, err)
+	}
+	defer ws.Close(context.WithoutCancel(ctx))
+	base := fmt.Sprintf("http://127.0.0.1:%d/sessions/%s", sandbox.DefaultPort, sess.ID)
+	env := childenv.FromProcess(w.passEnv, map[string]string{
+		"OPENAI_BASE_URL":    base + "/v1",
+		"ANTHROPIC_BASE_URL": base,
+		"OPENAI_API_KEY":     sess.Token,
+		"ANTHROPIC_API_KEY":  sess.Token,
+		"RLLM_SESSION_ID":    sess.ID,
+		"RLLM_EPISODE_ID":    episodeID,
+		"HOME":               sandbox.HomeDir,
+		"TMPDIR":             "/tmp",
+	})
+	res, err := ws.Exec(ctx, sandbox.ExecRequest{Command: w.argv, Dir: dir, Env: env, Stdin: append(in, '\n')})
+	_, _ = stdout.Write(res.Stdout)
+	_, _ = stderr.Write(res.Stderr)
+	if err != nil {
+		return res.Net, err
+	}
+	if !res.OK() {
+		return res.Net, &sandboxExit{res}
+	}
+	return res.Net, nil
+}
