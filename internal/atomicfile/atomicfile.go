@@ -100,8 +100,12 @@ func WriteFile(path string, data []byte) error {
 // WriteSecret writes data to path atomically with mode 0600 (readable by
 // its owner only) from its first byte on: the file is never readable by
 // others, not even under its temporary name.
-func WriteSecret(path string, data []byte) error {
-	f, err := create(path, SecretMode)
+func WriteSecret(path string, data []byte) error { return WriteFileMode(path, data, SecretMode) }
+
+// WriteFileMode writes data to path atomically with the permission bits
+// mode from its first byte on (an executable: 0o755).
+func WriteFileMode(path string, data []byte, mode os.FileMode) error {
+	f, err := create(path, mode)
 	if err != nil {
 		return err
 	}

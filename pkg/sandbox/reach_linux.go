@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"sync"
 	"syscall"
+
+	"github.com/rllm-org/rllm-go/internal/atomicfile"
 )
 
 // reachableByNobody reports the first directory on p's way that the
@@ -92,22 +94,7 @@ func stage(bin string) (string, error) {
 			return dst, nil
 		}
 	}
-	tmp, err := os.CreateTemp(dir, "rllm-*")
-	if err != nil {
-		return "", err
-	}
-	_, err = tmp.Write(data)
-	if err == nil {
-		err = tmp.Chmod(0o755)
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), dst)
-	}
-	if err != nil {
-		os.Remove(tmp.Name())
+	if err := atomicfile.WriteFileMode(dst, data, 0o755); err != nil {
 		return "", fmt.Errorf("sandbox: staging the forwarder: %w", err)
 	}
 	return dst, nil
