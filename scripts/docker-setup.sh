@@ -21,7 +21,9 @@ say() { echo "docker-setup: $*" >&2; }
 die() { say "$*"; exit 1; }
 
 missing=()
-command -v docker >/dev/null 2>&1 || missing+=(docker.io)
+# Some machines have the docker client alone (no daemon): docker.io brings
+# both.
+{ command -v docker >/dev/null 2>&1 && command -v dockerd >/dev/null 2>&1; } || missing+=(docker.io)
 command -v debootstrap >/dev/null 2>&1 || missing+=(debootstrap)
 if [ "${#missing[@]}" -gt 0 ]; then
 	if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1; then
