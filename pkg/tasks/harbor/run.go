@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io/fs"
 	"math"
-	"os"
 	"path"
 	"path/filepath"
 	"sort"
@@ -36,7 +35,6 @@ const (
 // Bounds of what is read back.
 const (
 	maxRewardBytes  = 64 << 10
-	maxCopyBytes    = 64 << 20
 	verifierOutput  = 4 << 20 // the verifier's stdout and stderr, each, before it is killed
 	workspaceSlack  = 2 * time.Minute
 	defaultProcs    = 1024
@@ -194,7 +192,7 @@ func (r *Run) Oracle(ctx context.Context) (sandbox.Result, error) {
 	if !t.HasSolution {
 		return sandbox.Result{}, fmt.Errorf("task %s has no %s", t.Name, SolveScript)
 	}
-	files, err := ReadTree(filepath.Join(t.Dir, SolutionDir))
+	files, err := sandbox.ReadTree(filepath.Join(t.Dir, SolutionDir))
 	if err != nil {
 		return sandbox.Result{}, fmt.Errorf("task %s: %w", t.Name, err)
 	}
@@ -250,7 +248,7 @@ func verify(ctx context.Context, ws sandbox.Workspace, t *Task, workDir string) 
 	if !res.OK() {
 		return zero("the container could not be prepared for the verifier (" + prep + "): " + res.Reason())
 	}
-	tests, err := ReadTree(filepath.Join(t.Dir, TestsDir))
+	tests, err := sandbox.ReadTree(filepath.Join(t.Dir, TestsDir))
 	if err != nil {
 		return v, fmt.Errorf("task %s: %w", t.Name, err)
 	}
@@ -355,36 +353,6 @@ func parseRewardJSON(b []byte) (float64, string) {
 		return nums[0], ""
 	}
 	return 0, `the verifier wrote a reward.json without a number under "reward" (nor exactly one number)`
-}
-
-// ReadTree reads every regular file under dir (at most 64 MiB in all),
-// keeping their permission bits.
-func ReadTree(dir string) ([]sandbox.File, error) {
-	var files []sandbox.File
-	var total int64
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if !d.Type().IsRegular() {
-			return nil
-		}
-		fi, err := d.Info()
-		if err != nil {
-			return err
-		}
-		if total += fi.Size(); total > maxCopyBytes {
-			return fmt.Errorf("%s holds more than %d MiB of files", dir, maxCopyBytes>>20)
-		}
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(dir, p)
-		files = append(files, sandbox.File{Name: filepath.ToSlash(rel), Mode: fi.Mode().Perm(), Data: b})
-		return nil
-	})
-	return files, err
 }
 
 func envList(m map[string]string) []string {

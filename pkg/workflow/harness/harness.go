@@ -18,9 +18,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -130,7 +127,7 @@ func build(p Params, deps workflow.Deps, t Task) (*Workflow, error) {
 		}
 	}
 	if p.Workspace != "" {
-		if w.files, err = readTree(p.Workspace); err != nil {
+		if w.files, err = sandbox.ReadTree(p.Workspace); err != nil {
 			return nil, usererr.Errorf("workflow.args.workspace: %v", err)
 		}
 	}
@@ -152,35 +149,6 @@ func (w *Workflow) WithOpener(o sandbox.Opener) *Workflow { w.opener = o; return
 
 // WithGateway makes the workflow open its sessions on g.
 func (w *Workflow) WithGateway(g *program.Gateway) *Workflow { w.gateway = g; return w }
-
-// readTree reads every regular file under dir (at most 64 MiB in all).
-func readTree(dir string) ([]sandbox.File, error) {
-	var files []sandbox.File
-	var total int64
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if !d.Type().IsRegular() {
-			return nil
-		}
-		fi, err := d.Info()
-		if err != nil {
-			return err
-		}
-		if total += fi.Size(); total > 64<<20 {
-			return fmt.Errorf("%s holds more than 64 MiB of files", dir)
-		}
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(dir, p)
-		files = append(files, sandbox.File{Name: filepath.ToSlash(rel), Mode: fi.Mode().Perm(), Data: b})
-		return nil
-	})
-	return files, err
-}
 
 // instruction is the task's prompt.
 func instruction(task episode.Task) (string, error) {
