@@ -188,9 +188,7 @@ func (w *Workflow) Run(ctx context.Context, task episode.Task, episodeID string)
 	timeout := time.Duration(w.p.TimeoutS * float64(time.Second))
 	runCtx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
-	params := w.deps.Params
-	sess, err := g.GW.Open(gateway.SessionConfig{Sampler: w.deps.Sampler, Params: &params, ChatTemplateKwargs: w.deps.ChatTemplateKwargs,
-		MaxCalls: w.p.MaxCalls, OnLimit: func() { stop(errMaxCalls) }, Metadata: map[string]any{"episode_id": episodeID, "harness": w.entry.Name}})
+	sess, err := g.OpenSession(ctx, w.deps, w.p.MaxCalls, func() { stop(errMaxCalls) }, map[string]any{"episode_id": episodeID, "harness": w.entry.Name})
 	if err != nil {
 		return fail(ep, fmt.Errorf("opening a gateway session: %w", err))
 	}

@@ -94,6 +94,16 @@ type Gateway struct {
 	Base string
 }
 
+// OpenSession opens the gateway session of one episode: the workflow's
+// sampler and parameters, the episode's sampling stream (so its samples
+// do not depend on the order calls arrive in), and at most maxCalls
+// calls; the call past them runs onLimit.
+func (g *Gateway) OpenSession(ctx context.Context, deps workflow.Deps, maxCalls int, onLimit func(), metadata map[string]any) (*gateway.Session, error) {
+	params := deps.Params
+	return g.GW.Open(gateway.SessionConfig{Sampler: deps.Sampler, Params: &params, ChatTemplateKwargs: deps.ChatTemplateKwargs,
+		MaxCalls: maxCalls, OnLimit: onLimit, Metadata: metadata, Stream: sampler.Stream(ctx)})
+}
+
 // New builds the workflow, checking its arguments.
 func New(p Params, deps workflow.Deps) (*Program, error) {
 	if deps.Sampler == nil {
@@ -242,9 +252,7 @@ func (w *Program) Run(ctx context.Context, task episode.Task, episodeID string) 
 	defer cancel()
 	runCtx, stop := context.WithCancelCause(runCtx)
 	defer stop(nil)
-	params := w.deps.Params
-	sess, err := g.GW.Open(gateway.SessionConfig{Sampler: w.deps.Sampler, Params: &params, ChatTemplateKwargs: w.deps.ChatTemplateKwargs,
-		MaxCalls: w.maxCalls, OnLimit: func() { stop(errMaxCalls) }, Metadata: map[string]any{"episode_id": episodeID}, Stream: sampler.Stream(ctx)})
+	sess, err := g.OpenSession(ctx, w.deps, w.maxCalls, func() { stop(errMaxCalls) }, map[string]any{"episode_id": episodeID})
 	if err != nil {
 		return fail(ep, fmt.Errorf("opening a gateway session: %w", err))
 	}

@@ -21,8 +21,6 @@ import (
 	"github.com/rllm-org/rllm-go/internal/childenv"
 	"github.com/rllm-org/rllm-go/internal/procgroup"
 	"github.com/rllm-org/rllm-go/pkg/episode"
-	"github.com/rllm-org/rllm-go/pkg/gateway"
-	"github.com/rllm-org/rllm-go/pkg/sampler"
 	"github.com/rllm-org/rllm-go/pkg/usererr"
 )
 
@@ -522,9 +520,7 @@ func (w *Program) runServed(ctx context.Context, task episode.Task, episodeID st
 
 	runCtx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
-	params := w.deps.Params
-	sess, err := g.GW.Open(gateway.SessionConfig{Sampler: w.deps.Sampler, Params: &params, ChatTemplateKwargs: w.deps.ChatTemplateKwargs,
-		MaxCalls: w.maxCalls, OnLimit: func() { stop(errMaxCalls) }, Metadata: map[string]any{"episode_id": episodeID}, Stream: sampler.Stream(ctx)})
+	sess, err := g.OpenSession(ctx, w.deps, w.maxCalls, func() { stop(errMaxCalls) }, map[string]any{"episode_id": episodeID})
 	if err != nil {
 		return fail(ep, fmt.Errorf("opening a gateway session: %w", err))
 	}
