@@ -79,6 +79,9 @@ type Program struct {
 	passEnv  []string
 	gamma    float64
 	sandbox  string
+	// tasks is the task env's hook (env.name=task): the program runs in
+	// the task's container and the task's verifier scores it there.
+	tasks env.Workspaces
 	// serve mode: processes × concurrency episodes at once (serve.go).
 	serve                  bool
 	processes, concurrency int
@@ -128,6 +131,16 @@ func New(p Params, deps workflow.Deps) (*Program, error) {
 		maxCalls: p.MaxCalls, dir: p.Dir, passEnv: p.PassEnv, gamma: p.Gamma, sandbox: p.Sandbox, deps: deps}
 	if err := w.setMode(p); err != nil {
 		return nil, err
+	}
+	if deps.Workspaces != nil {
+		// env.name=task: the program works in the task's container.
+		switch {
+		case w.serve:
+			return nil, usererr.Errorf("workflow.args.mode=serve cannot run in a task's container (env.name=%s); use mode=per_episode, whose program runs in each episode's container", deps.Env.Name)
+		case p.Sandbox == "bwrap":
+			return nil, usererr.Errorf("workflow.args.sandbox=bwrap: env.name=%s runs each episode in its task's Docker container; set workflow.args.sandbox=docker or leave it empty", deps.Env.Name)
+		}
+		w.tasks, w.sandbox = deps.Workspaces, "docker"
 	}
 	if deps.Env.Name != "" {
 		score, err := AnswerScorer(deps.Env)
@@ -265,9 +278,10 @@ func (w *Program) Run(ctx context.Context, task episode.Task, episodeID string) 
 	stdout, stderr := procgroup.NewTail(1<<20), procgroup.NewTail(64<<10)
 	began := time.Now()
 	var runErr error
+	var verdict *outcome // the task's verifier's, when the program ran in a task's container
 	if w.sandbox != "" {
 		var net *sandbox.NetReport
-		net, runErr = w.runSandboxed(runCtx, g, sess, episodeID, in, stdout, stderr)
+		net, verdict, runErr = w.runSandboxed(runCtx, g, sess, task, episodeID, in, stdout, stderr)
 		if net != nil {
 			ep.Metrics["denied_connections"] = float64(net.Denied)
 		}
@@ -336,11 +350,15 @@ func (w *Program) Run(ctx context.Context, task episode.Task, episodeID string) 
 	if len(traces) == 0 {
 		return fail(ep, fmt.Errorf("%s made no model call through its session (OPENAI_BASE_URL or ANTHROPIC_BASE_URL), so there is nothing to train on%s", w.name(), gatewayNote(st)))
 	}
-	res, err := w.result(task, stdout.LastLine())
-	if err != nil {
-		return fail(ep, fmt.Errorf("%s: %v%s", w.name(), err, stderrLine()))
+	res := verdict
+	if res == nil {
+		o, err := w.result(task, stdout.LastLine())
+		if err != nil {
+			return fail(ep, fmt.Errorf("%s: %v%s", w.name(), err, stderrLine()))
+		}
+		res = &o
 	}
-	w.reward(ep, res)
+	w.reward(ep, *res)
 	ep.TerminationReason = episode.TerminationEnvDone
 	if last := traces[len(traces)-1]; last.FinishReason == "length" {
 		ep.TerminationReason = episode.TerminationMaxResponseLength

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/rllm-org/rllm-go/internal/childenv"
+	"github.com/rllm-org/rllm-go/pkg/episode"
 	"github.com/rllm-org/rllm-go/pkg/gateway"
 	"github.com/rllm-org/rllm-go/pkg/sandbox"
 )
@@ -106,34 +107,53 @@ func (e *sandboxExit) Error() string { return e.res.Reason() }
 
 // runSandboxed runs the program in a workspace (bwrap or docker) whose
 // only network is its session: its directory read-only, /work and its
-// home writable, the session at http://127.0.0.1:8000 inside.
-func (w *Program) runSandboxed(ctx context.Context, g *Gateway, sess *gateway.Session, episodeID string, in []byte, stdout, stderr io.Writer) (*sandbox.NetReport, error) {
+// home writable, the session at http://127.0.0.1:8000 inside. With a task
+// env (w.tasks) the workspace is the task's container, RLLM_WORKDIR names
+// the directory the task's files are in, and after the program the
+// task's verifier scores the container (the outcome returned).
+func (w *Program) runSandboxed(ctx context.Context, g *Gateway, sess *gateway.Session, task episode.Task, episodeID string, in []byte, stdout, stderr io.Writer) (*sandbox.NetReport, *outcome, error) {
 	opener, err := SandboxOpener(ctx, w.sandbox)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	sock, stop, err := ServeSession(g.GW, sess.ID)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer stop()
 	dir := w.dir
 	if dir == "" {
 		if dir, err = os.Getwd(); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	if dir, err = filepath.Abs(dir); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	ws, err := opener.Open(ctx, sandbox.WorkspaceSpec{ReadOnly: []string{dir},
+	spec := sandbox.WorkspaceSpec{ReadOnly: []string{dir},
 		Network: sandbox.Network{Socket: sock, Port: sandbox.DefaultPort},
 		Limits: sandbox.Limits{WallTime: w.timeout, CPUTime: w.timeout, MemoryBytes: 16 << 30, Processes: 512,
-			FileSizeBytes: 256 << 20, OutputBytes: 1 << 20}})
+			FileSizeBytes: 256 << 20, OutputBytes: 1 << 20}}
+	var files []sandbox.File
+	if w.tasks != nil {
+		if opener, spec, files, err = w.tasks.Workspace(ctx, task, spec); err != nil {
+			return nil, nil, err
+		}
+	}
+	ws, err := opener.Open(ctx, spec)
 	if err != nil {
-		return nil, fmt.Errorf("opening the program's sandbox (workflow.args.sandbox=%s): %w", w.sandbox, err)
+		return nil, nil, fmt.Errorf("opening the program's sandbox (workflow.args.sandbox=%s): %w", w.sandbox, err)
 	}
 	defer ws.Close(context.WithoutCancel(ctx))
+	workDir := spec.WorkDir
+	if workDir == "" {
+		workDir = sandbox.WorkDir
+	}
+	if len(files) > 0 {
+		if err := ws.CopyIn(ctx, workDir, files); err != nil {
+			return nil, nil, err
+		}
+	}
 	base := fmt.Sprintf("http://127.0.0.1:%d/sessions/%s", sandbox.DefaultPort, sess.ID)
 	env := childenv.FromProcess(w.passEnv, map[string]string{
 		"OPENAI_BASE_URL":    base + "/v1",
@@ -142,6 +162,7 @@ func (w *Program) runSandboxed(ctx context.Context, g *Gateway, sess *gateway.Se
 		"ANTHROPIC_API_KEY":  sess.Token,
 		"RLLM_SESSION_ID":    sess.ID,
 		"RLLM_EPISODE_ID":    episodeID,
+		"RLLM_WORKDIR":       workDir,
 		"HOME":               sandbox.HomeDir,
 		"TMPDIR":             "/tmp",
 	})
@@ -149,10 +170,17 @@ func (w *Program) runSandboxed(ctx context.Context, g *Gateway, sess *gateway.Se
 	_, _ = stdout.Write(res.Stdout)
 	_, _ = stderr.Write(res.Stderr)
 	if err != nil {
-		return res.Net, err
+		return res.Net, nil, err
 	}
 	if !res.OK() {
-		return res.Net, &sandboxExit{res}
+		return res.Net, nil, &sandboxExit{res}
 	}
-	return res.Net, nil
+	if w.tasks == nil {
+		return res.Net, nil, nil
+	}
+	reward, correct, info, err := w.tasks.Verify(ctx, ws, task)
+	if err != nil {
+		return res.Net, nil, err
+	}
+	return res.Net, &outcome{reward: reward, correct: correct, info: info}, nil
 }
