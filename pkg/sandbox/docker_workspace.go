@@ -418,13 +418,18 @@ func (w *dockerWorkspace) Exec(ctx context.Context, req ExecRequest) (Result, er
 			return Result{}, e
 		}
 		if strings.Contains(err.Error(), "is not running") {
-			return Result{}, fmt.Errorf("sandbox: docker: the container %s of %s is not running: its idle process ended (an image needs sh and sleep): %w", w.ID(), w.spec.Image, err)
+			return Result{}, w.idleEnded(err)
 		}
 		return Result{}, errDaemon("exec in "+w.ID(), err)
 	}
 	att, err := w.d.cli.ExecAttach(cctx, ex.ID, client.ExecAttachOptions{})
 	cancel()
 	if err != nil {
+		// The container may have stopped between the exec's creation and
+		// its start (the daemon then answers 500).
+		if !w.running(ctx) {
+			return Result{}, w.idleEnded(err)
+		}
 		return Result{}, errDaemon("start an exec in "+w.ID(), err)
 	}
 	defer att.Close()
@@ -567,6 +572,21 @@ func (w *dockerWorkspace) exitCode(ctx context.Context, execID string) (int, err
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
+}
+
+// idleEnded is the error of a command sent to a container whose idle
+// process has ended.
+func (w *dockerWorkspace) idleEnded(err error) error {
+	return fmt.Errorf("sandbox: docker: the container %s of %s is not running: its idle process ended (an image needs sh and sleep): %w", w.ID(), w.spec.Image, err)
+}
+
+// running reports whether the daemon says the container runs (true when
+// it cannot tell).
+func (w *dockerWorkspace) running(ctx context.Context) bool {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), dockerTimeout)
+	defer cancel()
+	insp, err := w.d.cli.ContainerInspect(cctx, w.id, client.ContainerInspectOptions{})
+	return err != nil || insp.Container.State == nil || insp.Container.State.Running
 }
 
 // oomKilled reports whether the container reached its memory limit:
