@@ -539,3 +539,49 @@ func TestResponsesRefused(t *testing.T) {
 		t.Error("a refused request was sampled")
 	}
 }
+
+// TestResponsesMalformedToolCall: a model reply whose tool call is not
+// well formed (arguments that are not JSON, a custom call without its
+// input argument, a call to a tool never offered) still gives the
+// harness a valid response: status completed, the call passed on as the
+// model wrote it, streamed or not. The harness, not the gateway, decides
+// what to do with a bad call.
+func TestResponsesMalformedToolCall(t *testing.T) {
+	tools := []any{calcFlat, map[string]any{"type": "custom", "name": "apply_patch", "description": "Edit files.",
+		"format": map[string]any{"type": "grammar", "syntax": "lark", "definition": patchGrammar}}}
+	for _, tc := range []struct {
+		name, tool, args, wantType, wantField, want string
+	}{
+		{"function args not JSON", "calc", `{"expr": 2+`, "function_call", "arguments", `{"expr": 2+`},
+		{"custom call without input", "apply_patch", `*** Begin Patch`, "custom_tool_call", "input", `*** Begin Patch`},
+		{"tool never offered", "rm_rf", `{}`, "function_call", "name", "rm_rf"},
+	} {
+		for _, stream := range []bool{false, true} {
+			t.Run(fmt.Sprint(tc.name, " stream=", stream), func(t *testing.T) {
+				f := newFixture(t, gateway.Options{})
+				f.smp.Reply = func(sampler.Request) gatewaytest.Reply {
+					return gatewaytest.Reply{ToolCalls: []episode.ToolCall{{ID: "call_x", Type: "function", Function: episode.FunctionCall{Name: tc.tool, Arguments: tc.args}}}}
+				}
+				s := f.open(t, gateway.SessionConfig{})
+				code, body := f.post(t, "/sessions/"+s.ID+"/v1/responses", s.Token, responsesBody(stream, "go", map[string]any{"tools": tools}))
+				if code != 200 {
+					t.Fatalf("%d %s", code, body)
+				}
+				var r map[string]any
+				if stream {
+					r, _ = finalResponse(t, body)
+				} else if err := json.Unmarshal(body, &r); err != nil {
+					t.Fatal(err)
+				}
+				out, _ := r["output"].([]any)
+				if r["status"] != "completed" || len(out) != 1 {
+					t.Fatalf("response %v", r)
+				}
+				item := out[0].(map[string]any)
+				if item["type"] != tc.wantType || item[tc.wantField] != tc.want || item["call_id"] != "call_x" {
+					t.Fatalf("item %v, want a %s with %s %q", item, tc.wantType, tc.wantField, tc.want)
+				}
+			})
+		}
+	}
+}
