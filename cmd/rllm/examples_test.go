@@ -173,6 +173,9 @@ func TestHelpExamplesRun(t *testing.T) {
 			if c.Name() == "tokenize" && !fileExists(filepath.Join(qwen3, "tokenizer.json")) {
 				t.Skip("the real tokenizers are not in .cache/tokenizers (scripts/fetch-tokenizers.sh)")
 			}
+			if c.CommandPath() == "rllm tasks check" && !dockerWorks(t) {
+				t.Skip("rllm tasks check needs a Docker daemon with the local base image (scripts/docker-setup.sh)")
+			}
 			dir := t.TempDir()
 			t.Chdir(dir)
 			writeExampleFixtures(t, dir, qwen3)
