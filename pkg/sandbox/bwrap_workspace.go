@@ -139,6 +139,18 @@ func (o *bwrapOpener) Open(ctx context.Context, spec WorkspaceSpec) (Workspace, 
 
 func (w *bwrapWorkspace) ID() string { return w.dir }
 
+// KillAll has nothing to kill: each command runs in a PID namespace of
+// its own, and the kernel kills everything left in it when the command
+// ends (bwrap --unshare-pid), so nothing outlives a command.
+func (w *bwrapWorkspace) KillAll(ctx context.Context) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed {
+		return errors.New("sandbox: the workspace is closed")
+	}
+	return nil
+}
+
 // hostPath maps an absolute path inside the workspace to the host
 // directory that holds it and the path relative to it.
 func (w *bwrapWorkspace) hostPath(p string) (root, rel string, err error) {

@@ -625,3 +625,35 @@ for url in ["http://127.0.0.1:9/", "http://1.2.3.4/"]:
 		}
 	}
 }
+
+// TestDockerWorkspaceKillAll: what commands left running (here detached
+// from their command: a new session, no environment) is gone after
+// KillAll, and the workspace still runs commands.
+func TestDockerWorkspaceKillAll(t *testing.T) {
+	d := dockerSmall(t)
+	w := openWS(t, d, WorkspaceSpec{})
+	ctx := context.Background()
+	left := `env -i setsid sh -c 'sleep 300 & sleep 300' >/dev/null 2>&1 </dev/null & echo ok`
+	if res, err := w.Exec(ctx, ExecRequest{Command: []string{"sh", "-c", left}}); err != nil || !res.OK() {
+		t.Fatalf("res %+v err %v", res, err)
+	}
+	count := `n=0; for d in /proc/[0-9]*; do n=$((n+1)); done; echo $n`
+	before, err := w.Exec(ctx, ExecRequest{Command: []string{"sh", "-c", count}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.KillAll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	after, err := w.Exec(ctx, ExecRequest{Command: []string{"sh", "-c", count}})
+	if err != nil || !after.OK() {
+		t.Fatalf("the workspace no longer runs commands after KillAll: %+v %v", after, err)
+	}
+	// init, the idle process, the counting shell (and its exec wrapper's
+	// processes, if any) remain; the shell and its two sleeps are gone.
+	b, _ := strconv.Atoi(strings.TrimSpace(string(before.Stdout)))
+	a, _ := strconv.Atoi(strings.TrimSpace(string(after.Stdout)))
+	if a > b-3 {
+		t.Fatalf("%d processes before KillAll, %d after: what was left running survived", b, a)
+	}
+}

@@ -371,6 +371,18 @@ const limitWrapper = `ulimit -H -t "$1" 2>/dev/null; ulimit -S -t "$2" 2>/dev/nu
 const killScript = `for round in 1 2 3 4 5; do found=; for d in /proc/[0-9]*; do p=${d#/proc/}; [ "$p" = "$$" ] && continue; ` +
 	`if grep -qa "` + execToken + `=$1" "$d/environ" 2>/dev/null; then kill -9 "$p" 2>/dev/null; found=1; fi; done; [ -z "$found" ] && exit 0; done`
 
+// killAllScript kills every process of the container but init (pid 1),
+// the idle process (init's child with the lowest pid: it was started
+// first, and no later process can take its pid while it lives) and
+// itself. It stops them first, round after round until a round finds
+// none left to stop, so a process forking meanwhile cannot outrun it,
+// then kills them. Builtins only: the script forks nothing of its own.
+const killAllScript = `idle=; for d in /proc/[0-9]*; do p=${d#/proc/}; pp=; ` +
+	`while read -r k v; do [ "$k" = PPid: ] && pp=$v; done < "$d/status" 2>/dev/null; ` +
+	`[ "$pp" = 1 ] && { [ -z "$idle" ] || [ "$p" -lt "$idle" ]; } && idle=$p; done; ` +
+	`others() { for d in /proc/[0-9]*; do p=${d#/proc/}; case $p in 1|$$|$idle) ;; *) kill "$1" "$p" 2>/dev/null && found=1;; esac; done; }; ` +
+	`n=0; while [ $n -lt 50 ]; do n=$((n+1)); found=; others -STOP; [ -z "$found" ] && break; done; others -KILL; others -CONT; exit 0`
+
 // Exec runs one command through the exec API. Its wall time, CPU time
 // and output are req.Limits' (the workspace's for a zero field); past
 // them every process the command started is killed.
@@ -618,15 +630,30 @@ func (w *dockerWorkspace) oomKilled(ctx context.Context) bool {
 // kill kills every process of one command (by its token), through an
 // exec of its own, bounded in time.
 func (w *dockerWorkspace) kill(token string) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	return w.runKiller(context.Background(), "kill a command in "+w.ID(), killScript, token)
+}
+
+// KillAll kills every process left in the container but its init and
+// idle process (killAllScript).
+func (w *dockerWorkspace) KillAll(ctx context.Context) error {
+	if err := w.ended(); err != nil {
+		return err
+	}
+	return w.runKiller(ctx, "kill what runs in "+w.ID(), killAllScript)
+}
+
+// runKiller runs a kill script through an exec of its own (not Exec's
+// wrapper, whose processes it would count), bounded in time.
+func (w *dockerWorkspace) runKiller(ctx context.Context, what, script string, args ...string) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
 	defer cancel()
-	ex, err := w.d.cli.ExecCreate(ctx, w.id, client.ExecCreateOptions{Cmd: []string{"sh", "-c", killScript, "sh", token}})
+	ex, err := w.d.cli.ExecCreate(ctx, w.id, client.ExecCreateOptions{Cmd: append([]string{"sh", "-c", script, "sh"}, args...)})
 	if err != nil {
-		return errDaemon("kill a command in "+w.ID(), err)
+		return errDaemon(what, err)
 	}
 	att, err := w.d.cli.ExecAttach(ctx, ex.ID, client.ExecAttachOptions{})
 	if err != nil {
-		return errDaemon("kill a command in "+w.ID(), err)
+		return errDaemon(what, err)
 	}
 	defer att.Close()
 	done := make(chan struct{})
@@ -635,7 +662,7 @@ func (w *dockerWorkspace) kill(token string) error {
 	case <-done:
 		return nil
 	case <-ctx.Done():
-		return errDaemon("kill a command in "+w.ID(), ctx.Err())
+		return errDaemon(what, ctx.Err())
 	}
 }
 

@@ -34,6 +34,11 @@ type Workspace interface {
 	// the workspace), at most max bytes of it; fs.ErrNotExist when there
 	// is none.
 	ReadFile(ctx context.Context, path string, max int64) ([]byte, error)
+	// KillAll kills every process still running in the workspace (what
+	// earlier commands left in the background) and keeps the workspace
+	// open: a verifier run after it sees the files the agent left, and
+	// nothing of the agent that could still change them.
+	KillAll(ctx context.Context) error
 	// ID names the workspace for messages and labels (a container id,
 	// a directory).
 	ID() string

@@ -23,6 +23,7 @@ func (f *fakeWS) Exec(_ context.Context, req sandbox.ExecRequest) (sandbox.Resul
 }
 func (f *fakeWS) CopyIn(context.Context, string, []sandbox.File) error    { return nil }
 func (f *fakeWS) ReadFile(context.Context, string, int64) ([]byte, error) { return nil, nil }
+func (f *fakeWS) KillAll(context.Context) error                           { return nil }
 func (f *fakeWS) ID() string                                              { return "fake" }
 func (f *fakeWS) Close(context.Context) error                             { return nil }
 

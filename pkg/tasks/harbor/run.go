@@ -237,6 +237,15 @@ func verify(ctx context.Context, ws sandbox.Workspace, t *Task, workDir string) 
 		v.Info["reward_error"] = why
 		return v, nil
 	}
+	// Nothing the agent left running (a loop rewriting reward.txt, a
+	// process editing the tests once they are copied in) may outlive it
+	// into the verifier.
+	if err := ws.KillAll(ctx); err != nil {
+		if ctx.Err() != nil {
+			return v, ctx.Err()
+		}
+		return zero("what the agent left running could not be stopped: " + err.Error())
+	}
 	prep := fmt.Sprintf("rm -rf %s %s %s && mkdir -p %s /logs/agent", VerifierLogDir, TestsMount, RewardRLLM, VerifierLogDir)
 	res, err := ws.Exec(ctx, sandbox.ExecRequest{Command: []string{"sh", "-c", prep}, Dir: "/", Limits: sandbox.Limits{WallTime: time.Minute, CPUTime: time.Minute}})
 	if err != nil {

@@ -373,6 +373,10 @@ func (w *Workflow) reward(ctx context.Context, ws sandbox.Workspace, task episod
 		return w.task.Verify(ctx, ws, task)
 	}
 	if w.p.Verifier != "" {
+		// Nothing the harness left running may change what it verifies.
+		if err := ws.KillAll(ctx); err != nil {
+			return 0, false, nil, fmt.Errorf("stopping what the harness left running: %w", err)
+		}
 		res, err := ws.Exec(ctx, sandbox.ExecRequest{Command: []string{"/bin/sh", "-c", w.p.Verifier},
 			Env: []string{"HOME=" + sandbox.HomeDir}, Limits: sandbox.Limits{WallTime: 10 * time.Minute, CPUTime: 10 * time.Minute}})
 		if err != nil {
