@@ -16,6 +16,7 @@ import (
 	"github.com/rllm-org/rllm-go/pkg/episode"
 	"github.com/rllm-org/rllm-go/pkg/gateway"
 	"github.com/rllm-org/rllm-go/pkg/sandbox"
+	"github.com/rllm-org/rllm-go/pkg/usererr"
 )
 
 // Sandboxes workflow.args.sandbox accepts for agent programs: "" runs the
@@ -136,6 +137,14 @@ func (w *Program) runSandboxed(ctx context.Context, g *Gateway, sess *gateway.Se
 			FileSizeBytes: 256 << 20, OutputBytes: 1 << 20}}
 	var files []sandbox.File
 	if w.tasks != nil {
+		// The program's directory is shown in the container: it must not
+		// hold the task's tests and solution.
+		if td, ok := task["task_dir"].(string); ok {
+			abs, _ := filepath.Abs(td)
+			if rel, err := filepath.Rel(dir, abs); err == nil && rel != ".." && !strings.HasPrefix(rel, "../") {
+				return nil, nil, usererr.Errorf("workflow.args.dir %s holds the task %s, whose tests and solution the program would see in its container; set workflow.args.dir to a directory with the program alone", dir, abs)
+			}
+		}
 		if opener, spec, files, err = w.tasks.Workspace(ctx, task, spec); err != nil {
 			return nil, nil, err
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/rllm-org/rllm-go/pkg/env"
@@ -89,6 +90,21 @@ func TestProgramInATasksContainer(t *testing.T) {
 		if ep.TerminationReason != episode.TerminationEnvDone || ep.Metrics["reward"] != tc.reward || len(ep.Trajectories) != 1 {
 			t.Errorf("%s: ended %s with reward %v, want %v (%s)", tc.mode, ep.TerminationReason, ep.Metrics["reward"], tc.reward, ep.Error)
 		}
+	}
+	// A program directory holding the task would show the agent its
+	// tests: refused.
+	inside := filepath.Join(progDir, "task")
+	if err := os.CopyFS(inside, os.DirFS(taskDir)); err != nil {
+		t.Fatal(err)
+	}
+	spec := workflow.Spec{Name: "program", Args: map[string]any{"command": []any{"python3", "agent.py", "fix"}, "dir": progDir},
+		Deps: workflow.Deps{Env: workflow.Component{Name: "task"}, Workspaces: ws}}
+	w, err := spec.New(answering("7"), sampler.Params{MaxTokens: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ep, _ := w.Run(context.Background(), episode.Task{"task_dir": inside, "instruction": "x"}, "t:inside"); ep.Metrics["reward"] != 0 || !strings.Contains(ep.Error, "workflow.args.dir") {
+		t.Errorf("a program directory holding the task: reward %v, error %q", ep.Metrics["reward"], ep.Error)
 	}
 	// What cannot run in a task's container is refused.
 	for _, args := range []map[string]any{{"sandbox": "bwrap"}, {"mode": "serve"}} {
