@@ -647,7 +647,10 @@ func (w *dockerWorkspace) KillAll(ctx context.Context) error {
 func (w *dockerWorkspace) runKiller(ctx context.Context, what, script string, args ...string) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
 	defer cancel()
-	ex, err := w.d.cli.ExecCreate(ctx, w.id, client.ExecCreateOptions{Cmd: append([]string{"sh", "-c", script, "sh"}, args...)})
+	// Attached to its output, the stream ends when the script does (not
+	// attached, it would end at once, the script still running).
+	ex, err := w.d.cli.ExecCreate(ctx, w.id, client.ExecCreateOptions{Cmd: append([]string{"sh", "-c", script, "sh"}, args...),
+		AttachStdout: true, AttachStderr: true})
 	if err != nil {
 		return errDaemon(what, err)
 	}
