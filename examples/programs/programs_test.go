@@ -259,7 +259,10 @@ run(async (task, client, { signal }) => {
   if (task.question === "slow") {
     // Over max_calls: this call gets 429 and rllm cancels the episode.
     await client.chat.completions.create({ model: "policy", messages: [{ role: "user", content: "again" }] }, { signal }).catch(() => {});
-    await new Promise((resolve) => signal.addEventListener("abort", () => { appendFileSync(` + strconv.Quote(marks) + `, "cancelled\n"); resolve(); }));
+    // The cancel may arrive while that call is retried, so the signal
+    // can be aborted already: an abort listener added then never fires.
+    await new Promise((resolve) => (signal.aborted ? resolve() : signal.addEventListener("abort", resolve)));
+    appendFileSync(` + strconv.Quote(marks) + `, "cancelled\n");
     return "late";
   }
   return r.choices[0].message.content;
