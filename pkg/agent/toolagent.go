@@ -3,12 +3,12 @@ package agent
 import (
 	"encoding/json"
 	"fmt"
-	"regexp"
 	"strings"
 
 	"github.com/rllm-org/rllm-go/pkg/episode"
 	"github.com/rllm-org/rllm-go/pkg/registry"
 	"github.com/rllm-org/rllm-go/pkg/sampler"
+	"github.com/rllm-org/rllm-go/pkg/toolcall"
 )
 
 func init() {
@@ -77,8 +77,6 @@ func (a *ToolAgent) UpdateFromTools(results []episode.Message) {
 	a.Msgs = append(a.Msgs, results...)
 }
 
-var toolCallRE = regexp.MustCompile(`(?s)<tool_call>\s*(.*?)\s*</tool_call>`)
-
 // ParseToolCallText reads Hermes/Qwen tool calls from reply text:
 // <tool_call>{"name": "f", "arguments": {...}}</tool_call>, any number of
 // them. arguments may also be a JSON string. A block that does not parse
@@ -89,27 +87,18 @@ func ParseToolCallText(text, prefix string) []episode.ToolCall {
 		text = text[i+len("</think>"):]
 	}
 	var out []episode.ToolCall
-	for i, m := range toolCallRE.FindAllStringSubmatch(text, -1) {
+	for i, b := range toolcall.Blocks(text) {
 		call := episode.ToolCall{ID: fmt.Sprintf("%s%d", prefix, i), Type: "function"}
-		var body struct {
-			Name      string          `json:"name"`
-			Arguments json.RawMessage `json:"arguments"`
-		}
-		if err := json.Unmarshal([]byte(m[1]), &body); err != nil || body.Name == "" {
-			call.Function.Arguments = m[1]
+		if !b.OK {
+			call.Function.Arguments = b.Body
 			out = append(out, call)
 			continue
 		}
-		call.Function.Name = body.Name
-		args := strings.TrimSpace(string(body.Arguments))
+		call.Function.Name, call.Function.Arguments = b.Name, b.Arguments
 		var s string
-		if json.Unmarshal(body.Arguments, &s) == nil {
-			args = s // arguments written as a JSON string
+		if json.Unmarshal([]byte(b.Arguments), &s) == nil {
+			call.Function.Arguments = s // arguments written as a JSON string
 		}
-		if args == "" || args == "null" {
-			args = "{}"
-		}
-		call.Function.Arguments = args
 		out = append(out, call)
 	}
 	return out

@@ -213,7 +213,24 @@ func runBuild(ctx context.Context, cli *client.Client, dir, dockerfile, tag, sum
 	if _, err := cli.ImageInspect(ctx, tag); err != nil {
 		return fmt.Errorf("sandbox: docker build of %s ended without the image %s; the end of its log:\n%s", dir, tag, tail)
 	}
+	removeSuperseded(ctx, cli, sum)
 	return nil
+}
+
+// removeSuperseded removes the untagged images of the same context: when
+// two processes build one context at once (parallel test packages, two
+// runs on one daemon), the last to finish takes the tag and the other's
+// image is left with none, a few hundred MB each time. An image a
+// container still uses stays (the removal fails and is ignored).
+func removeSuperseded(ctx context.Context, cli *client.Client, sum string) {
+	list, err := cli.ImageList(ctx, client.ImageListOptions{
+		Filters: make(client.Filters).Add("dangling", "true").Add("label", LabelContext+"="+sum)})
+	if err != nil {
+		return
+	}
+	for _, im := range list.Items {
+		_, _ = cli.ImageRemove(ctx, im.ID, client.ImageRemoveOptions{})
+	}
 }
 
 // readBuildLog reads the build API's JSON stream to its end or its

@@ -352,6 +352,15 @@ func TestDockerBuildImage(t *testing.T) {
 	if insp2, _ := d.cli.ImageInspect(ctx, tag); insp2.ID != insp.ID {
 		t.Fatalf("the image was built again: %s then %s", insp.ID, insp2.ID)
 	}
+	// Another process's build of the same context takes the tag: the
+	// image left without one is removed.
+	write("environment/Dockerfile", "FROM "+BaseImage()+"\nWORKDIR /app\nCOPY src/ /app/\nRUN echo built > /app/stamp\nRUN echo other > /app/other\n")
+	if err := runBuild(ctx, d.cli, dir, "environment/Dockerfile", tag, insp.Config.Labels[LabelContext]); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.cli.ImageInspect(ctx, insp.ID); !isNotFound(err) {
+		t.Fatalf("the superseded image %s: %v", insp.ID, err)
+	}
 	w := openWS(t, d, WorkspaceSpec{Image: tag, WorkDir: "/app"})
 	res := execWS(t, w, ExecRequest{Command: []string{"sh", "-c", "python3 hello.py; cat stamp"}})
 	if string(res.Stdout) != "hello from the image\nbuilt\n" {

@@ -18,7 +18,7 @@ import (
 	"github.com/rllm-org/rllm-go/pkg/tasks/frozenlake"
 	_ "github.com/rllm-org/rllm-go/pkg/tasks/qa"
 	// Tasks in the Harbor format, in containers (env.name=task).
-	_ "github.com/rllm-org/rllm-go/pkg/tasks/harbor"
+	"github.com/rllm-org/rllm-go/pkg/tasks/harbor"
 	// Environments in other processes.
 	_ "github.com/rllm-org/rllm-go/pkg/env/exec"
 	_ "github.com/rllm-org/rllm-go/pkg/env/openenv"
@@ -71,6 +71,7 @@ var formats = map[string]FormatExample{
 	"countdown":  countdown.FormatExample,
 	"frozenlake": frozenlake.FormatExample,
 	"code":       code.FormatExample,
+	"task":       harbor.FormatExample,
 }
 
 // FormatExampleFor returns the format examples of the env name, if it

@@ -493,6 +493,9 @@ func NewPlan(c *config.Config) (*Plan, error) {
 		if p.Warmup.Workflow, p.Warmup.Builtin, err = warmupWorkflow(c, p.Workflow); err != nil {
 			errs = append(errs, err)
 		}
+		if c.Env.Name == "task" {
+			p.Notes = append(p.Notes, "env task with the embedded policy: the warm-up teaches a model trained from scratch to call the bash tool and to stop (each of its episodes runs in the task's container, as RL's do), not to fix repositories, so the reward will likely stay 0; tasks need a real model to learn (backend.local.weights, or rollout.engine=openai with rollout.endpoints; docs/tasks.md)")
+		}
 		if c.Env.Name == "code" {
 			p.Notes = append(p.Notes, "env code with the embedded policy: a model trained from scratch learns the reply's format (a fenced code block) in the warm-up, not to write programs, so the reward will likely stay 0; code tasks need a real model (backend.local.weights, or rollout.engine=openai with rollout.endpoints; docs/code.md)")
 		}

@@ -9,9 +9,7 @@ package chatsampler
 
 import (
 	"context"
-	"encoding/json"
 	"maps"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -21,6 +19,7 @@ import (
 	"github.com/rllm-org/rllm-go/pkg/episode"
 	"github.com/rllm-org/rllm-go/pkg/sampler"
 	"github.com/rllm-org/rllm-go/pkg/tokenizer"
+	"github.com/rllm-org/rllm-go/pkg/toolcall"
 	"github.com/rllm-org/rllm-go/pkg/usererr"
 )
 
@@ -223,49 +222,12 @@ func (c *Sampler) fillText(out *sampler.Response, seq backend.SampledSequence, p
 	}
 	out.Text = t
 	if c.opts.ParseToolCalls {
-		out.Text, out.ToolCalls = parseToolCalls(t)
+		out.Text, out.ToolCalls = toolcall.Strip(t, "call_")
 		if len(out.ToolCalls) > 0 && out.FinishReason == backend.StopReasonStop {
 			out.FinishReason = "tool_calls"
 		}
 	}
 	return nil
-}
-
-var toolCallRE = regexp.MustCompile(`(?s)<tool_call>\s*(.*?)\s*</tool_call>`)
-
-// parseToolCalls takes Hermes-format tool calls out of a reply. A block
-// whose JSON does not parse stays in the text (the agent sees what the
-// model wrote).
-func parseToolCalls(text string) (string, []episode.ToolCall) {
-	matches := toolCallRE.FindAllStringSubmatchIndex(text, -1)
-	if len(matches) == 0 {
-		return text, nil
-	}
-	var calls []episode.ToolCall
-	var rest strings.Builder
-	prev := 0
-	for i, m := range matches {
-		var call struct {
-			Name      string          `json:"name"`
-			Arguments json.RawMessage `json:"arguments"`
-		}
-		body := text[m[2]:m[3]]
-		if err := json.Unmarshal([]byte(body), &call); err != nil || call.Name == "" {
-			continue
-		}
-		args := string(call.Arguments)
-		if args == "" {
-			args = "{}"
-		}
-		calls = append(calls, episode.ToolCall{ID: "call_" + strconv.Itoa(i), Type: "function", Function: episode.FunctionCall{Name: call.Name, Arguments: args}})
-		rest.WriteString(text[prev:m[0]])
-		prev = m[1]
-	}
-	if len(calls) == 0 {
-		return text, nil
-	}
-	rest.WriteString(text[prev:])
-	return strings.TrimSpace(rest.String()), calls
 }
 
 // Codec adapts a Hugging Face tokenizer to backend.Codec: Decode can skip

@@ -7,12 +7,16 @@ import (
 
 	"github.com/rllm-org/rllm-go/pkg/backend"
 	"github.com/rllm-org/rllm-go/pkg/sampler"
+	"github.com/rllm-org/rllm-go/pkg/toolcall"
 )
 
 // ChatSampler lets workflows call the embedded policy through
-// sampler.Sampler: chats are rendered with the ChatML template, prompt ids
+// sampler.Sampler: chats are rendered with the ChatML template (tools
+// and tool calls in the Hermes format: Tokenizer.RenderChat), prompt ids
 // pass through, and the reply comes back as text plus the exact sampled
-// ids and logprobs. A trainer swaps in each newly published snapshot; a
+// ids and logprobs. When the request offers tools, the reply's
+// <tool_call> blocks come back as ToolCalls, as vLLM's hermes parser
+// returns them. A trainer swaps in each newly published snapshot; a
 // call in flight keeps the snapshot it started with.
 type ChatSampler struct {
 	// Snapshot is the weights new calls sample from (Swap, Current).
@@ -36,10 +40,8 @@ func (c *ChatSampler) Sample(ctx context.Context, req sampler.Request) (sampler.
 	switch {
 	case len(req.Messages) > 0 && len(req.PromptIDs) > 0:
 		return sampler.Response{}, inputErrorf("a sampler request sets both messages and prompt_ids; set exactly one")
-	case len(req.Tools) > 0:
-		return sampler.Response{}, errNoTools(len(req.Tools))
 	case len(req.Messages) > 0:
-		prompt = tok.ChatTemplate(req.Messages, true)
+		prompt = tok.RenderChat(req.Messages, req.Tools, true)
 	default:
 		prompt = req.PromptIDs
 	}
@@ -52,7 +54,7 @@ func (c *ChatSampler) Sample(ctx context.Context, req sampler.Request) (sampler.
 	if err != nil {
 		return sampler.Response{}, err
 	}
-	return sampler.Response{
+	out := sampler.Response{
 		Text:          text,
 		PromptIDs:     prompt,
 		CompletionIDs: seq.Tokens,
@@ -61,23 +63,23 @@ func (c *ChatSampler) Sample(ctx context.Context, req sampler.Request) (sampler.
 		StopReason:    seq.MatchedStop,
 		Model:         snap.Name(),
 		WeightVersion: strconv.Itoa(snap.Version()),
-	}, nil
+	}
+	if len(req.Tools) > 0 {
+		out.Text, out.ToolCalls = toolcall.Strip(text, "call_")
+		if len(out.ToolCalls) > 0 && out.FinishReason == backend.StopReasonStop {
+			out.FinishReason = "tool_calls"
+		}
+	}
+	return out, nil
 }
 
 // CountPromptTokens is the length of the prompt Sample would send
 // (sampler.Counter).
 func (c *ChatSampler) CountPromptTokens(_ context.Context, req sampler.Request) (int, error) {
-	switch {
-	case len(req.Tools) > 0:
-		return 0, errNoTools(len(req.Tools))
-	case len(req.Messages) > 0:
-		return len(Tokenizer{}.ChatTemplate(req.Messages, true)), nil
+	if len(req.Messages) > 0 {
+		return len(Tokenizer{}.RenderChat(req.Messages, req.Tools, true)), nil
 	}
 	return len(req.PromptIDs), nil
-}
-
-func errNoTools(n int) error {
-	return inputErrorf("the embedded policy cannot call tools (the request lists %d); use a workflow without tools or an OpenAI-compatible server", n)
 }
 
 // TokenParams maps OpenAI-style sampling settings onto the token sampler's

@@ -1,9 +1,13 @@
 package local
 
 import (
+	"bytes"
+	"encoding/json"
 	"strings"
 
 	"github.com/rllm-org/rllm-go/pkg/episode"
+	"github.com/rllm-org/rllm-go/pkg/sampler"
+	"github.com/rllm-org/rllm-go/pkg/toolcall"
 	"github.com/rllm-org/rllm-go/pkg/usererr"
 )
 
@@ -106,18 +110,91 @@ func (t Tokenizer) TokenText(id int) string {
 //	<|im_start|>assistant\n                       (generation prompt)
 //
 // An assistant reply is its content followed by <|im_end|>, so the
-// shortest reply to "3+4=" is two tokens: "7" and <|im_end|>. Tool calls
-// and reasoning are not rendered: the embedded model is text-only.
+// shortest reply to "3+4=" is two tokens: "7" and <|im_end|>. Reasoning
+// is not rendered. Tools are RenderChat's.
 func (t Tokenizer) ChatTemplate(msgs []episode.Message, addGenerationPrompt bool) []int {
+	return t.RenderChat(msgs, nil, addGenerationPrompt)
+}
+
+// RenderChat is ChatTemplate with tools, which it renders as Qwen2.5's
+// template does (the Hermes format, read by pkg/toolcall):
+//
+//   - the tools' signatures, one JSON object a line inside <tools></tools>,
+//     and how to call one, end the system message (a system message of
+//     their own when the chat has none);
+//   - an assistant message's tool calls follow its content, each
+//     <tool_call>\n{"name": …, "arguments": …}\n</tool_call> on lines of
+//     its own (toolcall.Render), so a reply the model wrote that way
+//     renders back to the tokens it sampled;
+//   - consecutive tool results are one user message, each inside
+//     <tool_response>\n…\n</tool_response> on lines of its own.
+//
+// A chat without tools and tool messages renders as before tools were
+// rendered at all.
+func (t Tokenizer) RenderChat(msgs []episode.Message, tools []sampler.Tool, addGenerationPrompt bool) []int {
 	var ids []int
-	for _, m := range msgs {
+	open := func(role string) {
 		ids = append(ids, TokenImStart)
-		ids = append(ids, t.Encode(m.Role+"\n"+m.Content, false)...)
-		ids = append(ids, TokenImEnd, '\n')
+		ids = append(ids, t.Encode(role+"\n", false)...)
+	}
+	closeMsg := func() { ids = append(ids, TokenImEnd, '\n') }
+	if len(tools) > 0 {
+		system := toolsPrompt(tools)
+		if len(msgs) > 0 && msgs[0].Role == "system" {
+			system = msgs[0].Content + "\n\n" + system
+			msgs = msgs[1:]
+		}
+		open("system")
+		ids = append(ids, t.Encode(system, false)...)
+		closeMsg()
+	}
+	for i, m := range msgs {
+		switch {
+		case m.Role == "tool":
+			if i == 0 || msgs[i-1].Role != "tool" {
+				ids = append(ids, TokenImStart)
+				ids = append(ids, t.Encode("user", false)...)
+			}
+			ids = append(ids, t.Encode("\n<tool_response>\n"+m.Content+"\n</tool_response>", false)...)
+			if i == len(msgs)-1 || msgs[i+1].Role != "tool" {
+				closeMsg()
+			}
+		case m.Role == "assistant" && len(m.ToolCalls) > 0:
+			open(m.Role)
+			ids = append(ids, t.Encode(toolcall.Render(m.Content, m.ToolCalls), false)...)
+			closeMsg()
+		default:
+			open(m.Role)
+			ids = append(ids, t.Encode(m.Content, false)...)
+			closeMsg()
+		}
 	}
 	if addGenerationPrompt {
-		ids = append(ids, TokenImStart)
-		ids = append(ids, t.Encode("assistant\n", false)...)
+		open("assistant")
 	}
 	return ids
+}
+
+// toolsPrompt tells the model its tools and how to call them, in
+// Qwen2.5's words shortened: every byte is a token of the embedded
+// model's context.
+func toolsPrompt(tools []sampler.Tool) string {
+	var b strings.Builder
+	b.WriteString("# Tools\n\nYou may call the functions whose signatures are within <tools></tools>:\n<tools>\n")
+	for _, tool := range tools {
+		var line bytes.Buffer
+		enc := json.NewEncoder(&line)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(tool); err != nil {
+			// Parameters that are not JSON (a tool built in code): the
+			// signature without them.
+			line.Reset()
+			tool.Function.Parameters = nil
+			_ = enc.Encode(tool)
+		}
+		b.Write(line.Bytes())
+	}
+	b.WriteString("</tools>\n\nTo call one, reply with its name and arguments as a JSON object within <tool_call></tool_call>:\n" +
+		"<tool_call>\n{\"name\": <function-name>, \"arguments\": <args-json-object>}\n</tool_call>")
+	return b.String()
 }
