@@ -28,7 +28,9 @@ func (t *Trainer) checkPromptsFit(ctx context.Context) error {
 }
 
 // CheckPrompts is train's prompt check for rllm validate-config: given
-// the data (data.train_files, every one a file here) and the embedded
+// the data (data.train_files, every one a file or directory here: a
+// directory of tasks starts its first tasks' containers, as train's
+// check does) and the embedded
 // policy (backend local, rollouts from it: nothing to reach over a
 // network), it loads the training tasks, opens the policy and refuses,
 // with train's words, a configuration whose first prompts leave the
@@ -40,7 +42,7 @@ func CheckPrompts(ctx context.Context, c *config.Config, opts Options) error {
 		return nil
 	}
 	for _, f := range c.Data.TrainFiles {
-		if fi, err := os.Stat(f); err != nil || fi.IsDir() {
+		if _, err := os.Stat(f); err != nil {
 			return nil
 		}
 	}

@@ -13,13 +13,17 @@ import (
 
 	"github.com/moby/moby/client"
 
+	"github.com/rllm-org/rllm-go/pkg/backend"
+	"github.com/rllm-org/rllm-go/pkg/backend/local"
 	"github.com/rllm-org/rllm-go/pkg/dataset"
 	"github.com/rllm-org/rllm-go/pkg/env"
 	"github.com/rllm-org/rllm-go/pkg/episode"
+	"github.com/rllm-org/rllm-go/pkg/rollout"
 	"github.com/rllm-org/rllm-go/pkg/sampler"
 	"github.com/rllm-org/rllm-go/pkg/sandbox"
 	"github.com/rllm-org/rllm-go/pkg/tasks/harbor"
 	"github.com/rllm-org/rllm-go/pkg/tool"
+	"github.com/rllm-org/rllm-go/pkg/toolcall"
 	"github.com/rllm-org/rllm-go/pkg/usererr"
 	"github.com/rllm-org/rllm-go/pkg/workflow"
 )
@@ -203,11 +207,22 @@ func jsonString(s string) (string, error) {
 // and the bash tool, the model scripted by replies.
 func runAgent(t *testing.T, tk *harbor.Task, replies ...sampler.Response) (*episode.Episode, error) {
 	t.Helper()
+	s := &scripted{replies: replies}
+	ep, err := runWith(t, tk, s)
+	if len(s.seen) == 0 || len(s.seen[0].Tools) != 1 || s.seen[0].Tools[0].Function.Name != "bash" {
+		t.Errorf("the model was not offered the bash tool: %+v", s.seen)
+	}
+	return ep, err
+}
+
+// runWith runs one episode of task with the task agent, the task env
+// and the bash tool, sampling from s.
+func runWith(t *testing.T, tk *harbor.Task, s sampler.Sampler) (*episode.Episode, error) {
+	t.Helper()
 	box, err := tool.Open(context.Background(), tool.Config{Builtin: []string{"bash"}, Args: map[string]any{"bash": map[string]any{"timeout_s": 20}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &scripted{replies: replies}
 	w, err := workflow.New("multi_turn", nil, workflow.Deps{Sampler: s, Toolbox: box, MaxSteps: 10,
 		Agent: workflow.Component{Name: "task"}, Env: workflow.Component{Name: "task"}})
 	if err != nil {
@@ -219,11 +234,29 @@ func runAgent(t *testing.T, tk *harbor.Task, replies ...sampler.Response) (*epis
 	if err != nil {
 		t.Fatal(err)
 	}
-	ep, err := w.Run(ctx, rows[0], "e:0")
-	if len(s.seen) == 0 || len(s.seen[0].Tools) != 1 || s.seen[0].Tools[0].Function.Name != "bash" {
-		t.Errorf("the model was not offered the bash tool: %+v", s.seen)
+	return w.Run(ctx, rows[0], "e:0")
+}
+
+// tokenScript is a token sampler that writes the given replies in
+// turn, each closed by <|im_end|>, and keeps the prompts it was given.
+type tokenScript struct {
+	mu      sync.Mutex
+	replies []string
+	prompts [][]int
+}
+
+func (s *tokenScript) Name() string { return "token script" }
+func (s *tokenScript) Version() int { return 1 }
+func (s *tokenScript) Sample(_ context.Context, req backend.SampleRequest) (backend.SampleResult, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.prompts = append(s.prompts, req.Prompt)
+	text := "Done."
+	if len(s.replies) > 0 {
+		text, s.replies = s.replies[0], s.replies[1:]
 	}
-	return ep, err
+	ids := append(local.Tokenizer{}.Encode(text, false), local.TokenImEnd)
+	return backend.SampleResult{Sequences: []backend.SampledSequence{{Tokens: ids, Logprobs: make([]float64, len(ids)), StopReason: backend.StopReasonStop}}}, nil
 }
 
 func lastInfo(ep *episode.Episode) map[string]any {
@@ -261,6 +294,41 @@ func TestAgentInTaskContainer(t *testing.T) {
 		seen := tool0[len(tool0)-2].Content
 		if !strings.Contains(seen, "failed") || !strings.Contains(seen, "No such file") {
 			t.Errorf("first tool result: %q", seen)
+		}
+	})
+	// The embedded policy's path: its chat template offers the tool, the
+	// <tool_call> it samples runs in the container, the result comes
+	// back in the next prompt, and the turns train as one sequence.
+	t.Run("embedded policy fixes the bug with bash", func(t *testing.T) {
+		fix := toolcall.Render("", bash(string(solve)).ToolCalls)
+		tokens := &tokenScript{replies: []string{fix, "Fixed."}}
+		ep, err := runWith(t, tk, local.NewChatSampler(tokens))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ep.IsCorrect || ep.Trajectories[0].Reward != 1 || len(ep.Trajectories[0].Steps) != 2 {
+			t.Fatalf("%s correct=%v steps=%d %v %s", ep.TerminationReason, ep.IsCorrect, len(ep.Trajectories[0].Steps), lastInfo(ep), ep.Error)
+		}
+		first, _ := local.Tokenizer{}.Decode(tokens.prompts[0], false)
+		if !strings.Contains(first, "<tools>\n{\"type\":\"function\",\"function\":{\"name\":\"bash\"") {
+			t.Errorf("the first prompt does not offer bash: %q", first)
+		}
+		second, _ := local.Tokenizer{}.Decode(tokens.prompts[1], false)
+		if !strings.HasSuffix(second, "</tool_response><|im_end|>\n<|im_start|>assistant\n") {
+			t.Errorf("the second prompt does not end with the tool's result: %q", second)
+		}
+		seqs, st, err := rollout.Assemble([]*episode.Episode{ep}, rollout.AssembleOptions{FilterTokenMismatch: true})
+		if err != nil || len(seqs) != 1 || st.TokenMismatches != 0 {
+			t.Fatalf("assembled %d sequences, %+v, %v", len(seqs), st, err)
+		}
+		masked := 0
+		for _, m := range seqs[0].LossMask {
+			if m == 0 {
+				masked++
+			}
+		}
+		if want := len(tokens.prompts[1]) - len(tokens.prompts[0]) - len(fix) - 1; masked != want {
+			t.Errorf("%d env tokens between the turns, want %d", masked, want)
 		}
 	})
 	hostile := []struct {
