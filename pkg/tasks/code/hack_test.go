@@ -28,6 +28,9 @@ var hackLayouts = []struct {
 		"functional": "def check(candidate):\n    assert candidate(nums=[2, 7, 11, 15], target=9) == [0, 1]\n\ncheck(Solution().twoSum)"}},
 		"class Solution:\n    def twoSum(self, nums, target):\n        return []",
 		"class Solution:\n    def twoSum(self, nums, target):\n        seen = {}\n        for i, x in enumerate(nums):\n            if target - x in seen:\n                return [seen[target - x], i]\n            seen[x] = i"},
+	{"HumanEval, tolerances", episode.Task{"id": "he-tol", "entry_point": "half",
+		"ground_truth": "import math\n\ndef check(candidate):\n    assert abs(candidate(3) - 1.5) < 1e-6\n    assert math.isclose(candidate(1), 0.5)\n    assert sorted([candidate(4), candidate(2)]) == [1.0, 2.0]\n"},
+		"def half(x):\n    return x", "def half(x):\n    return x / 2"},
 	{"stdin", episode.Task{"id": "stdin", "ground_truth": `[{"input": "3\n1 2 3\n", "output": "6\n"}, {"input": "1\n-5\n", "output": "-5\n"}]`},
 		"print(0)", "input()\nprint(sum(map(int, input().split())))"},
 	{"function", episode.Task{"id": "fn", "metadata": map[string]any{"func_name": "add"},
@@ -72,7 +75,7 @@ def _mem(pid):
 
 // called makes every layout's function call f (the attempt runs when a
 // test calls into the program, with the test's code on the stack).
-const called = "\nincr = is_even = add = f\nclass Solution:\n    def twoSum(self, *a, **k):\n        return f()\n"
+const called = "\nincr = is_even = add = half = f\nclass Solution:\n    def twoSum(self, *a, **k):\n        return f()\n"
 
 // readTests is Python whose f answers a call from the asserts it can
 // read: tests.json in the work directory, and every string in the
@@ -118,7 +121,7 @@ var hackAttempts = []struct{ name, code string }{
 	{"`raise SystemExit`", "raise SystemExit"},
 	{"`exit()`", "exit()"},
 	{"`quit()`", "quit()"},
-	{"exit 0 from inside the function the test calls", "import os\ndef _exit_now(*a, **k):\n    os._exit(0)\nincr = is_even = add = _exit_now\nclass Solution:\n    twoSum = _exit_now"},
+	{"exit 0 from inside the function the test calls", "import os\ndef _exit_now(*a, **k):\n    os._exit(0)\nincr = is_even = add = half = _exit_now\nclass Solution:\n    twoSum = _exit_now"},
 	{"kill itself (SIGKILL)", "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)"},
 	{"kill its parent, the harness", "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)"},
 	{"kill every process it can (`kill(-1)`)", "import os, signal\nos.kill(-1, signal.SIGKILL)"},
@@ -127,6 +130,8 @@ var hackAttempts = []struct{ name, code string }{
 	{"`sys.excepthook` that exits 0", "import os, sys\nsys.excepthook = lambda *a: os._exit(0)"},
 	{"monkeypatch `print`, `os.write`, `os._exit` and `sys.stdout`", "import builtins, io, os, sys\nbuiltins.print = lambda *a, **k: None\nos.write = lambda fd, b: len(b)\nos._exit = lambda c: None\nsys.stdout = io.StringIO()"},
 	{"monkeypatch `builtins` (`__import__`, `AssertionError`, `exec`)", "import builtins\nbuiltins.AssertionError = type('AssertionError', (Exception,), {})\nbuiltins.exec = lambda *a, **k: None\n_imp = builtins.__import__\nbuiltins.__import__ = lambda n, *a, **k: (_ for _ in ()).throw(SystemExit(0)) if n in ('os', 'sys') else _imp(n, *a, **k)"},
+	{"replace the builtins and `math` functions the test calls (`abs`, `sorted`, `math.isclose`)", "import builtins, math\nbuiltins.abs = lambda x: 0\nbuiltins.sorted = lambda *a, **k: [1.0, 2.0]\nmath.isclose = lambda *a, **k: True"},
+	{"replace the program's `__builtins__` with one whose `abs` and `sorted` lie (and `math.isclose`)", "import builtins, math\n__builtins__ = dict(vars(builtins), abs=lambda x: 0, sorted=lambda *a, **k: [1.0, 2.0])\nmath.isclose = lambda *a, **k: True"},
 	{"define `check` and `candidate` as no-ops", "def check(candidate):\n    pass\ncandidate = lambda *a, **k: None"},
 	{"open a string that swallows the tests", "'''"},
 	{"print forged result lines and the function marker", "import sys\nprint('{\"exit\": 0, \"out\": \"6\\\\n\", \"took\": 0, \"seal\": \"AAAAAAAAAAAAAAAAAAAAAAAAAA\", \"proof\": \"AAAAAAAAAAAAAAAAAAAAAAAAAA\"}')\nprint('\\n' + '\\x1erllm-function-result\\x1e' + '\\n3')\nsys.exit(0)"},
@@ -159,6 +164,33 @@ func TestComparedValues(t *testing.T) {
 	params.Partial = true
 	if r, info := step(t, newEnv(t, p, task, params), reply(good)); r != 1 {
 		t.Errorf("reward %v: %v", r, info)
+	}
+}
+
+// TestPinnedNames: an assert-style test reads the builtins, prelude
+// names and module attributes it uses as they were before the reply ran,
+// in every shape a test takes (imports of its own, nested functions,
+// lambdas, comprehensions, a class, a __main__ guard), and still calls
+// what the reply defines.
+func TestPinnedNames(t *testing.T) {
+	p := generousPool(t)
+	script := "import math\nfrom math import isclose as close\nimport os.path\nTOL = 1e-9\n\n" +
+		"class Case:\n    def __init__(self, x, want):\n        self.x, self.want = x, want\n\n" +
+		"def check(candidate):\n    cases = [Case(x, x / 2) for x in range(4)]\n" +
+		"    assert all(abs(candidate(c.x) - c.want) < TOL for c in cases)\n" +
+		"    assert close(candidate(1), 0.5) and math.isclose(candidate(3), 1.5)\n" +
+		"    assert sorted(map(lambda c: candidate(c.x), cases), key=lambda v: -v)[0] == 1.5\n" +
+		"    assert os.path.join('a', 'b') == 'a/b' and len(Counter('aab')) == 2\n\n" +
+		"if __name__ == '__main__':\n    check(half)\nelse:\n    raise SystemExit(1)\n"
+	task := episode.Task{"id": "pins", "ground_truth": []any{script}}
+	good := "def half(x):\n    return x / 2"
+	if r, info := step(t, newEnv(t, p, task, defaults), reply(good)); r != 1 {
+		t.Fatalf("right solution: reward %v: %v", r, info)
+	}
+	lies := "def half(x):\n    return 0\nimport builtins, math, os.path\nbuiltins.abs = lambda x: 0\nbuiltins.all = lambda xs: True\n" +
+		"builtins.sorted = lambda *a, **k: [1.5]\nmath.isclose = lambda *a, **k: True\nos.path.join = lambda *a: 'a/b'"
+	if r, info := step(t, newEnv(t, p, task, defaults), reply(lies)); r != 0 {
+		t.Fatalf("a reply replacing what the test calls: reward %v: %v", r, info)
 	}
 }
 

@@ -133,9 +133,18 @@ def child(spec, i, code, paths, tokfd, pwf):
         _exit(0)
     # The tail (the tests, then the proof) is compiled before the model's
     # code runs and lives only on this frame's value stack while it runs.
+    # An assert-style test's pinned values (pin) go from spec to this
+    # frame's value stack before the model's code runs, and reach the
+    # test as its tail's locals.
     scope = {"__name__": "__main__" if kind == "program" else "solution", "__builtins__": builtins}
-    exec(tail(spec, i, tokfd, pwf), scope, run(program(spec, code, i), scope, tokfd, pwf))
+    exec(tail(spec, i, tokfd, pwf), scope, tail_locals(spec.pop("pins", None), run(program(spec, code, i), scope, tokfd, pwf)))
     _exit(0)
+
+
+def tail_locals(pins, scope):
+    """The tail's locals: for an assert-style test, the values it reads
+    that were there before the model's code ran (pin); else scope."""
+    return scope if pins is None else {PIN: pins}
 
 
 def program(spec, code, i):
@@ -158,7 +167,9 @@ def tail(spec, i, tokfd, pwf):
     inp = spec["inputs"][i]
     spec["inputs"] = []
     if spec["kind"] == "program":
-        src = checked(inp, spec["trusted"])
+        import ast
+        src, spec["pins"] = pin(ast.parse(inp), spec["prelude"], spec["fn"])
+        src = checked(src, spec["trusted"])
     else:
         args = "[" + ",".join(l for l in inp.split("\n") if l.strip()) + "]"
         fn = spec["fn"]
@@ -215,8 +226,120 @@ OVERRIDES = frozenset((
     "__matmul__", "__rmatmul__", "__divmod__", "__rdivmod__", "__invert__"))
 
 
-def checked(script, trusted):
-    """The test script, parsed, with every value the test compares,
+PIN = "__rllm_pinned__"  # a dunder: never mangled in a class body
+
+
+def pin(tree, prelude, fn):
+    """The test, rewritten to read what it takes from outside itself as
+    it was before the model's code ran: every builtin, every name of the
+    prelude and every module attribute (math.isclose, os.path.join) the
+    test reads becomes an item of one tuple made now, so a reply that
+    replaces builtins.abs, math.isclose or its own __builtins__ changes
+    nothing the test calls. The test becomes the body of a function
+    taking the tuple (a local of its frame, which the model's code cannot
+    rebind), and each function the test defines takes it as a keyword
+    default. Names the test binds itself (but for imports, which bind
+    the modules and values pinned here), and fn, the function the model
+    writes, are read as before; so are dunders (__name__ is the
+    program's). Returns the new tree and the tuple."""
+    import ast, importlib
+    pre = {"__builtins__": builtins}
+    exec(prelude, pre)
+    # Not the dunders: __name__ is the program's, not the builtins
+    # module's ("if __name__ == '__main__'" in a test).
+    base = {k: v for k, v in list(vars(builtins).items()) + list(pre.items()) if k[:2] != "__"}
+    bound, imported = {fn}, {}
+
+    def known(name):
+        """The module name, imported now if it is the standard library's
+        or loaded already; never a file of the work directory (the
+        model's solution.py), whose code must not run before the audit
+        hook is in place."""
+        top = (name or "").partition(".")[0]
+        if top not in sys.modules and top not in getattr(sys, "stdlib_module_names", ()):
+            raise ImportError(name)
+        return importlib.import_module(name)
+    # Names a match statement binds (Python 3.10 and later).
+    matches = tuple(getattr(ast, c) for c in ("MatchAs", "MatchStar", "MatchMapping") if hasattr(ast, c))
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load):
+            bound.add(n.id)
+        elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bound.add(n.name)
+        elif isinstance(n, ast.arg):
+            bound.add(n.arg)
+        elif isinstance(n, (ast.Global, ast.Nonlocal)):
+            bound.update(n.names)
+        elif isinstance(n, ast.ExceptHandler) and n.name:
+            bound.add(n.name)
+        elif isinstance(n, matches) and getattr(n, "name", None):
+            bound.add(n.name)
+        elif isinstance(n, matches) and getattr(n, "rest", None):
+            bound.add(n.rest)
+        elif isinstance(n, ast.Import):
+            for a in n.names:
+                name = a.asname or a.name.partition(".")[0]
+                try:
+                    imported[name] = known(a.name if a.asname else name)
+                except BaseException:
+                    bound.add(name)
+        elif isinstance(n, ast.ImportFrom):
+            for a in n.names:
+                name = a.asname or a.name
+                try:
+                    imported[name] = getattr(known(n.module if not n.level else None), a.name)
+                except BaseException:
+                    bound.add(name)
+    module = type(builtins)
+    values, index = [], {}
+
+    def slot(v):
+        if id(v) not in index:
+            index[id(v)] = len(values)
+            values.append(v)
+        return ast.Subscript(value=ast.Name(id=PIN, ctx=ast.Load()), slice=ast.Constant(index[id(v)]), ctx=ast.Load())
+
+    def resolve(n):
+        """(True, value) for a name or module attribute pinned now."""
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
+            if n.id in imported:
+                return True, imported[n.id]
+            if n.id not in bound and n.id in base:
+                return True, base[n.id]
+        elif isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Load):
+            ok, v = resolve(n.value)
+            if ok and type(v) is module and n.attr in vars(v):
+                return True, vars(v)[n.attr]
+        return False, None
+
+    class Pin(ast.NodeTransformer):
+        def visit_Name(self, n):
+            ok, v = resolve(n)
+            return slot(v) if ok else n
+
+        def visit_Attribute(self, n):
+            ok, v = resolve(n)
+            return slot(v) if ok else self.generic_visit(n)
+
+        def visit_FunctionDef(self, n):
+            self.generic_visit(n)
+            n.args.kwonlyargs.append(ast.arg(arg=PIN))
+            n.args.kw_defaults.append(ast.Name(id=PIN, ctx=ast.Load()))
+            return n
+
+        visit_AsyncFunctionDef = visit_FunctionDef
+        visit_Lambda = visit_FunctionDef
+
+    body = Pin().visit(tree).body or [ast.Pass()]
+    run = ast.FunctionDef(name=PIN + "_test", args=ast.arguments(posonlyargs=[], args=[ast.arg(arg=PIN)], kwonlyargs=[],
+                                                                  kw_defaults=[], defaults=[]),
+                          body=body, decorator_list=[], returns=None, type_params=[])
+    call = ast.Expr(ast.Call(func=ast.Name(id=PIN + "_test", ctx=ast.Load()), args=[ast.Name(id=PIN, ctx=ast.Load())], keywords=[]))
+    return ast.fix_missing_locations(ast.Module(body=[run, call], type_ignores=[])), tuple(values)
+
+
+def checked(tree, trusted):
+    """The test's tree with every value the test compares,
     asserts or computes with checked first: an object of a class the
     model's code made (one whose __eq__ returns True, whose __sub__
     returns 0) fails the test instead of fooling it. The check uses no
@@ -263,7 +386,7 @@ def checked(script, trusted):
             n.test = wrap(n.test)
             return n
 
-    tree = Wrap().visit(ast.parse(script))
+    tree = Wrap().visit(tree)
     return ast.fix_missing_locations(tree)
 
 
