@@ -47,6 +47,7 @@ def main():
         err = format_exc()
     if kind == "program":
         spec["trusted"] = trusted_types(spec["prelude"])
+        spec["base"] = pin_base(spec["prelude"])
     os.makedirs(".rllm", exist_ok=True)
     keep = set(os.listdir("."))
     paths = (".rllm/in", ".rllm/out", ".rllm/err")
@@ -168,7 +169,7 @@ def tail(spec, i, tokfd, pwf):
     spec["inputs"] = []
     if spec["kind"] == "program":
         import ast
-        src, spec["pins"] = pin(ast.parse(inp), spec["prelude"], spec["fn"])
+        src, spec["pins"] = pin(ast.parse(inp), spec["base"], spec["fn"])
         src = checked(src, spec["trusted"])
     else:
         args = "[" + ",".join(l for l in inp.split("\n") if l.strip()) + "]"
@@ -229,10 +230,20 @@ OVERRIDES = frozenset((
 PIN = "__rllm_pinned__"  # a dunder: never mangled in a class body
 
 
-def pin(tree, prelude, fn):
+def pin_base(prelude):
+    """What a test may read from outside itself, as it is before any
+    model's code runs (made once, in the harness): the builtins and the
+    names the prelude defines, but for dunders (__name__ is the
+    program's, not the builtins module's: "if __name__ == '__main__'")."""
+    pre = {"__builtins__": builtins}
+    exec(prelude, pre)
+    return {k: v for k, v in list(vars(builtins).items()) + list(pre.items()) if k[:2] != "__"}
+
+
+def pin(tree, base, fn):
     """The test, rewritten to read what it takes from outside itself as
-    it was before the model's code ran: every builtin, every name of the
-    prelude and every module attribute (math.isclose, os.path.join) the
+    it was before the model's code ran: every name of base (pin_base)
+    and every module attribute (math.isclose, os.path.join) the
     test reads becomes an item of one tuple made now, so a reply that
     replaces builtins.abs, math.isclose or its own __builtins__ changes
     nothing the test calls. The test becomes the body of a function
@@ -240,14 +251,8 @@ def pin(tree, prelude, fn):
     rebind), and each function the test defines takes it as a keyword
     default. Names the test binds itself (but for imports, which bind
     the modules and values pinned here), and fn, the function the model
-    writes, are read as before; so are dunders (__name__ is the
-    program's). Returns the new tree and the tuple."""
+    writes, are read as before. Returns the new tree and the tuple."""
     import ast, importlib
-    pre = {"__builtins__": builtins}
-    exec(prelude, pre)
-    # Not the dunders: __name__ is the program's, not the builtins
-    # module's ("if __name__ == '__main__'" in a test).
-    base = {k: v for k, v in list(vars(builtins).items()) + list(pre.items()) if k[:2] != "__"}
     bound, imported = {fn}, {}
 
     def known(name):
