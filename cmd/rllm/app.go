@@ -121,6 +121,7 @@ func usagef(format string, args ...any) error { return usererr.Errorf(format, ar
 // Run executes the command line and returns the process exit code.
 func (a *App) Run(ctx context.Context, args []string) int {
 	a.ctx = ctx
+	defer packageLoggers()()
 	// Errors before the flags are parsed (an unknown command) must already
 	// honour --output json.
 	root := newRootCmd(a)
@@ -204,6 +205,7 @@ func newRootCmd(a *App) *cobra.Command {
 				return err
 			}
 			a.log = newLogger(a.Stderr, a.jsonEvents(cmd))
+			usePackageLoggers(a.log)
 			a.sigMu.Lock()
 			a.cmdPath, a.jsonStderr = cmd.CommandPath(), a.jsonEvents(cmd)
 			a.sigMu.Unlock()

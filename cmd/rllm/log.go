@@ -5,8 +5,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync"
+	"unicode/utf8"
+
+	envexec "github.com/rllm-org/rllm-go/pkg/env/exec"
+	"github.com/rllm-org/rllm-go/pkg/env/openenv"
+	"github.com/rllm-org/rllm-go/pkg/sandbox"
 )
 
 // rllm's one logger for diagnostics on stderr is log/slog: it is in the
@@ -32,6 +38,22 @@ func newLogger(w io.Writer, asJSON bool) *slog.Logger {
 		}))
 	}
 	return slog.New(&textHandler{w: w, mu: &sync.Mutex{}})
+}
+
+// usePackageLoggers points the packages that log on their own (exec
+// and OpenEnv envs relaying their children's stderr and their waits, the
+// sandbox's notes) at the command's logger, so their lines keep its form:
+// one JSON object a line with --output json, "rllm: ..." otherwise.
+func usePackageLoggers(l *slog.Logger) {
+	l = l.With(slog.String("event", "log"))
+	envexec.Logger, openenv.Logger, sandbox.Logger = l, l, l
+}
+
+// packageLoggers returns a function that puts the package loggers back
+// as they are now (App.Run restores them when the command ends).
+func packageLoggers() (restore func()) {
+	e, o, s := envexec.Logger, openenv.Logger, sandbox.Logger
+	return func() { envexec.Logger, openenv.Logger, sandbox.Logger = e, o, s }
 }
 
 // logExit logs the line that says why a command exits with code: at
@@ -80,7 +102,11 @@ func (h *textHandler) Handle(_ context.Context, r slog.Record) error {
 		if a.Key == "event" || a.Key == "exit_code" {
 			return true // for programs reading JSON; the text says it already
 		}
-		fmt.Fprintf(&b, " %s=%v", a.Key, a.Value.Resolve())
+		v := a.Value.Resolve().String()
+		if v == "" || strings.ContainsAny(v, " \t\n\"=") || !utf8.ValidString(v) {
+			v = strconv.Quote(v) // as slog's text handler does: the line reads back
+		}
+		fmt.Fprintf(&b, " %s=%s", a.Key, v)
 		return true
 	}
 	for _, a := range h.attrs {
