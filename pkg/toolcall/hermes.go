@@ -22,6 +22,10 @@ import (
 	"github.com/rllm-org/rllm-go/pkg/episode"
 )
 
+// Open starts a tool-call block; a stream that parses tool calls holds
+// back the text from it.
+const Open = "<tool_call>"
+
 // Block is one <tool_call>…</tool_call> block of a text.
 type Block struct {
 	// Start and End are the block's byte offsets in the text.

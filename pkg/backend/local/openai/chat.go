@@ -5,11 +5,15 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/rllm-org/rllm-go/pkg/backend/local"
+	"github.com/rllm-org/rllm-go/pkg/episode"
 	wire "github.com/rllm-org/rllm-go/pkg/openaiwire"
+	"github.com/rllm-org/rllm-go/pkg/sampler"
+	"github.com/rllm-org/rllm-go/pkg/toolcall"
 )
 
 // messageText is the content of message i: a string, null, or a list of
@@ -40,11 +44,13 @@ func messageText(m *wire.InputMessage, i int) (string, *paramError) {
 	return strings.Join(texts, "\n"), nil
 }
 
-// renderChat renders messages with the ChatML template. With
-// continueFinal the last (assistant) message is left open for the model
-// to continue. addGen is the request's add_generation_prompt: true when
-// unset, and off (refused when set true) with continueFinal, as in vLLM.
-func renderChat(msgs []wire.InputMessage, addGen *bool, continueFinal bool) ([]int, *paramError) {
+// renderChat renders messages and tools with the embedded policy's
+// template (local.Tokenizer.RenderChat: tool calls and tool results in
+// the Hermes format). With continueFinal the last (assistant) message is
+// left open for the model to continue. addGen is the request's
+// add_generation_prompt: true when unset, and off (refused when set true)
+// with continueFinal, as in vLLM.
+func renderChat(msgs []wire.InputMessage, tools []sampler.Tool, addGen *bool, continueFinal bool) ([]int, *paramError) {
 	addGenerationPrompt := addGen == nil || *addGen
 	if continueFinal {
 		if addGen != nil && *addGen {
@@ -55,37 +61,86 @@ func renderChat(msgs []wire.InputMessage, addGen *bool, continueFinal bool) ([]i
 	if len(msgs) == 0 {
 		return nil, badParam("messages", "messages is required and must not be empty")
 	}
-	tok := local.Tokenizer{}
-	var ids []int
+	chat := make([]episode.Message, len(msgs))
 	for i := range msgs {
 		m := &msgs[i]
 		if m.Role == "" {
 			return nil, badParam(fmt.Sprintf("messages[%d].role", i), "messages[%d] has no role", i)
 		}
-		if len(m.ToolCalls) > 0 {
-			return nil, badParam(fmt.Sprintf("messages[%d].tool_calls", i), "messages[%d] has tool_calls, which the embedded policy's chat template cannot render; send text only", i)
+		for j, c := range m.ToolCalls {
+			if c.Function.Name == "" {
+				return nil, badParam(fmt.Sprintf("messages[%d].tool_calls[%d].function.name", i, j), "messages[%d].tool_calls[%d] names no function", i, j)
+			}
 		}
 		text, perr := messageText(m, i)
 		if perr != nil {
 			return nil, perr
 		}
-		if continueFinal && i == len(msgs)-1 {
-			if m.Role != "assistant" {
-				return nil, badParam("continue_final_message", "continue_final_message needs the last message to be the assistant's; it is %q", m.Role)
-			}
-			ids = append(ids, local.TokenImStart)
-			ids = append(ids, tok.Encode(m.Role+"\n"+text, false)...)
-			return ids, nil
+		chat[i] = episode.Message{Role: m.Role, Content: text, ToolCalls: m.ToolCalls, ToolCallID: m.ToolCallID, Name: m.Name}
+	}
+	tok := local.Tokenizer{}
+	if !continueFinal {
+		return tok.RenderChat(chat, tools, addGenerationPrompt), nil
+	}
+	last := chat[len(chat)-1]
+	if last.Role != "assistant" || len(last.ToolCalls) > 0 {
+		return nil, badParam("continue_final_message", "continue_final_message needs the last message to be the assistant's, without tool_calls; it is %q", last.Role)
+	}
+	ids := tok.RenderChat(chat[:len(chat)-1], tools, false)
+	ids = append(ids, local.TokenImStart)
+	return append(ids, tok.Encode(last.Role+"\n"+last.Content, false)...), nil
+}
+
+// chatTools reads the request's tools (function tools, as vLLM takes
+// them) and tool_choice: "auto" (the default with tools) parses the
+// reply's tool calls, "none" renders the tools and parses nothing; a
+// forced choice ("required", a named function) is refused, since nothing
+// constrains the embedded policy's sampling to a call.
+func chatTools(req *chatRequest, o *genOptions) *paramError {
+	choice := ""
+	if len(req.ToolChoice) > 0 && string(req.ToolChoice) != "null" {
+		if json.Unmarshal(req.ToolChoice, &choice) != nil || (choice != "none" && choice != "auto") {
+			return badParam("tool_choice", "tool_choice %s is not supported by rllm serve (nothing makes the embedded policy call a tool); send \"auto\" or \"none\"", req.ToolChoice)
 		}
-		ids = append(ids, local.TokenImStart)
-		ids = append(ids, tok.Encode(m.Role+"\n"+text, false)...)
-		ids = append(ids, local.TokenImEnd, '\n')
 	}
-	if addGenerationPrompt {
-		ids = append(ids, local.TokenImStart)
-		ids = append(ids, tok.Encode("assistant\n", false)...)
+	for i, raw := range req.Tools {
+		var t sampler.Tool
+		if err := json.Unmarshal(raw, &t); err != nil {
+			return badParam(fmt.Sprintf("tools[%d]", i), "tools[%d] is not a tool object: %v", i, err)
+		}
+		if t.Type != "function" {
+			return badParam(fmt.Sprintf("tools[%d].type", i), "tools[%d] has type %q; rllm serve offers function tools ({\"type\": \"function\", \"function\": {\"name\": ...}})", i, t.Type)
+		}
+		if t.Function.Name == "" {
+			return badParam(fmt.Sprintf("tools[%d].function.name", i), "tools[%d] has no function.name", i)
+		}
+		if len(t.Function.Parameters) > 0 && !json.Valid(t.Function.Parameters) {
+			return badParam(fmt.Sprintf("tools[%d].function.parameters", i), "tools[%d].function.parameters is not JSON", i)
+		}
+		o.tools = append(o.tools, t)
 	}
-	return ids, nil
+	o.parseTools = len(o.tools) > 0 && choice != "none"
+	return nil
+}
+
+// toolReply splits a finished reply as vLLM's hermes parser does: the
+// text without its readable <tool_call> blocks, and the calls, with ids
+// unique to the response. ok is false when the reply has no call.
+func toolReply(text, idPrefix string) (content string, calls []wireToolCall, ok bool) {
+	content, parsed := toolcall.Strip(text, idPrefix)
+	for i, c := range parsed {
+		calls = append(calls, wireToolCall{Index: i, ID: c.ID, Type: "function", Function: c.Function})
+	}
+	return content, calls, len(calls) > 0
+}
+
+// wireToolCall is a tool call of a response message or stream delta
+// (index is the OpenAI stream's; it is harmless in a message).
+type wireToolCall struct {
+	Index    int                  `json:"index"`
+	ID       string               `json:"id"`
+	Type     string               `json:"type"`
+	Function episode.FunctionCall `json:"function"`
 }
 
 type chatRequest struct {
@@ -145,8 +200,9 @@ type chatResponse struct {
 }
 
 type chatDelta struct {
-	Role    string  `json:"role,omitempty"`
-	Content *string `json:"content,omitempty"`
+	Role      string         `json:"role,omitempty"`
+	Content   *string        `json:"content,omitempty"`
+	ToolCalls []wireToolCall `json:"tool_calls,omitempty"`
 }
 
 type chatStreamChoice struct {
@@ -175,7 +231,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		writeParamError(w, perr)
 		return
 	}
-	prompt, perr := renderChat(req.Messages, req.AddGenerationPrompt, req.ContinueFinalMessage)
+	prompt, perr := renderChat(req.Messages, o.tools, req.AddGenerationPrompt, req.ContinueFinalMessage)
 	if perr != nil {
 		writeParamError(w, perr)
 		return
@@ -193,6 +249,10 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	}
 	defer run.finish()
 	head := s.head("chatcmpl-", "chat.completion.chunk", run.version)
+	// Tool call ids: the response's id, then the choice and the call.
+	callID := func(c *choice) string {
+		return "chatcmpl-tool-" + strings.TrimPrefix(head.ID, "chatcmpl-") + "-" + strconv.Itoa(c.index) + "-"
+	}
 	k := -1
 	if req.Logprobs {
 		k = 0
@@ -219,6 +279,20 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		usageChunk := func(u wire.Usage) any { return chatChunk{chunkHead: head, Choices: []chatStreamChoice{}, Usage: &u} }
 		run.streamChoices(ctx, sse, usageChunk, func(c *choice, delta string) any {
 			ch := chatStreamChoice{Index: c.index, Delta: chatDelta{Content: &delta}, FinishReason: c.finishReason()}
+			if o.parseTools && c.finish != "" {
+				// The text held back from the first <tool_call> is sent
+				// now: the calls, and what content the stream lacks.
+				full := string(c.visible(&o))
+				content, calls, ok := toolReply(full, callID(c))
+				rest := ""
+				if sent := full[:min(c.sentText, len(full))]; strings.HasPrefix(content, sent) {
+					rest = content[len(sent):]
+				}
+				ch.Delta.Content, ch.Delta.ToolCalls = &rest, calls
+				if ok && c.finish == "stop" {
+					ch.FinishReason = "tool_calls"
+				}
+			}
 			if c.finish != "" {
 				ch.StopReason = c.stopReason()
 			}
@@ -235,6 +309,17 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	choices, ok := answers(ctx, w, run, func(_ int, c *choice) chatChoice {
 		ch := chatChoice{Index: c.index, Message: chatMessage{Role: "assistant", Content: string(c.visible(&o)), ToolCalls: []any{}},
 			FinishReason: c.finishReason(), StopReason: c.stopReason()}
+		if o.parseTools {
+			if content, calls, ok := toolReply(ch.Message.Content, callID(c)); ok {
+				ch.Message.Content = content
+				for _, tc := range calls {
+					ch.Message.ToolCalls = append(ch.Message.ToolCalls, tc)
+				}
+				if c.finish == "stop" {
+					ch.FinishReason = "tool_calls"
+				}
+			}
+		}
 		if k >= 0 {
 			ch.Logprobs = chatLogprobsOf(c, 0, k, o.tokensAsIDs)
 		}
@@ -272,14 +357,8 @@ func (s *Server) chatOptions(req *chatRequest, o *genOptions) *paramError {
 			o.req.TopLogprobs = k
 		}
 	}
-	if len(req.Tools) > 0 {
-		return badParam("tools", "the embedded policy cannot call tools; send the request without tools")
-	}
-	if len(req.ToolChoice) > 0 {
-		var tc string
-		if json.Unmarshal(req.ToolChoice, &tc) != nil || (tc != "none" && tc != "auto") {
-			return badParam("tool_choice", "tool_choice can only be \"none\" or \"auto\" without tools")
-		}
+	if perr := chatTools(req, o); perr != nil {
+		return perr
 	}
 	switch {
 	case req.Echo:

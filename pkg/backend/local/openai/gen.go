@@ -1,6 +1,7 @@
 package openai
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/rllm-org/rllm-go/pkg/backend/local"
 	wire "github.com/rllm-org/rllm-go/pkg/openaiwire"
+	"github.com/rllm-org/rllm-go/pkg/toolcall"
 )
 
 // choice accumulates one output sequence as its events arrive.
@@ -70,8 +72,18 @@ func (c *choice) visible(o *genOptions) []byte {
 		}
 		return t
 	}
+	stops := o.stops
+	if o.parseTools {
+		// A tool call is sent whole when the reply ends (the chat
+		// handler's toolReply): the text stops before it, and a partial
+		// "<tool_call>" at the end waits like a partial stop string.
+		if i := bytes.Index(t, []byte(toolcall.Open)); i >= 0 {
+			t = t[:i]
+		}
+		stops = append(stops[:len(stops):len(stops)], toolcall.Open)
+	}
 	hold := 0
-	for _, st := range o.stops {
+	for _, st := range stops {
 		for k := min(len(st)-1, len(t)); k > hold; k-- {
 			if string(t[len(t)-k:]) == st[:k] {
 				hold = k

@@ -8,6 +8,7 @@ import (
 	"github.com/rllm-org/rllm-go/pkg/backend"
 	"github.com/rllm-org/rllm-go/pkg/backend/local"
 	wire "github.com/rllm-org/rllm-go/pkg/openaiwire"
+	"github.com/rllm-org/rllm-go/pkg/sampler"
 )
 
 // samplingKeys are the keys openaiwire.SamplingFields reads, plus request metadata
@@ -44,6 +45,12 @@ type genOptions struct {
 	// promptLogprobs is the prompt_logprobs asked for (-1: none); the
 	// engine's req.PromptLogprobs may be more, for an echo with logprobs.
 	promptLogprobs int
+	// tools are the chat request's tools, rendered into the prompt;
+	// parseTools (tools offered and tool_choice not "none") takes the
+	// reply's <tool_call> blocks out as tool_calls, and a stream holds
+	// back the text from the first <tool_call> until the reply ends.
+	tools      []sampler.Tool
+	parseTools bool
 }
 
 // options validates the fields; defaultMax is the endpoint's max_tokens

@@ -304,7 +304,7 @@ func (s *Server) tokenize(w http.ResponseWriter, r *http.Request) {
 		ids = local.Tokenizer{}.Encode(*req.Prompt, true)
 	case req.Messages != nil:
 		var perr *paramError
-		ids, perr = renderChat(req.Messages, req.AddGenerationPrompt, req.ContinueFinalMessage)
+		ids, perr = renderChat(req.Messages, nil, req.AddGenerationPrompt, req.ContinueFinalMessage)
 		if perr != nil {
 			writeParamError(w, perr)
 			return

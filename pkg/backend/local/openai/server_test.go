@@ -187,7 +187,7 @@ func TestBadRequests(t *testing.T) {
 		{"prompt_logprobs streamed", "/v1/completions", `{"prompt":"a","prompt_logprobs":1,"stream":true}`, 400, "not available with stream"},
 		{"echo streamed", "/v1/completions", `{"prompt":"a","echo":true,"stream":true}`, 400, "echo is not supported with stream"},
 		{"n too large", "/v1/completions", `{"prompt":"a","n":65}`, 400, "n is 65; use 1 to 64"},
-		{"tools", "/v1/chat/completions", `{"messages":[{"role":"user","content":"a"}],"tools":[{"type":"function"}]}`, 400, "cannot call tools"},
+		{"tools", "/v1/chat/completions", `{"messages":[{"role":"user","content":"a"}],"tools":[{"type":"function"}]}`, 400, "tools[0] has no function.name"},
 		{"no messages", "/v1/chat/completions", `{"messages":[]}`, 400, "messages is required"},
 		{"continue and add generation prompt", "/v1/chat/completions", `{"messages":[{"role":"assistant","content":"a"}],"continue_final_message":true,"add_generation_prompt":true}`, 400, "cannot both be true"},
 		{"tokenize continue and add generation prompt", "/tokenize", `{"messages":[{"role":"assistant","content":"a"}],"continue_final_message":true,"add_generation_prompt":true}`, 400, "cannot both be true"},
@@ -241,6 +241,8 @@ func FuzzCompletionsBody(f *testing.F) {
 	f.Add(`{"prompt":"ab","echo":true,"logprobs":0,"max_tokens":1}`)
 	f.Add(`{"prompt":"ab","max_tokens":9223372036854775807}`)
 	f.Add(`{"messages":[{"role":"user","content":"a"},{"role":"assistant","content":"b"}],"continue_final_message":true,"add_generation_prompt":false,"return_token_strs":true}`)
+	f.Add(`{"messages":[{"role":"user","content":"a"},{"role":"assistant","content":null,"tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":"{\"x\":1}"}}]},{"role":"tool","tool_call_id":"c","content":"1"}],"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object"}}}],"tool_choice":"auto","stream":true}`)
+	f.Add(`{"messages":[{"role":"user","content":"a"}],"tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":{"type":"function"}}`)
 	b, err := local.New(local.Options{Config: local.Config{Layers: 1, DModel: 8, Heads: 2, Context: 16, Seed: 1}, Workers: 1})
 	if err != nil {
 		f.Fatal(err)

@@ -238,8 +238,8 @@ test('chat: continue_final_message', async () => {
   const r = await client.chat.completions.create({ model, messages: [...user('x'), { role: 'assistant', content: 'The answer is' }], max_tokens: 2, add_generation_prompt: false, continue_final_message: true, return_token_ids: true });
   assert.notEqual(r.prompt_token_ids.at(-1), 260);
 });
-test('chat: tools are refused with a 400', async () => {
-  await expectError(client.chat.completions.create({ model, messages: user('x'), tools: [{ type: 'function', function: { name: 'f', parameters: {} } }] }), 400, 'tools');
+test('chat: a forced tool_choice is refused with a 400', async () => {
+  await expectError(client.chat.completions.create({ model, messages: user('x'), tools: [{ type: 'function', function: { name: 'f', parameters: {} } }], tool_choice: 'required' }), 400, 'tool_choice');
 });
 test('chat: frequency_penalty is refused with a 400', async () => {
   await expectError(client.chat.completions.create({ model, messages: user('x'), frequency_penalty: 0.5 }), 400, 'frequency_penalty');
