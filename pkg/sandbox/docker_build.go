@@ -16,6 +16,8 @@ import (
 	"strings"
 
 	"github.com/moby/moby/client"
+	"github.com/moby/patternmatcher"
+	"github.com/moby/patternmatcher/ignorefile"
 	"golang.org/x/sync/singleflight"
 )
 
@@ -78,8 +80,14 @@ func buildImage(ctx context.Context, cli *client.Client, contextDir, dockerfile 
 }
 
 // contextFiles lists a context's entries, in the order WalkDir gives
-// (lexical), as slash paths relative to dir.
-func contextFiles(dir string, visit func(rel string, d fs.DirEntry, full string) error) error {
+// (lexical), as slash paths relative to dir, without those its ignore
+// file excludes (contextIgnore); dockerfile is the Dockerfile's slash
+// path in dir.
+func contextFiles(dir, dockerfile string, visit func(rel string, d fs.DirEntry, full string) error) error {
+	ignore, err := contextIgnore(dir, dockerfile)
+	if err != nil {
+		return err
+	}
 	return filepath.WalkDir(dir, func(full string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -88,8 +96,50 @@ func contextFiles(dir string, visit func(rel string, d fs.DirEntry, full string)
 		if err != nil || rel == "." {
 			return err
 		}
-		return visit(filepath.ToSlash(rel), d, full)
+		rel = filepath.ToSlash(rel)
+		if ignore != nil && rel != dockerfile && rel != ".dockerignore" {
+			// The Dockerfile and .dockerignore are sent whatever the
+			// patterns say, as docker build sends them.
+			skip, err := ignore.MatchesOrParentMatches(rel)
+			if err != nil {
+				return err
+			}
+			if skip {
+				if d.IsDir() && !ignore.Exclusions() {
+					return filepath.SkipDir
+				}
+				return nil // a "!pattern" may bring back what is below
+			}
+		}
+		return visit(rel, d, full)
 	})
+}
+
+// contextIgnore reads the context's ignore file as docker build does:
+// <Dockerfile>.dockerignore beside the Dockerfile when there is one (as
+// BuildKit reads it), else .dockerignore at the context's root. nil when
+// there is neither.
+func contextIgnore(dir, dockerfile string) (*patternmatcher.PatternMatcher, error) {
+	for _, name := range []string{dockerfile + ".dockerignore", ".dockerignore"} {
+		f, err := os.Open(filepath.Join(dir, filepath.FromSlash(name)))
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		patterns, err := ignorefile.ReadAll(io.LimitReader(f, 1<<20))
+		f.Close()
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		pm, err := patternmatcher.New(patterns)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w; fix that pattern", name, err)
+		}
+		return pm, nil
+	}
+	return nil, nil
 }
 
 // contextHash is the hex SHA-256 of the context: each entry's path, type,
@@ -99,7 +149,7 @@ func contextFiles(dir string, visit func(rel string, d fs.DirEntry, full string)
 func contextHash(dir, dockerfile string) (string, error) {
 	h := sha256.New()
 	fmt.Fprintf(h, "dockerfile %s\x00", dockerfile)
-	err := contextFiles(dir, func(rel string, d fs.DirEntry, full string) error {
+	err := contextFiles(dir, dockerfile, func(rel string, d fs.DirEntry, full string) error {
 		info, err := d.Info()
 		if err != nil {
 			return err
@@ -129,10 +179,11 @@ func contextHash(dir, dockerfile string) (string, error) {
 	return hex.EncodeToString(h.Sum(nil)), err
 }
 
-// writeContext writes the context as the tar archive the build API takes.
-func writeContext(out io.Writer, dir string) error {
+// writeContext writes the context as the tar archive the build API takes
+// (what its ignore file excludes left out).
+func writeContext(out io.Writer, dir, dockerfile string) error {
 	tw := tar.NewWriter(out)
-	err := contextFiles(dir, func(rel string, d fs.DirEntry, full string) error {
+	err := contextFiles(dir, dockerfile, func(rel string, d fs.DirEntry, full string) error {
 		info, err := d.Info()
 		if err != nil {
 			return err
@@ -186,7 +237,7 @@ type buildMessage struct {
 
 func runBuild(ctx context.Context, cli *client.Client, dir, dockerfile, tag, sum string) error {
 	pr, pw := io.Pipe()
-	go func() { pw.CloseWithError(writeContext(pw, dir)) }()
+	go func() { pw.CloseWithError(writeContext(pw, dir, dockerfile)) }()
 	defer pr.Close()
 	// The image names the run and process that built it under keys of
 	// its own: a container inherits its image's labels, and one started

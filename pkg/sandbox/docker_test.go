@@ -332,6 +332,8 @@ func TestDockerBuildImage(t *testing.T) {
 	}
 	write("environment/Dockerfile", "FROM "+BaseImage()+"\nWORKDIR /app\nCOPY src/ /app/\nRUN echo built > /app/stamp\n")
 	write("src/hello.py", "print('hello from the image')\n")
+	write("src/secret.txt", "not for the image\n")
+	write(".dockerignore", "src/secret.txt\n")
 	ctx := context.Background()
 	tag, err := d.BuildImage(ctx, dir, filepath.Join(dir, "environment/Dockerfile"))
 	if err != nil {
@@ -362,8 +364,8 @@ func TestDockerBuildImage(t *testing.T) {
 		t.Fatalf("the superseded image %s: %v", insp.ID, err)
 	}
 	w := openWS(t, d, WorkspaceSpec{Image: tag, WorkDir: "/app"})
-	res := execWS(t, w, ExecRequest{Command: []string{"sh", "-c", "python3 hello.py; cat stamp"}})
-	if string(res.Stdout) != "hello from the image\nbuilt\n" {
+	res := execWS(t, w, ExecRequest{Command: []string{"sh", "-c", "python3 hello.py; cat stamp; ls"}})
+	if string(res.Stdout) != "hello from the image\nbuilt\nhello.py\nother\nstamp\n" {
 		t.Fatalf("in the built image: %+v stdout %q stderr %q", res, res.Stdout, res.Stderr)
 	}
 
