@@ -13,6 +13,7 @@ import (
 	envexec "github.com/rllm-org/rllm-go/pkg/env/exec"
 	"github.com/rllm-org/rllm-go/pkg/env/openenv"
 	"github.com/rllm-org/rllm-go/pkg/sandbox"
+	"github.com/rllm-org/rllm-go/pkg/tool"
 )
 
 // rllm's one logger for diagnostics on stderr is log/slog: it is in the
@@ -41,19 +42,19 @@ func newLogger(w io.Writer, asJSON bool) *slog.Logger {
 }
 
 // usePackageLoggers points the packages that log on their own (exec
-// and OpenEnv envs relaying their children's stderr and their waits, the
-// sandbox's notes) at the command's logger, so their lines keep its form:
+// and OpenEnv envs relaying their children's stderr and their waits, stdio
+// MCP servers' stderr, the sandbox's notes) at the command's logger, so their lines keep its form:
 // one JSON object a line with --output json, "rllm: ..." otherwise.
 func usePackageLoggers(l *slog.Logger) {
 	l = l.With(slog.String("event", "log"))
-	envexec.Logger, openenv.Logger, sandbox.Logger = l, l, l
+	envexec.Logger, openenv.Logger, sandbox.Logger, tool.Logger = l, l, l, l
 }
 
 // packageLoggers returns a function that puts the package loggers back
 // as they are now (App.Run restores them when the command ends).
 func packageLoggers() (restore func()) {
-	e, o, s := envexec.Logger, openenv.Logger, sandbox.Logger
-	return func() { envexec.Logger, openenv.Logger, sandbox.Logger = e, o, s }
+	e, o, s, t := envexec.Logger, openenv.Logger, sandbox.Logger, tool.Logger
+	return func() { envexec.Logger, openenv.Logger, sandbox.Logger, tool.Logger = e, o, s, t }
 }
 
 // logExit logs the line that says why a command exits with code: at

@@ -11,7 +11,9 @@
 package procgroup
 
 import (
+	"bytes"
 	"context"
+	"fmt"
 	"os/exec"
 	"strings"
 	"sync"
@@ -146,4 +148,63 @@ func (t *Tail) LastLine() string {
 		return l[0]
 	}
 	return ""
+}
+
+// maxLogLine bounds one line as LineLog logs it; the rest of a longer
+// line is counted, not logged.
+const maxLogLine = 2000
+
+// LineLog is a child's stderr as log lines: every byte goes to Tail (the
+// end kept for crash messages), and each non-blank line is handed to Log,
+// cut at 2,000 bytes (of a line redrawn with \r, a progress bar, only
+// the last drawing). Write never blocks on anything but Log.
+type LineLog struct {
+	Tail *Tail
+	Log  func(line string)
+
+	mu      sync.Mutex
+	line    []byte
+	dropped int
+}
+
+func (w *LineLog) Write(p []byte) (int, error) {
+	if w.Tail != nil {
+		w.Tail.Write(p)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, c := range p {
+		switch c {
+		case '\n':
+			w.flushLocked()
+			continue
+		case '\r':
+			w.line, w.dropped = w.line[:0], 0
+			continue
+		}
+		if len(w.line) < maxLogLine {
+			w.line = append(w.line, c)
+		} else {
+			w.dropped++
+		}
+	}
+	return len(p), nil
+}
+
+// Flush logs a last line that has no newline.
+func (w *LineLog) Flush() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.flushLocked()
+}
+
+func (w *LineLog) flushLocked() {
+	if len(bytes.TrimSpace(w.line)) > 0 {
+		msg := string(w.line)
+		if w.dropped > 0 {
+			msg += fmt.Sprintf("… (%d more bytes)", w.dropped)
+		}
+		w.Log(msg)
+	}
+	w.line, w.dropped = w.line[:0], 0
 }

@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
+	"log/slog"
 	"net/url"
 	"os"
 	osexec "os/exec"
@@ -40,6 +40,10 @@ var mcpEntry = func() registry.Entry[struct{}] {
 	e, _ := r.Lookup("mcp")
 	return e
 }()
+
+// Logger receives what stdio MCP servers write to stderr, a line each.
+// The CLI may replace it.
+var Logger = slog.Default()
 
 // ParseMCPServer checks the settings of tools.mcp.NAME.
 func ParseMCPServer(name string, raw any) (MCPServer, error) {
@@ -99,14 +103,18 @@ func connectMCP(ctx context.Context, s MCPServer, environ []string) ([]Tool, fun
 	cmd := osexec.Command(s.Command[0], s.Command[1:]...)
 	procgroup.Configure(cmd, 0)
 	cmd.Dir = s.Dir
+	// Under a supervisor, as exec envs and programs are: nothing the
+	// server starts outlives it, nor it rllm, even by SIGKILL.
+	procgroup.Supervise(cmd)
 	if environ == nil {
 		environ = os.Environ()
 	}
 	cmd.Env = childenv.Build(environ, s.PassEnv, s.EnvVars)
-	// The server's logs join rllm's; the tail names the cause of a failed
-	// connection.
+	// The server's logs join rllm's, a line each through Logger (so
+	// --output json keeps one object a line); the tail names the cause of
+	// a failed connection.
 	tail := procgroup.NewTail(4 << 10)
-	cmd.Stderr = io.MultiWriter(os.Stderr, tail)
+	cmd.Stderr = &procgroup.LineLog{Tail: tail, Log: func(line string) { Logger.Info("mcp server " + s.Name + " stderr: " + line) }}
 	tools, closeFn, err := connectTransport(ctx, s, &mcp.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}, tail)
 	if err != nil {
 		_ = procgroup.Kill(cmd)

@@ -1,16 +1,22 @@
 package tool
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -28,10 +34,18 @@ func TestMain(m *testing.M) {
 			// stderr open.
 			gc := exec.Command("sleep", "300")
 			gc.Stdout, gc.Stderr = os.Stdout, os.Stderr
+			if os.Getenv("MCP_TEST_GRANDCHILD_SETSID") == "1" {
+				// Out of the server's process group: only the
+				// supervisor can reach it.
+				gc.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+			}
 			if err := gc.Start(); err != nil {
 				os.Exit(1)
 			}
 			os.WriteFile(f, []byte(strconv.Itoa(gc.Process.Pid)), 0o644)
+		}
+		if msg := os.Getenv("MCP_TEST_STDERR"); msg != "" {
+			fmt.Fprintln(os.Stderr, msg)
 		}
 		if err := testServer().Run(context.Background(), &mcp.StdioTransport{}); err != nil {
 			fmt.Fprintln(os.Stderr, err)
@@ -345,6 +359,60 @@ func TestStdioServerGroupIsKilled(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// A stdio server runs under the supervisor: a grandchild that left its
+// process group (setsid) goes with it too. Its stderr reaches Logger a
+// line each, so --output json keeps one object a line.
+func TestStdioServerSupervised(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("the supervisor is Linux's")
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logged bytes.Buffer
+	var mu sync.Mutex
+	prev := Logger
+	Logger = slog.New(slog.NewTextHandler(lockedWriter{&mu, &logged}, nil))
+	defer func() { Logger = prev }()
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	s, err := Open(context.Background(), Config{MCP: map[string]any{
+		"local": map[string]any{"command": []any{exe, "-test.run=^$"}, "env_vars": map[string]any{"MCP_TEST_SERVER": "1",
+			"MCP_TEST_GRANDCHILD_PIDFILE": pidFile, "MCP_TEST_GRANDCHILD_SETSID": "1", "MCP_TEST_STDERR": "starting up"}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(pidFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, _ := strconv.Atoi(string(b))
+	s.Close()
+	for i := 0; alive(pid); i++ {
+		if i == 100 {
+			t.Fatalf("the server's setsid grandchild %d outlived Close", pid)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !strings.Contains(logged.String(), `msg="mcp server local stderr: starting up"`) {
+		t.Errorf("the server's stderr was not logged: %q", logged.String())
+	}
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
 
 // alive reports a process that exists and is not a zombie.

@@ -304,7 +304,7 @@ func (pl *Pool) start() (*process, error) {
 	// stderr is drained whatever it holds (no line limit: a tqdm bar
 	// redrawn with \r, a huge traceback), logged line by line and kept as
 	// a bounded tail for crash messages.
-	cmd.Stderr = &stderrLog{pr: pr}
+	cmd.Stderr = &procgroup.LineLog{Tail: pr.tail, Log: func(line string) { Logger.Info(pr.name + " stderr: " + line) }}
 	if err := cmd.Start(); err != nil {
 		return nil, usererr.Errorf("env.args.command: cannot start %q: %v; check the program exists and is executable (the child's PATH is rllm's)", pl.p.Command[0], err)
 	}
@@ -319,7 +319,9 @@ func (pl *Pool) start() (*process, error) {
 		_ = procgroup.Kill(cmd)
 		stdoutW.Close()
 		<-stdoutDone
-		pr.stderrFlush()
+		if w, ok := cmd.Stderr.(*procgroup.LineLog); ok {
+			w.Flush()
+		}
 		pr.die(err)
 	}()
 	return pr, nil
@@ -327,64 +329,6 @@ func (pl *Pool) start() (*process, error) {
 
 // stderrTail is how much of a child's stderr is kept for crash messages.
 const stderrTail = 8 << 10
-
-// maxLogLine bounds one stderr line as logged; the rest of a longer line
-// is counted, not logged.
-const maxLogLine = 2000
-
-// stderrLog is a child's stderr: every byte goes to the tail, and each
-// line is logged, cut at maxLogLine (of a line redrawn with \r, the last
-// drawing). Write never
-// blocks on anything but the logger.
-type stderrLog struct {
-	pr      *process
-	mu      sync.Mutex
-	line    []byte
-	dropped int
-}
-
-func (w *stderrLog) Write(p []byte) (int, error) {
-	w.pr.tail.Write(p)
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for _, c := range p {
-		switch c {
-		case '\n':
-			w.flushLocked()
-			continue
-		case '\r':
-			// A line redrawn in place (a progress bar): only the last
-			// drawing is logged.
-			w.line, w.dropped = w.line[:0], 0
-			continue
-		}
-		if len(w.line) < maxLogLine {
-			w.line = append(w.line, c)
-		} else {
-			w.dropped++
-		}
-	}
-	return len(p), nil
-}
-
-func (w *stderrLog) flushLocked() {
-	if len(bytes.TrimSpace(w.line)) > 0 {
-		msg := w.pr.name + " stderr: " + string(w.line)
-		if w.dropped > 0 {
-			msg += fmt.Sprintf("… (%d more bytes)", w.dropped)
-		}
-		Logger.Info(msg)
-	}
-	w.line, w.dropped = w.line[:0], 0
-}
-
-func (pr *process) stderrFlush() {
-	if w, ok := pr.cmd.Stderr.(*stderrLog); ok {
-		w.mu.Lock()
-		w.flushLocked()
-		w.mu.Unlock()
-	}
-}
 
 // process is one running child.
 type process struct {
