@@ -334,10 +334,28 @@ func TestStdioServerGroupIsKilled(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	s, pid := serverWithGrandchild(t, exe, nil)
+	closed := make(chan struct{})
+	go func() { s.Close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(time.Minute):
+		t.Fatal("Close is still waiting")
+	}
+	waitGone(t, pid)
+}
+
+// serverWithGrandchild opens the test server as a stdio MCP server that
+// starts a grandchild (with the extra environment), and returns the set
+// and the grandchild's pid.
+func serverWithGrandchild(t *testing.T, exe string, env map[string]any) (*Set, int) {
+	t.Helper()
 	pidFile := filepath.Join(t.TempDir(), "pid")
-	s, err := Open(context.Background(), Config{MCP: map[string]any{
-		"local": map[string]any{"command": []any{exe, "-test.run=^$"}, "env_vars": map[string]any{"MCP_TEST_SERVER": "1", "MCP_TEST_GRANDCHILD_PIDFILE": pidFile}},
-	}})
+	vars := map[string]any{"MCP_TEST_SERVER": "1", "MCP_TEST_GRANDCHILD_PIDFILE": pidFile}
+	for k, v := range env {
+		vars[k] = v
+	}
+	s, err := Open(context.Background(), Config{MCP: map[string]any{"local": map[string]any{"command": []any{exe, "-test.run=^$"}, "env_vars": vars}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -346,13 +364,13 @@ func TestStdioServerGroupIsKilled(t *testing.T) {
 		t.Fatal(err)
 	}
 	pid, _ := strconv.Atoi(string(b))
-	closed := make(chan struct{})
-	go func() { s.Close(); close(closed) }()
-	select {
-	case <-closed:
-	case <-time.After(time.Minute):
-		t.Fatal("Close is still waiting")
-	}
+	return s, pid
+}
+
+// waitGone waits up to 5 s for pid to be gone, and fails the test if it
+// is not.
+func waitGone(t *testing.T, pid int) {
+	t.Helper()
 	for i := 0; alive(pid); i++ {
 		if i == 100 {
 			t.Fatalf("the server's grandchild %d outlived Close", pid)
@@ -377,26 +395,9 @@ func TestStdioServerSupervised(t *testing.T) {
 	prev := Logger
 	Logger = slog.New(slog.NewTextHandler(lockedWriter{&mu, &logged}, nil))
 	defer func() { Logger = prev }()
-	pidFile := filepath.Join(t.TempDir(), "pid")
-	s, err := Open(context.Background(), Config{MCP: map[string]any{
-		"local": map[string]any{"command": []any{exe, "-test.run=^$"}, "env_vars": map[string]any{"MCP_TEST_SERVER": "1",
-			"MCP_TEST_GRANDCHILD_PIDFILE": pidFile, "MCP_TEST_GRANDCHILD_SETSID": "1", "MCP_TEST_STDERR": "starting up"}},
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := os.ReadFile(pidFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pid, _ := strconv.Atoi(string(b))
+	s, pid := serverWithGrandchild(t, exe, map[string]any{"MCP_TEST_GRANDCHILD_SETSID": "1", "MCP_TEST_STDERR": "starting up"})
 	s.Close()
-	for i := 0; alive(pid); i++ {
-		if i == 100 {
-			t.Fatalf("the server's setsid grandchild %d outlived Close", pid)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	waitGone(t, pid)
 	mu.Lock()
 	defer mu.Unlock()
 	if !strings.Contains(logged.String(), `msg="mcp server local stderr: starting up"`) {
