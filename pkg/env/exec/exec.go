@@ -304,7 +304,8 @@ func (pl *Pool) start() (*process, error) {
 	// stderr is drained whatever it holds (no line limit: a tqdm bar
 	// redrawn with \r, a huge traceback), logged line by line and kept as
 	// a bounded tail for crash messages.
-	cmd.Stderr = &procgroup.LineLog{Tail: pr.tail, Log: func(line string) { Logger.Info(pr.name + " stderr: " + line) }}
+	stderr := &procgroup.LineLog{Tail: pr.tail, Log: func(line string) { Logger.Info(pr.name + " stderr: " + line) }}
+	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {
 		return nil, usererr.Errorf("env.args.command: cannot start %q: %v; check the program exists and is executable (the child's PATH is rllm's)", pl.p.Command[0], err)
 	}
@@ -319,9 +320,7 @@ func (pl *Pool) start() (*process, error) {
 		_ = procgroup.Kill(cmd)
 		stdoutW.Close()
 		<-stdoutDone
-		if w, ok := cmd.Stderr.(*procgroup.LineLog); ok {
-			w.Flush()
-		}
+		stderr.Flush()
 		pr.die(err)
 	}()
 	return pr, nil
