@@ -288,14 +288,7 @@ func (w *Program) Run(ctx context.Context, task episode.Task, episodeID string) 
 	} else {
 		cmd := procgroup.Command(runCtx, w.argv[0], w.argv[1:]...)
 		cmd.Dir = w.dir
-		cmd.Env = childenv.FromProcess(w.passEnv, map[string]string{
-			"OPENAI_BASE_URL":    g.Base + "/sessions/" + sess.ID + "/v1",
-			"ANTHROPIC_BASE_URL": g.Base + "/sessions/" + sess.ID,
-			"OPENAI_API_KEY":     sess.Token,
-			"ANTHROPIC_API_KEY":  sess.Token,
-			"RLLM_SESSION_ID":    sess.ID,
-			"RLLM_EPISODE_ID":    episodeID,
-		})
+		cmd.Env = childenv.FromProcess(w.passEnv, sessionEnv(g.Base+"/sessions/"+sess.ID, sess, episodeID))
 		cmd.Stdin = bytes.NewReader(append(in, '\n'))
 		// Nothing the program starts outlives it or rllm (killed by SIGKILL too).
 		procgroup.Supervise(cmd)
@@ -530,4 +523,19 @@ func fail(ep *episode.Episode, err error) (*episode.Episode, error) {
 	ep.IsCorrect = false
 	ep.Error = err.Error()
 	return ep, err
+}
+
+// sessionEnv is what a program learns of its episode (docs/gateway.md,
+// the per-episode contract): the session's OpenAI and Anthropic base
+// URLs under base (the session's URL as the program reaches it), its
+// token as both APIs' key, and the session and episode ids.
+func sessionEnv(base string, sess *gateway.Session, episodeID string) map[string]string {
+	return map[string]string{
+		"OPENAI_BASE_URL":    base + "/v1",
+		"ANTHROPIC_BASE_URL": base,
+		"OPENAI_API_KEY":     sess.Token,
+		"ANTHROPIC_API_KEY":  sess.Token,
+		"RLLM_SESSION_ID":    sess.ID,
+		"RLLM_EPISODE_ID":    episodeID,
+	}
 }

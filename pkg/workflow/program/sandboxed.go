@@ -163,18 +163,9 @@ func (w *Program) runSandboxed(ctx context.Context, g *Gateway, sess *gateway.Se
 			return nil, nil, err
 		}
 	}
-	base := fmt.Sprintf("http://127.0.0.1:%d/sessions/%s", sandbox.DefaultPort, sess.ID)
-	env := childenv.FromProcess(w.passEnv, map[string]string{
-		"OPENAI_BASE_URL":    base + "/v1",
-		"ANTHROPIC_BASE_URL": base,
-		"OPENAI_API_KEY":     sess.Token,
-		"ANTHROPIC_API_KEY":  sess.Token,
-		"RLLM_SESSION_ID":    sess.ID,
-		"RLLM_EPISODE_ID":    episodeID,
-		"RLLM_WORKDIR":       workDir,
-		"HOME":               sandbox.HomeDir,
-		"TMPDIR":             "/tmp",
-	})
+	vars := sessionEnv(fmt.Sprintf("http://127.0.0.1:%d/sessions/%s", sandbox.DefaultPort, sess.ID), sess, episodeID)
+	vars["RLLM_WORKDIR"], vars["HOME"], vars["TMPDIR"] = workDir, sandbox.HomeDir, "/tmp"
+	env := childenv.FromProcess(w.passEnv, vars)
 	res, err := ws.Exec(ctx, sandbox.ExecRequest{Command: w.argv, Dir: dir, Env: env, Stdin: append(in, '\n')})
 	_, _ = stdout.Write(res.Stdout)
 	_, _ = stderr.Write(res.Stderr)

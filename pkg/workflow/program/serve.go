@@ -529,14 +529,7 @@ func (w *Program) runServed(ctx context.Context, task episode.Task, episodeID st
 	// The id on the wire is unique to this attempt, so a late answer to
 	// an attempt that timed out is never taken for its retry's.
 	id := episodeID + "#" + strconv.FormatUint(srv.seq.Add(1), 10)
-	line, err := json.Marshal(map[string]any{"episode_id": id, "task": map[string]any(task), "env": map[string]string{
-		"OPENAI_BASE_URL":    g.Base + "/sessions/" + sess.ID + "/v1",
-		"ANTHROPIC_BASE_URL": g.Base + "/sessions/" + sess.ID,
-		"OPENAI_API_KEY":     sess.Token,
-		"ANTHROPIC_API_KEY":  sess.Token,
-		"RLLM_SESSION_ID":    sess.ID,
-		"RLLM_EPISODE_ID":    episodeID,
-	}})
+	line, err := json.Marshal(map[string]any{"episode_id": id, "task": map[string]any(task), "env": sessionEnv(g.Base+"/sessions/"+sess.ID, sess, episodeID)})
 	if err != nil {
 		return fail(ep, fmt.Errorf("encoding the task as JSON: %w", err))
 	}
