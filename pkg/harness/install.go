@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -184,7 +185,7 @@ func (e Entry) Render(s Session) (Rendered, error) {
 		s.Model = modelName
 	}
 	var r Rendered
-	for _, k := range sortedKeys(e.Env) {
+	for _, k := range slices.Sorted(maps.Keys(e.Env)) {
 		v, err := render(e.Name+" env "+k, e.Env[k], s)
 		if err != nil {
 			return Rendered{}, err
@@ -209,13 +210,4 @@ func (e Entry) Render(s Session) (Rendered, error) {
 		r.Command = append(r.Command, v)
 	}
 	return r, nil
-}
-
-func sortedKeys(m map[string]string) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
 }

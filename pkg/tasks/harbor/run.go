@@ -6,10 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"math"
 	"path"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -137,7 +138,7 @@ func (e *Engine) Spec(ctx context.Context, t *Task, image string) (sandbox.Works
 	dir = path.Clean(dir)
 	env := []string{"HOME=/root"}
 	env = append(env, ic.Env...)
-	for _, k := range sortedKeys(t.Config.Env) {
+	for _, k := range slices.Sorted(maps.Keys(t.Config.Env)) {
 		env = append(env, k+"="+t.Config.Env[k])
 	}
 	life := t.Config.AgentTimeout + t.Config.VerifierTimeout + workspaceSlack
@@ -366,19 +367,10 @@ func parseRewardJSON(b []byte) (float64, string) {
 
 func envList(m map[string]string) []string {
 	out := make([]string, 0, len(m))
-	for _, k := range sortedKeys(m) {
+	for _, k := range slices.Sorted(maps.Keys(m)) {
 		out = append(out, k+"="+m[k])
 	}
 	return out
-}
-
-func sortedKeys(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 // keepEnds keeps the first and last parts of s within n bytes.
