@@ -21,6 +21,7 @@ import (
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
 
+	"github.com/rllm-org/rllm-go/internal/repotest"
 	"github.com/rllm-org/rllm-go/pkg/usererr"
 )
 
@@ -89,19 +90,7 @@ func TestDockerLargeFile(t *testing.T) {
 // containers: each ends with its limit, and nothing reaches the host.
 func TestHostileDocker(t *testing.T) {
 	d := dockerSmall(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	accepted := make(chan struct{}, 1)
-	go func() {
-		if c, err := ln.Accept(); err == nil {
-			accepted <- struct{}{}
-			c.Close()
-		}
-	}()
-	port := ln.Addr().(*net.TCPAddr).Port
+	port, reached := repotest.HostListener(t)
 	marker := filepath.Join(os.TempDir(), fmt.Sprintf("rllm-docker-escape-%d", os.Getpid()))
 	defer os.Remove(marker)
 	// A busy machine may take long for one CPU second: the CPU-bound
@@ -145,10 +134,8 @@ func TestHostileDocker(t *testing.T) {
 	if _, err := os.Stat(marker); err == nil {
 		t.Errorf("the container wrote %s on the host", marker)
 	}
-	select {
-	case <-accepted:
+	if reached() {
 		t.Error("the container reached a listener on the host's 127.0.0.1")
-	default:
 	}
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rllm-org/rllm-go/internal/repotest"
 	"github.com/rllm-org/rllm-go/pkg/usererr"
 )
 
@@ -99,19 +99,7 @@ func TestHostileBwrap(t *testing.T) {
 	needPython(t)
 	b := backendFor(t, BackendBwrap)
 	t.Setenv("OPENAI_API_KEY", "sk-test-secret-do-not-leak")
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	accepted := make(chan struct{}, 1)
-	go func() {
-		if c, err := ln.Accept(); err == nil {
-			accepted <- struct{}{}
-			c.Close()
-		}
-	}()
-	port := ln.Addr().(*net.TCPAddr).Port
+	port, reached := repotest.HostListener(t)
 	marker := filepath.Join(os.TempDir(), fmt.Sprintf("rllm-sandbox-escape-%d", os.Getpid()))
 	defer os.Remove(marker)
 	home, _ := os.UserHomeDir()
@@ -163,10 +151,8 @@ func TestHostileBwrap(t *testing.T) {
 	if _, err := os.Stat(marker); err == nil {
 		t.Errorf("the sandbox wrote %s on the host", marker)
 	}
-	select {
-	case <-accepted:
+	if reached() {
 		t.Error("the sandbox reached a listener on the host's 127.0.0.1")
-	default:
 	}
 }
 

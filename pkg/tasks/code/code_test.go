@@ -5,13 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/rllm-org/rllm-go/internal/repotest"
 	"github.com/rllm-org/rllm-go/pkg/dataset"
 	"github.com/rllm-org/rllm-go/pkg/episode"
 	"github.com/rllm-org/rllm-go/pkg/sandbox"
@@ -150,19 +150,7 @@ func TestNoCodeBlock(t *testing.T) {
 func TestHostileReplies(t *testing.T) {
 	p := pool(t)
 	t.Setenv("OPENAI_API_KEY", "sk-test-secret-do-not-leak")
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	accepted := make(chan struct{}, 1)
-	go func() {
-		if c, err := ln.Accept(); err == nil {
-			accepted <- struct{}{}
-			c.Close()
-		}
-	}()
-	port := ln.Addr().(*net.TCPAddr).Port
+	port, reached := repotest.HostListener(t)
 	marker := filepath.Join(os.TempDir(), fmt.Sprintf("rllm-code-escape-%d", os.Getpid()))
 	defer os.Remove(marker)
 	home, _ := os.UserHomeDir()
@@ -214,10 +202,8 @@ func TestHostileReplies(t *testing.T) {
 	if _, err := os.Stat(marker); err == nil {
 		t.Errorf("a reply wrote %s on the host", marker)
 	}
-	select {
-	case <-accepted:
+	if reached() {
 		t.Error("a reply reached a listener on the host's 127.0.0.1")
-	default:
 	}
 }
 
