@@ -60,6 +60,9 @@ type harnessResult struct {
 	Exit    int     `json:"exit"`
 	Over    bool    `json:"over"`
 	Timeout bool    `json:"timeout"`
+	// CPU is the CPU seconds the test's process used (a SIGKILL at the
+	// CPU rlimit is a CPU time limit, not a crash).
+	CPU float64 `json:"cpu"`
 	// Seal is the test's token, written by the harness: a line without
 	// it was not.
 	Seal string `json:"seal"`
@@ -206,7 +209,7 @@ func judge(t Test, hr harnessResult, token string, limits sandbox.Limits, per ti
 	} else {
 		l := limits
 		l.CPUTime = per
-		sandbox.Classify(&res, 0, l)
+		sandbox.Classify(&res, time.Duration(hr.CPU*float64(time.Second)), l)
 	}
 	if res.OK() && t.Kind != Stdin && hr.Proof != token {
 		return string(res.Stdout), notFinished

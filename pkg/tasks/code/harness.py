@@ -72,7 +72,7 @@ def main():
             # and ends the process as it would end `python3 solution.py`.
             child(spec, i, code, paths, tokfd, pwf)
         os.close(pwf)
-        status, timed_out = wait(pid, spec["timeout_s"])
+        status, cpu, timed_out = wait(pid, spec["timeout_s"])
         try:
             os.killpg(pid, signal.SIGKILL)
         except OSError:
@@ -95,7 +95,7 @@ def main():
         if spec["isolated"]:
             # ... and every file it left.
             clean(keep)
-        r = {"took": took, "out": out.decode("utf-8", "replace"), "err": err.decode("utf-8", "replace"),
+        r = {"took": took, "cpu": cpu, "out": out.decode("utf-8", "replace"), "err": err.decode("utf-8", "replace"),
              "proof": proof.decode("ascii", "replace")}
         if big or len(out) > spec["out_cap"]:
             r["over"] = True
@@ -505,25 +505,29 @@ def clean(keep):
 
 
 def wait(pid, timeout):
-    """Waits for pid up to timeout seconds; returns (status, timed_out)."""
+    """Waits for pid up to timeout seconds; returns (status, the CPU
+    seconds it used, timed_out). The CPU time tells a kill by the CPU
+    rlimit's hard limit (SIGKILL) from any other SIGKILL."""
     deadline = time.monotonic() + timeout
     try:
         pfd = os.pidfd_open(pid)
     except (AttributeError, OSError):
         pfd = None
-    while True:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            return None, True
-        if pfd is not None:
-            select.select([pfd], [], [], left)
-        else:
-            time.sleep(min(left, 0.002))
-        got, status = os.waitpid(pid, os.WNOHANG)
-        if got == pid:
+    try:
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None, 0.0, True
             if pfd is not None:
-                os.close(pfd)
-            return status, False
+                select.select([pfd], [], [], left)
+            else:
+                time.sleep(min(left, 0.002))
+            got, status, ru = os.wait4(pid, os.WNOHANG)
+            if got == pid:
+                return status, ru.ru_utime + ru.ru_stime, False
+    finally:
+        if pfd is not None:
+            os.close(pfd)
 
 
 def read_pipe(fd):
