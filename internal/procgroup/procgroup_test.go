@@ -9,9 +9,10 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/rllm-org/rllm-go/internal/repotest"
 )
 
 // A wrapper shell whose real program is a grandchild that holds stdout
@@ -35,7 +36,7 @@ func TestCancelKillsGrandchildAndWaitReturns(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("Wait did not return after the context was cancelled")
 	}
-	waitGone(t, grandchild)
+	repotest.WaitGone(t, grandchild)
 }
 
 func TestTerminateThenKill(t *testing.T) {
@@ -118,15 +119,4 @@ func waitPid(t *testing.T, file string) int {
 	}
 	t.Fatal("the grandchild never wrote its pid")
 	return 0
-}
-
-func waitGone(t *testing.T, pid int) {
-	t.Helper()
-	for range 500 {
-		if err := syscall.Kill(pid, 0); err == syscall.ESRCH {
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("grandchild %d still runs", pid)
 }

@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/rllm-org/rllm-go/internal/repotest"
 )
 
 // leaver is a wrapper shell that leaves two grandchildren behind: one in
@@ -34,8 +36,8 @@ func TestSupervisedExitLeavesNothing(t *testing.T) {
 	if !errors.As(err, &ee) || ee.ExitCode() != 3 {
 		t.Fatalf("Run = %v, want exit status 3", err)
 	}
-	for _, pid := range readPids(t, pidFile, 2) {
-		if alive(pid) {
+	for _, pid := range repotest.PIDs(t, pidFile, 2) {
+		if repotest.Alive(pid) {
 			t.Errorf("grandchild %d still runs after Wait returned", pid)
 		}
 	}
@@ -50,7 +52,7 @@ func TestSupervisedCancelKillsTree(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	pids := readPids(t, pidFile, 2)
+	pids := repotest.PIDs(t, pidFile, 2)
 	cancel()
 	err := cmd.Wait()
 	var ee *exec.ExitError
@@ -58,7 +60,7 @@ func TestSupervisedCancelKillsTree(t *testing.T) {
 		t.Fatalf("Wait = %v, want killed", err)
 	}
 	for _, pid := range pids {
-		if alive(pid) {
+		if repotest.Alive(pid) {
 			t.Errorf("grandchild %d still runs after the kill", pid)
 		}
 	}
@@ -173,13 +175,13 @@ func TestParentKilledLeavesNothing(t *testing.T) {
 	if err := parent.Start(); err != nil {
 		t.Fatal(err)
 	}
-	pids := readPids(t, pidFile, 3) // the program and its two grandchildren
+	pids := repotest.PIDs(t, pidFile, 3) // the program and its two grandchildren
 	if err := parent.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	parent.Wait()
 	for _, pid := range pids {
-		waitGone(t, pid)
+		repotest.WaitGone(t, pid)
 	}
 	if perr.Len() > 0 {
 		t.Logf("parent stderr: %s", perr.String())
@@ -201,38 +203,6 @@ func TestMain(m *testing.M) {
 		os.Exit(0)
 	}
 	os.Exit(m.Run())
-}
-
-// readPids waits for file to hold n pids, one a line.
-func readPids(t *testing.T, file string, n int) []int {
-	t.Helper()
-	for range 1000 {
-		if b, err := os.ReadFile(file); err == nil {
-			var pids []int
-			for _, f := range strings.Fields(string(b)) {
-				if pid, err := strconv.Atoi(f); err == nil {
-					pids = append(pids, pid)
-				}
-			}
-			if len(pids) >= n {
-				return pids
-			}
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("%s never held %d pids", file, n)
-	return nil
-}
-
-// alive reports a process that exists and is not a zombie.
-func alive(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	return i < 0 || !strings.HasPrefix(s[i+1:], " Z")
 }
 
 // BenchmarkStart measures what the supervisor adds to a program's start

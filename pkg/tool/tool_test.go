@@ -22,6 +22,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/rllm-org/rllm-go/internal/repotest"
 	"github.com/rllm-org/rllm-go/pkg/registry"
 	"github.com/rllm-org/rllm-go/pkg/usererr"
 )
@@ -342,7 +343,7 @@ func TestStdioServerGroupIsKilled(t *testing.T) {
 	case <-time.After(time.Minute):
 		t.Fatal("Close is still waiting")
 	}
-	waitGone(t, pid)
+	repotest.WaitGone(t, pid)
 }
 
 // serverWithGrandchild opens the test server as a stdio MCP server that
@@ -367,18 +368,6 @@ func serverWithGrandchild(t *testing.T, exe string, env map[string]any) (*Set, i
 	return s, pid
 }
 
-// waitGone waits up to 5 s for pid to be gone, and fails the test if it
-// is not.
-func waitGone(t *testing.T, pid int) {
-	t.Helper()
-	for i := 0; alive(pid); i++ {
-		if i == 100 {
-			t.Fatalf("the server's grandchild %d outlived Close", pid)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 // A stdio server runs under the supervisor: a grandchild that left its
 // process group (setsid) goes with it too. Its stderr reaches Logger a
 // line each, so --output json keeps one object a line.
@@ -397,7 +386,7 @@ func TestStdioServerSupervised(t *testing.T) {
 	defer func() { Logger = prev }()
 	s, pid := serverWithGrandchild(t, exe, map[string]any{"MCP_TEST_GRANDCHILD_SETSID": "1", "MCP_TEST_STDERR": "starting up"})
 	s.Close()
-	waitGone(t, pid)
+	repotest.WaitGone(t, pid)
 	mu.Lock()
 	defer mu.Unlock()
 	if !strings.Contains(logged.String(), `msg="mcp server local stderr: starting up"`) {
@@ -414,19 +403,6 @@ func (l lockedWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.w.Write(p)
-}
-
-// alive reports a process that exists and is not a zombie.
-func alive(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	s := string(b)
-	if i := strings.LastIndexByte(s, ')'); i >= 0 && i+2 < len(s) {
-		return s[i+2] != 'Z'
-	}
-	return true
 }
 
 // closeShared closes every Set Shared opened.

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rllm-org/rllm-go/internal/repotest"
 	"github.com/rllm-org/rllm-go/pkg/env"
 	"github.com/rllm-org/rllm-go/pkg/episode"
 	"github.com/rllm-org/rllm-go/pkg/usererr"
@@ -479,23 +480,5 @@ func TestCloseKillsTheProcessGroup(t *testing.T) {
 	case <-time.After(time.Minute):
 		t.Fatal("Pool.Close is still waiting for the grandchild")
 	}
-	for i := 0; alive(pid); i++ {
-		if i == 100 {
-			t.Fatalf("grandchild %d outlived Pool.Close", pid)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-// alive reports a process that exists and is not a zombie.
-func alive(pid int) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	s := string(b)
-	if i := strings.LastIndexByte(s, ')'); i >= 0 && i+2 < len(s) {
-		return s[i+2] != 'Z'
-	}
-	return true
+	repotest.WaitGone(t, pid)
 }

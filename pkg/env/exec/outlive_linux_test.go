@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rllm-org/rllm-go/internal/repotest"
 	"github.com/rllm-org/rllm-go/pkg/episode"
 )
 
@@ -35,8 +36,8 @@ func TestWrapperLeftoversDieWithTheChild(t *testing.T) {
 	}
 	e.Close()
 	pl.Close()
-	for _, pid := range pidsIn(t, pidFile, 2) {
-		if alive(pid) {
+	for _, pid := range repotest.PIDs(t, pidFile, 2) {
+		if repotest.Alive(pid) {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 			t.Errorf("process %d of the env outlived Pool.Close", pid)
 		}
@@ -55,7 +56,7 @@ func TestKilledRllmLeavesNoEnvProcess(t *testing.T) {
 	if err := parent.Start(); err != nil {
 		t.Fatal(err)
 	}
-	pids := pidsIn(t, pidFile+".ready", 2)
+	pids := repotest.PIDs(t, pidFile+".ready", 2)
 	if err := parent.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +64,7 @@ func TestKilledRllmLeavesNoEnvProcess(t *testing.T) {
 	for _, pid := range pids {
 		gone := false
 		for range 500 {
-			if !alive(pid) {
+			if !repotest.Alive(pid) {
 				gone = true
 				break
 			}

@@ -3,9 +3,6 @@ package exec
 import (
 	"context"
 	"os"
-	"strconv"
-	"strings"
-	"testing"
 	"time"
 
 	"github.com/rllm-org/rllm-go/pkg/episode"
@@ -28,24 +25,4 @@ func rllmStandIn(pidFile string) {
 		os.Exit(1)
 	}
 	time.Sleep(10 * time.Minute)
-}
-
-func pidsIn(t *testing.T, file string, n int) []int {
-	t.Helper()
-	for range 1000 {
-		if b, err := os.ReadFile(file); err == nil {
-			var pids []int
-			for _, f := range strings.Fields(string(b)) {
-				if pid, err := strconv.Atoi(f); err == nil {
-					pids = append(pids, pid)
-				}
-			}
-			if len(pids) >= n {
-				return pids
-			}
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("%s never held %d pids", file, n)
-	return nil
 }
