@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/rllm-org/rllm-go/internal/atomicfile"
 )
@@ -59,7 +60,12 @@ func stagedForwarder(bin string) (string, error) {
 	staged.mu.Lock()
 	defer staged.mu.Unlock()
 	if staged.from == bin && staged.err == nil && staged.to != "" {
-		return staged.to, nil
+		// Marked as in use, so no other rllm prunes it; one another rllm
+		// pruned all the same (a run idle for a day) is staged again.
+		now := time.Now()
+		if os.Chtimes(staged.to, now, now) == nil {
+			return staged.to, nil
+		}
 	}
 	staged.from, staged.to, staged.err = bin, "", nil
 	staged.to, staged.err = stage(bin)
@@ -86,11 +92,14 @@ func stage(bin string) (string, error) {
 	if st, ok := fi.Sys().(*syscall.Stat_t); !ok || !fi.IsDir() || int(st.Uid) != os.Geteuid() || fi.Mode().Perm()&0o022 != 0 {
 		return "", fmt.Errorf("sandbox: %s exists and is not rllm's own private directory; remove it", dir)
 	}
+	defer pruneForwarders(os.TempDir(), dir, time.Now().Add(-forwarderKeep))
 	if f, err := os.Open(dst); err == nil {
 		h := sha256.New()
 		_, err = io.Copy(h, f)
 		f.Close()
 		if err == nil && hex.EncodeToString(h.Sum(nil)[:8]) == hex.EncodeToString(sum[:8]) {
+			now := time.Now()
+			_ = os.Chtimes(dst, now, now) // in use: not pruned by others
 			return dst, nil
 		}
 	}
@@ -98,4 +107,29 @@ func stage(bin string) (string, error) {
 		return "", fmt.Errorf("sandbox: staging the forwarder: %w", err)
 	}
 	return dst, nil
+}
+
+// forwarderKeep is how long a staged forwarder no rllm has staged or
+// reused stays: each rllm build (every test binary too) stages a copy of
+// itself, about 30 MB, which would otherwise pile up in the temporary
+// directory. A run still using an older one stages it again.
+const forwarderKeep = 24 * time.Hour
+
+// pruneForwarders removes this user's staged forwarders under tmp, but
+// keep, whose binary was last staged or reused before cutoff.
+func pruneForwarders(tmp, keep string, cutoff time.Time) {
+	dirs, _ := filepath.Glob(filepath.Join(tmp, "rllm-forwarder-*"))
+	for _, d := range dirs {
+		if d == keep {
+			continue
+		}
+		fi, err := os.Lstat(filepath.Join(d, "rllm"))
+		if err != nil || !fi.ModTime().Before(cutoff) {
+			continue
+		}
+		if st, ok := fi.Sys().(*syscall.Stat_t); !ok || int(st.Uid) != os.Geteuid() {
+			continue
+		}
+		_ = os.RemoveAll(d)
+	}
 }
