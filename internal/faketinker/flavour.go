@@ -56,6 +56,13 @@ const (
 
 func (s *Server) skyrl() bool { return s.opts.Flavour == FlavourSkyRL }
 
+func (s *Server) now() time.Time {
+	if s.opts.Now != nil {
+		return s.opts.Now()
+	}
+	return time.Now()
+}
+
 // Flavour is the service the fake answers as.
 func (s *Server) Flavour() Flavour { return s.opts.Flavour }
 
@@ -71,15 +78,12 @@ func (s *Server) authenticate(name, key string) string {
 		return ""
 	}
 	switch {
-	case name == "healthz":
+	case name == "healthz", name == "client/config":
+		// Feature flags, asked before any credential is settled (SkyRL's
+		// is a stub that reads no key).
 		return ""
-	case name == "client/config" && s.skyrl():
-		return "" // api.py client_config: a stub, no key read
-	case name == "client/config" || name == "auth/token" || !s.opts.JWT || s.skyrl():
+	case name == "auth/token" || !s.opts.JWT || s.skyrl():
 		if key == s.opts.APIKey {
-			return ""
-		}
-		if name == "client/config" && s.jwtLive(key) {
 			return ""
 		}
 		return "Invalid API key"
@@ -94,7 +98,7 @@ func (s *Server) jwtLive(key string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	exp, ok := s.jwts[key]
-	return ok && time.Now().Before(exp)
+	return ok && s.now().Before(exp)
 }
 
 // clientConfig is POST client/config: SkyRL's stub, or hosted Tinker's
@@ -134,7 +138,7 @@ func (s *Server) authToken(w http.ResponseWriter, r *http.Request, body []byte) 
 		writeJSON(w, http.StatusUnprocessableEntity, map[string]string{"detail": "auth/token takes POST {}"})
 		return
 	}
-	exp := time.Now().Add(s.opts.JWTLife)
+	exp := s.now().Add(s.opts.JWTLife)
 	claims, _ := json.Marshal(map[string]any{"exp": float64(exp.UnixMilli()) / 1000, "sub": "rllm-test"})
 	sig := make([]byte, 16)
 	rand.Read(sig)
@@ -186,4 +190,12 @@ func (s *Server) listCheckpoints(w http.ResponseWriter, run string) {
 		out = []wire.CheckpointEntry{}
 	}
 	writeJSON(w, 200, wire.CheckpointList{Checkpoints: out})
+}
+
+// RevokeJWTs makes every JWT issued so far invalid (a service that stops
+// taking a token before its expiry).
+func (s *Server) RevokeJWTs() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	clear(s.jwts)
 }

@@ -59,6 +59,8 @@ type Options struct {
 	JWT           bool
 	JWTLife       time.Duration
 	CredentialCmd bool
+	// Now is the clock JWTs are issued and checked by (nil: time.Now).
+	Now func() time.Time
 	// Model sizes the embedded policy; the zero value is a tiny model
 	// (1 layer, d_model 32, context 64).
 	Model local.Config
