@@ -362,3 +362,23 @@ func TestPathForms(t *testing.T) {
 		}
 	}
 }
+
+// A service without the JSON forward route gets one line saying so (a
+// 404 "Not Found" from the router); any other 404 passes unchanged.
+func TestNoForwardRoute(t *testing.T) {
+	c, err := NewClient(ClientOptions{BaseURL: "http://tinker.test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	route := &HTTPError{Path: wire.PathForward, Status: http.StatusNotFound, Msg: "Not Found"}
+	if err := noRoute(c, wire.PathForward, route); exitCode(err) != 2 || !strings.Contains(err.Error(), "/api/v1/forward") {
+		t.Errorf("no route: %v", err)
+	}
+	model := &HTTPError{Path: wire.PathForward, Status: http.StatusNotFound, Msg: "Model not found"}
+	if err := noRoute(c, wire.PathForward, model); err != model {
+		t.Errorf("an unknown model: %v", err)
+	}
+	if err := noRoute(c, wire.PathOptimStep, route); err != route {
+		t.Errorf("another call: %v", err)
+	}
+}

@@ -611,7 +611,7 @@ func (b *Backend) worker() {
 			if rejected(err) {
 				// The server refused the request outright: the seq_id was
 				// not taken and the next call reuses it.
-				j.finish(nil, err)
+				j.finish(nil, noRoute(b.c, j.path, err))
 				continue
 			}
 			// Whether the server holds this seq_id is unknown: no later
@@ -642,6 +642,18 @@ func (b *Backend) worker() {
 			j.finish(raw, err)
 		}()
 	}
+}
+
+// noRoute explains a forward the service has no route for: the SDK 0.25
+// sends forward-only passes as protobuf forward_backward with
+// forward_only (resources/training.py), which rllm does not speak; JSON
+// forward_backward ignores forward_only and would train.
+func noRoute(c *Client, path string, err error) error {
+	var he *HTTPError
+	if path != wire.PathForward || !errors.As(err, &he) || he.Status != http.StatusNotFound || he.Msg != "Not Found" {
+		return err
+	}
+	return usererr.Errorf("the Tinker service at %s has no JSON %s route, which rllm's forward passes (the logprobs of the policy before an update, client-side losses) use; SkyRL serves it, and hosted Tinker served it to SDKs before 0.25, whose forward-only passes are protobuf forward_backward: this service cannot train with rllm", c.BaseURL(), wire.APIPrefix+wire.PathForward)
 }
 
 // lifeOf is ctx's values without its cancellation, ended instead with

@@ -607,6 +607,24 @@ func TestOpenFromConfigKeys(t *testing.T) {
 	if strings.Contains(log.String(), testKey) {
 		t.Error("the key is in the log")
 	}
+	// No key, but TINKER_CREDENTIAL_CMD: hosted Tinker's JWT sign-in
+	// takes the command's credential.
+	jwtSrv := newFake(t, faketinker.Options{JWT: true})
+	cfg = testConfig(jwtSrv.URL)
+	cmdEnv := func(k string) string {
+		if k == CredentialCmdEnv {
+			return "printf '%s\\n' " + testKey
+		}
+		return ""
+	}
+	b, err = backend.Open(context.Background(), cfg, backend.OpenOptions{Getenv: cmdEnv, Log: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+	if jwtSrv.JWTExchanges() != 1 || strings.Contains(log.String(), testKey) {
+		t.Errorf("%d exchanges; log:\n%s", jwtSrv.JWTExchanges(), log.String())
+	}
 }
 
 func testConfig(url string) *config.Config {
