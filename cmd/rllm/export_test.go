@@ -22,12 +22,20 @@ const exportTestKey = "tml-export-secret-4242"
 // TestExportScripts runs testdata/export/*.txtar against a fake Tinker
 // server ($TINKER_URL, key in $TINKER_API_KEY) holding a run trained for
 // one step, whose checkpoint is $WORK/run/global_step_1.
+// Each script runs against both flavours of the fake (hosted Tinker's
+// sampler paths and archive route, and SkyRL's).
 func TestExportScripts(t *testing.T) {
+	for _, fl := range []faketinker.Flavour{faketinker.FlavourTinker, faketinker.FlavourSkyRL} {
+		t.Run(string(fl), func(t *testing.T) { exportScripts(t, fl) })
+	}
+}
+
+func exportScripts(t *testing.T, fl faketinker.Flavour) {
 	testscript.Run(t, testscript.Params{
 		Dir:                 "testdata/export",
 		RequireExplicitExec: true,
 		Setup: func(env *testscript.Env) error {
-			srv, err := faketinker.New(faketinker.Options{APIKey: exportTestKey, PollWait: 100 * time.Millisecond})
+			srv, err := faketinker.New(faketinker.Options{Flavour: fl, APIKey: exportTestKey, PollWait: 100 * time.Millisecond})
 			if err != nil {
 				return err
 			}
