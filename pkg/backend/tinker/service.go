@@ -61,7 +61,7 @@ func (s Service) ignored(o Options) string {
 		what = append(what, fmt.Sprintf("ttl_seconds (backend.tinker.sampler_ttl_s=%g: every step's sampler snapshot stays under its --checkpoints-base until deleted)", o.SamplerTTL.Seconds()))
 	}
 	if o.GradClipNorm > 0 {
-		what = append(what, fmt.Sprintf("grad_clip_norm (actor.optim.grad_clip=%g: gradients are not clipped)", o.GradClipNorm))
+		what = append(what, fmt.Sprintf("grad_clip_norm (actor.optim.grad_clip=%g: its JAX backend does not clip, FSDP/Megatron clip at their own trainer.policy.optimizer_config.max_grad_norm, 1.0 unless set in --backend-config)", o.GradClipNorm))
 	}
 	if !o.LoRA.TrainUnembed || !o.LoRA.TrainMLP || !o.LoRA.TrainAttn {
 		what = append(what, fmt.Sprintf("train_unembed=%t train_mlp=%t train_attn=%t (its LoRA targets are fixed server-side)", o.LoRA.TrainUnembed, o.LoRA.TrainMLP, o.LoRA.TrainAttn))
