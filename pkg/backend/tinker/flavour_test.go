@@ -70,6 +70,14 @@ func TestFlavoursCheckpointExportSample(t *testing.T) {
 			if skyrl := fl == faketinker.FlavourSkyRL; IsSkyRLPath(ck.SamplerPath) != skyrl {
 				t.Errorf("sampler path %s recorded; want SkyRL's form: %t", ck.SamplerPath, skyrl)
 			}
+			// A save over an existing name is refused (hosted: a failed
+			// future; SkyRL: a 409 at once) and training goes on.
+			if _, err := r.b.SaveState(ctx, "mine").Result(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := r.b.SaveState(ctx, "mine").Result(ctx); err == nil || !strings.Contains(err.Error(), "already exists") {
+				t.Errorf("saving over a name: %v", err)
+			}
 			saved := sumLogprob(t, r.b, d)
 			if err := step(ctx, r.b, []backend.Datum{d}); err != nil {
 				t.Fatal(err)

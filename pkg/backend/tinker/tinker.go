@@ -586,9 +586,10 @@ func (b *Backend) worker() {
 		model := b.ModelID()
 		s, err := b.c.submit(sendCtx, j.path, j.body(model, seq)...)
 		var lost *LostError
-		if err != nil && j.load && errors.As(err, &lost) && loadNotFirst(err) {
-			// The lost attempt took (SkyRL does not de-duplicate loads):
-			// load again into a fresh model.
+		if err != nil && j.load && loadNotFirst(err) {
+			// The model took a request rllm did not count (a lost attempt
+			// of this load, which SkyRL does not de-duplicate): load again
+			// into a fresh model.
 			if err = b.freshModel(sendCtx); err == nil {
 				seq = 1
 				model = b.ModelID()
@@ -606,6 +607,13 @@ func (b *Backend) worker() {
 			continue
 		}
 		stop()
+		if err != nil && j.saved[1] != "" && alreadyExists(err) {
+			// SkyRL refuses a save over an existing name at once, before
+			// queueing it (api.py create_checkpoint): nothing was taken.
+			<-b.slots
+			j.finish(nil, usererr.Errorf("checkpoint %s already exists for model %s on the Tinker service at %s; save under another name", j.saved[1], model, b.c.BaseURL()))
+			continue
+		}
 		if err != nil {
 			<-b.slots
 			if rejected(err) {
