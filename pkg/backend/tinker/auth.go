@@ -123,8 +123,38 @@ func (c *credentials) jwtInUse() bool {
 	return c.useJWT
 }
 
+// CredentialCmd is TINKER_CREDENTIAL_CMD read through getenv (nil: none).
+func CredentialCmd(getenv func(string) string) string {
+	if getenv == nil {
+		return ""
+	}
+	return strings.TrimSpace(getenv(CredentialCmdEnv))
+}
+
+// SignIn signs in once (client/config, then a JWT when the service asks
+// for one); the first request signs in by itself, SignIn only makes its
+// failure come first.
+func (c *Client) SignIn(ctx context.Context) error {
+	if c.signedIn.Load() {
+		return nil
+	}
+	c.signMu.Lock()
+	defer c.signMu.Unlock()
+	if c.signedIn.Load() {
+		return nil
+	}
+	if _, err := c.signIn(ctx); err != nil {
+		return err
+	}
+	c.signedIn.Store(true)
+	return nil
+}
+
 // header is the X-API-Key value of the next request ("" for none).
 func (c *Client) header(ctx context.Context) (string, error) {
+	if err := c.SignIn(ctx); err != nil {
+		return "", err
+	}
 	cr := c.cred
 	cr.mu.Lock()
 	useJWT, jwt, exp := cr.useJWT, cr.jwt, cr.exp

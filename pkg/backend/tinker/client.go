@@ -75,6 +75,8 @@ type Client struct {
 	// configFields counts the fields of client/config's answer (SkyRL's
 	// stub has one).
 	configFields int
+	signMu       sync.Mutex
+	signedIn     atomic.Bool
 }
 
 // NewClient checks the base URL and builds a client.

@@ -167,9 +167,7 @@ func Open(ctx context.Context, cfg *config.Config, o backend.OpenOptions) (backe
 		Chat:         chatsampler.Options{ParseToolCalls: true},
 		GradClipNorm: cfg.Actor.Optim.GradClip,
 	}
-	if o.Getenv != nil {
-		opts.CredentialCmd = strings.TrimSpace(o.Getenv(CredentialCmdEnv))
-	}
+	opts.CredentialCmd = CredentialCmd(o.Getenv)
 	if tk.SamplerTTLS != nil {
 		opts.SamplerTTL = time.Duration(*tk.SamplerTTLS * float64(time.Second))
 	}
@@ -204,7 +202,7 @@ func APIKey(tk config.Tinker, getenv func(string) string, readFile func(string) 
 	if getenv != nil {
 		key = strings.TrimSpace(getenv(tk.APIKeyEnv))
 	}
-	if key == "" && getenv != nil && strings.TrimSpace(getenv(CredentialCmdEnv)) != "" {
+	if key == "" && CredentialCmd(getenv) != "" {
 		// Hosted Tinker can sign in with the command's credential alone
 		// (auth.go); no key is needed then.
 		return "", "the command in " + CredentialCmdEnv, nil
@@ -245,7 +243,7 @@ func New(ctx context.Context, opts Options) (*Backend, error) {
 	}
 	b := &Backend{c: c, opts: opts, jobs: make(chan *job, 64), slots: make(chan struct{}, opts.MaxInFlight)}
 	b.life, b.endLife = context.WithCancel(context.Background())
-	if _, err := c.signIn(ctx); err != nil {
+	if err := c.SignIn(ctx); err != nil {
 		b.endLife()
 		return nil, err
 	}
