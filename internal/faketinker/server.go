@@ -838,6 +838,12 @@ func (s *Server) archive(w http.ResponseWriter, r *http.Request, run, kind, name
 		return
 	}
 	w.Header().Set("Expires", time.Now().Add(2*time.Hour).UTC().Format(http.TimeFormat))
+	if s.skyrl() {
+		// api.py: a 302 to its own download route.
+		http.Redirect(w, r, "/api/v1/training_runs/"+run+"/checkpoints/"+name+"/download", http.StatusFound)
+		return
+	}
+	// Hosted: a 302 to a signed URL elsewhere.
 	http.Redirect(w, r, "/download/"+run+"/"+kind+"/"+name, http.StatusFound)
 }
 
