@@ -97,7 +97,7 @@ func runExport(cmd *cobra.Command, a *App, opts *exportOptions) error {
 		return err
 	}
 	client, err := tinker.NewClient(tinker.ClientOptions{BaseURL: base, APIKey: key, KeySource: source, Log: a.Stderr,
-		MaxRetries: tk.MaxRetries})
+		MaxRetries: tk.MaxRetries, CredentialCmd: tinker.CredentialCmd(a.Getenv)})
 	if err != nil {
 		return err
 	}

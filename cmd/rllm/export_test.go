@@ -22,12 +22,26 @@ const exportTestKey = "tml-export-secret-4242"
 // TestExportScripts runs testdata/export/*.txtar against a fake Tinker
 // server ($TINKER_URL, key in $TINKER_API_KEY) holding a run trained for
 // one step, whose checkpoint is $WORK/run/global_step_1.
+// Each script runs against both flavours of the fake (hosted Tinker's
+// sampler paths and archive route, with and without JWT sign-in, and
+// SkyRL's).
 func TestExportScripts(t *testing.T) {
+	for name, o := range map[string]faketinker.Options{
+		"tinker":     {Flavour: faketinker.FlavourTinker},
+		"tinker-jwt": {Flavour: faketinker.FlavourTinker, JWT: true},
+		"skyrl":      {Flavour: faketinker.FlavourSkyRL},
+	} {
+		t.Run(name, func(t *testing.T) { exportScripts(t, o) })
+	}
+}
+
+func exportScripts(t *testing.T, o faketinker.Options) {
+	o.APIKey, o.PollWait = exportTestKey, 100*time.Millisecond
 	testscript.Run(t, testscript.Params{
 		Dir:                 "testdata/export",
 		RequireExplicitExec: true,
 		Setup: func(env *testscript.Env) error {
-			srv, err := faketinker.New(faketinker.Options{APIKey: exportTestKey, PollWait: 100 * time.Millisecond})
+			srv, err := faketinker.New(o)
 			if err != nil {
 				return err
 			}

@@ -1,6 +1,9 @@
 // Package faketinker is an in-process Tinker API server for tests. It
-// speaks the wire shapes of the Tinker SDK and SkyRL (see the tinker-api
-// reference) and is backed by the embedded policy (pkg/backend/local), so
+// answers as one of two services (Options.Flavour): hosted Tinker, as the
+// Tinker Python SDK 0.25.0 (d595dc2b) expects it, or SkyRL's Tinker server
+// at a9564572 (skyrl/tinker/api.py, engine.py), each refusing what that
+// service refuses (see flavour.go). It is backed by the embedded policy
+// (pkg/backend/local), so
 // forward_backward and optim_step really change weights and asample
 // really samples from them. It serves one base model, "rllm/embedded-tiny",
 // whose tokenizer is the embedded byte-level one (261 ids).
@@ -44,15 +47,27 @@ const BaseModel = "rllm/embedded-tiny" // tinker.EmbeddedModel
 
 // Options configure a fake server.
 type Options struct {
+	// Flavour is the service answered as: FlavourTinker (the default) or
+	// FlavourSkyRL.
+	Flavour Flavour
 	// APIKey, when set, is the only X-API-Key accepted (else 401).
 	APIKey string
+	// JWT has hosted Tinker sign in with JWTs (client/config's
+	// pjwt_auth_enabled): auth/token exchanges the key for a JWT living
+	// JWTLife (0 means an hour), and every other call takes only a live
+	// one. CredentialCmd sets credential_default_source "credential_cmd".
+	JWT           bool
+	JWTLife       time.Duration
+	CredentialCmd bool
+	// Now is the clock JWTs are issued and checked by (nil: time.Now).
+	Now func() time.Time
 	// Model sizes the embedded policy; the zero value is a tiny model
 	// (1 layer, d_model 32, context 64).
 	Model local.Config
-	// Losses is supported_loss_fns; nil means the embedded policy's
-	// built-ins. OmitLosses leaves the field out of the capabilities.
-	Losses     []string
-	OmitLosses bool
+	// Losses, when set, restricts the losses served and lists them as
+	// supported_loss_fns (neither real service lists losses; nil means
+	// the embedded policy's built-ins, unlisted).
+	Losses []string
 	// OmitContext leaves max_context_length out of the capabilities.
 	OmitContext bool
 	// ExtraModels are further names listed in the capabilities.
@@ -158,19 +173,26 @@ type Server struct {
 	opts    Options
 	tempDir bool
 
-	mu         sync.Mutex
-	faults     []*Fault
-	log        []Entry
-	execs      []Execution
-	sessions   map[string]int // session id → heartbeats
-	models     map[string]*model
-	futures    map[string]*future
-	samplers   map[string]backend.TokenSampler
-	base       backend.TokenSampler
-	nextID     int
-	nextModel  int
-	downloads  int
-	ttls       []int
+	mu        sync.Mutex
+	faults    []*Fault
+	log       []Entry
+	execs     []Execution
+	sessions  map[string]int // session id → heartbeats
+	models    map[string]*model
+	futures   map[string]*future
+	samplers  map[string]backend.TokenSampler
+	base      backend.TokenSampler
+	nextID    int
+	nextModel int
+	downloads int
+	ttls      []int
+	jwts      map[string]time.Time // issued JWT → expiry
+	exchanges int
+	// finished are the checkpoints saved (long tinker:// form);
+	// reserved the names SkyRL registers at submit (api.py
+	// create_checkpoint), so a resend is a 409.
+	finished   map[string]bool
+	reserved   map[string]bool
 	closing    chan struct{}
 	closedOnce sync.Once
 }
@@ -208,8 +230,19 @@ func New(opts Options) (*Server, error) {
 	if opts.PollWait <= 0 {
 		opts.PollWait = 2 * time.Second
 	}
+	switch opts.Flavour {
+	case "":
+		opts.Flavour = FlavourTinker
+	case FlavourTinker, FlavourSkyRL:
+	default:
+		return nil, fmt.Errorf("faketinker: unknown flavour %q", opts.Flavour)
+	}
+	if opts.JWTLife <= 0 {
+		opts.JWTLife = time.Hour
+	}
 	s := &Server{opts: opts, sessions: map[string]int{}, models: map[string]*model{}, futures: map[string]*future{},
-		samplers: map[string]backend.TokenSampler{}, closing: make(chan struct{})}
+		samplers: map[string]backend.TokenSampler{}, closing: make(chan struct{}), jwts: map[string]time.Time{},
+		finished: map[string]bool{}, reserved: map[string]bool{}}
 	if s.opts.Dir == "" {
 		d, err := os.MkdirTemp("", "faketinker-")
 		if err != nil {
@@ -232,6 +265,13 @@ func New(opts Options) (*Server, error) {
 		mux.HandleFunc("/api/v1/"+name, func(w http.ResponseWriter, r *http.Request) { s.serve(name, w, r, h) })
 	}
 	api("get_server_capabilities", s.capabilities)
+	api("client/config", s.clientConfig)
+	api("auth/token", s.authToken)
+	mux.HandleFunc("GET /api/v1/training_runs/{run}/checkpoints", func(w http.ResponseWriter, r *http.Request) {
+		s.serve("list_checkpoints", w, r, func(w http.ResponseWriter, r *http.Request, _ []byte) {
+			s.listCheckpoints(w, r.PathValue("run"))
+		})
+	})
 	api("healthz", func(w http.ResponseWriter, _ *http.Request, _ []byte) {
 		writeJSON(w, 200, map[string]string{"status": "ok"})
 	})
@@ -245,17 +285,35 @@ func New(opts Options) (*Server, error) {
 	}
 	api("asample", s.sample)
 	api("retrieve_future", decoded("retrieve_future", s.retrieve))
+	// Hosted Tinker's archive route takes the checkpoint as KIND/NAME
+	// (SDK 0.25 resources/weights.py); SkyRL's one segment, sampler
+	// weights only, with its download under the API (api.py
+	// get_checkpoint_archive_url, download_checkpoint_archive). Each
+	// flavour answers the other's route 404, as FastAPI does for a path
+	// it has no route for.
 	mux.HandleFunc("GET /api/v1/training_runs/{run}/checkpoints/{kind}/{name}/archive", func(w http.ResponseWriter, r *http.Request) {
 		s.serve("archive", w, r, func(w http.ResponseWriter, r *http.Request, _ []byte) {
+			if s.skyrl() {
+				notFound(w)
+				return
+			}
 			s.archive(w, r, r.PathValue("run"), r.PathValue("kind"), r.PathValue("name"))
 		})
 	})
 	mux.HandleFunc("GET /api/v1/training_runs/{run}/checkpoints/{name}/archive", func(w http.ResponseWriter, r *http.Request) {
 		s.serve("archive", w, r, func(w http.ResponseWriter, r *http.Request, _ []byte) {
+			if !s.skyrl() {
+				notFound(w)
+				return
+			}
 			s.archive(w, r, r.PathValue("run"), "sampler_weights", r.PathValue("name"))
 		})
 	})
 	mux.HandleFunc("GET /download/{run}/{kind}/{name}", s.download)
+	mux.HandleFunc("GET /api/v1/training_runs/{run}/checkpoints/{name}/download", func(w http.ResponseWriter, r *http.Request) {
+		r.SetPathValue("kind", "sampler_weights")
+		s.download(w, r)
+	})
 	mux.HandleFunc("DELETE /api/v1/training_runs/{run}/checkpoints/{kind}/{name}", func(w http.ResponseWriter, r *http.Request) {
 		s.serve("delete_checkpoint", w, r, func(w http.ResponseWriter, r *http.Request, _ []byte) {
 			s.deleteCheckpoint(w, r.PathValue("run"), r.PathValue("kind"), r.PathValue("name"))
@@ -395,8 +453,8 @@ func (s *Server) serve(name string, w http.ResponseWriter, r *http.Request, h fu
 		s.log = append(s.log, e)
 		s.mu.Unlock()
 	}()
-	if s.opts.APIKey != "" && r.Header.Get("X-API-Key") != s.opts.APIKey {
-		writeJSON(rec, http.StatusUnauthorized, map[string]string{"detail": "Invalid API key"})
+	if msg := s.authenticate(name, r.Header.Get("X-API-Key")); msg != "" {
+		writeJSON(rec, http.StatusUnauthorized, map[string]string{"detail": msg})
 		return
 	}
 	if fault != nil {
@@ -526,21 +584,24 @@ func (s *Server) capabilities(w http.ResponseWriter, r *http.Request, _ []byte) 
 		writeJSON(w, http.StatusMethodNotAllowed, map[string]string{"detail": "GET only"})
 		return
 	}
+	// SkyRL's SupportedModel is model_name only (api.py at a9564572);
+	// hosted Tinker gives max_context_length (SDK 0.25
+	// GetServerCapabilitiesResponse).
 	m := map[string]any{"model_name": BaseModel}
-	if !s.opts.OmitContext {
+	if !s.opts.OmitContext && !s.skyrl() {
 		m["max_context_length"] = s.opts.Model.Context
 	}
 	models := []any{m}
 	for _, x := range s.opts.ExtraModels {
-		models = append(models, map[string]any{"model_name": x})
+		e := map[string]any{"model_name": x}
+		if !s.skyrl() {
+			e["max_context_length"] = 32768
+		}
+		models = append(models, e)
 	}
 	out := map[string]any{"supported_models": models}
-	if !s.opts.OmitLosses {
-		losses := s.opts.Losses
-		if losses == nil {
-			losses = backend.BuiltinLosses()
-		}
-		out["supported_loss_fns"] = losses
+	if s.opts.Losses != nil {
+		out["supported_loss_fns"] = s.opts.Losses
 	}
 	writeJSON(w, 200, out)
 }
@@ -598,14 +659,43 @@ func resolve(f *future, v any, err error) {
 	close(f.done)
 }
 
-func (s *Server) createModel(w http.ResponseWriter, _ *http.Request, req *wire.CreateModelRequest) {
+// createModelBody is create_model's body with lora_config kept raw, to
+// be read as the flavour reads it.
+type createModelBody struct {
+	Type       string          `json:"type"`
+	SessionID  string          `json:"session_id"`
+	ModelSeqID int             `json:"model_seq_id"`
+	BaseModel  string          `json:"base_model"`
+	LoRAConfig json.RawMessage `json:"lora_config"`
+}
+
+func (s *Server) createModel(w http.ResponseWriter, _ *http.Request, req *createModelBody) {
+	var rank int
+	var seed *int64
+	if s.skyrl() {
+		// SkyRL's LoRAConfig is rank and seed (api.py at a9564572); the
+		// targets an SDK sends would be dropped, so the fake refuses them.
+		var lc wire.SkyRLLoRAConfig
+		if err := decodeStrict(req.LoRAConfig, &lc); err != nil {
+			writeJSON(w, http.StatusUnprocessableEntity, map[string]string{"detail": "lora_config: SkyRL reads only rank and seed (its LoRA targets are fixed, alpha 32): " + err.Error()})
+			return
+		}
+		rank, seed = lc.Rank, lc.Seed
+	} else {
+		var lc wire.LoRAConfig
+		if err := decodeStrict(req.LoRAConfig, &lc); err != nil {
+			writeJSON(w, http.StatusUnprocessableEntity, map[string]string{"detail": "lora_config: " + err.Error()})
+			return
+		}
+		rank, seed = lc.Rank, lc.Seed
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, ok := s.sessions[req.SessionID]; !ok {
-		writeJSON(w, http.StatusNotFound, map[string]string{"detail": "session " + req.SessionID + " not found"})
+		writeJSON(w, http.StatusNotFound, map[string]string{"detail": "Session not found"})
 		return
 	}
-	if req.LoRAConfig.Rank < 1 {
+	if rank < 1 {
 		badRequest(w, "lora_config.rank is required")
 		return
 	}
@@ -616,8 +706,8 @@ func (s *Server) createModel(w http.ResponseWriter, _ *http.Request, req *wire.C
 	s.nextModel++
 	id := fmt.Sprintf("model-%d", s.nextModel)
 	cfg := s.opts.Model
-	if req.LoRAConfig.Seed != nil {
-		cfg.Seed = *req.LoRAConfig.Seed
+	if seed != nil {
+		cfg.Seed = *seed
 	}
 	lb, err := local.New(local.Options{Name: id, Config: cfg, Workers: 1})
 	if err != nil {
@@ -629,6 +719,12 @@ func (s *Server) createModel(w http.ResponseWriter, _ *http.Request, req *wire.C
 	go s.work(m)
 	f := s.newFuture("create_model")
 	resolve(f, wire.ModelIDResult{ModelID: id}, nil)
+	if s.skyrl() {
+		// api.py CreateModelResponse.
+		writeJSON(w, 200, map[string]any{"model_id": id, "base_model": req.BaseModel, "lora_config": map[string]any{"rank": rank, "seed": seed},
+			"status": "created", "request_id": f.id})
+		return
+	}
 	writeJSON(w, 200, wire.SubmitResponse{RequestID: f.id, ModelID: id})
 }
 
@@ -695,6 +791,12 @@ func (s *Server) retrieve(w http.ResponseWriter, r *http.Request, req *wire.Retr
 		if msg == "" {
 			msg = "injected failure"
 		}
+		if s.skyrl() {
+			// SkyRL: a failed request is HTTP 400 {detail} (api.py
+			// retrieve_future), with no category.
+			badRequest(w, "%s", msg)
+			return
+		}
 		writeJSON(w, 200, map[string]string{"error": msg, "category": cat})
 		return
 	}
@@ -708,13 +810,18 @@ func (s *Server) checkpointDir(run, kind, name string) string {
 	return filepath.Join(s.opts.Dir, run, kind, name)
 }
 
-// tinkerPath parses tinker://RUN/KIND/NAME.
-func parseTinkerPath(p string) (run, kind, name string, ok bool) {
+// parseTinkerPath parses tinker://RUN/KIND/NAME and, for SkyRL,
+// tinker://MODEL_ID/CHECKPOINT_ID (a sampler checkpoint: skyrl/tinker/
+// types.py TinkerPath.parse, accepted by api.py asample).
+func parseTinkerPath(p string, skyrl bool) (run, kind, name string, ok bool) {
 	rest, found := strings.CutPrefix(p, "tinker://")
 	if !found {
 		return "", "", "", false
 	}
 	parts := strings.Split(rest, "/")
+	if skyrl && len(parts) == 2 && parts[0] != "" && parts[1] != "" {
+		return parts[0], "sampler_weights", parts[1], true
+	}
 	if len(parts) != 3 || parts[0] == "" || parts[2] == "" || (parts[1] != "weights" && parts[1] != "sampler_weights") {
 		return "", "", "", false
 	}
@@ -731,6 +838,12 @@ func (s *Server) archive(w http.ResponseWriter, r *http.Request, run, kind, name
 		return
 	}
 	w.Header().Set("Expires", time.Now().Add(2*time.Hour).UTC().Format(http.TimeFormat))
+	if s.skyrl() {
+		// api.py: a 302 to its own download route.
+		http.Redirect(w, r, "/api/v1/training_runs/"+run+"/checkpoints/"+name+"/download", http.StatusFound)
+		return
+	}
+	// Hosted: a 302 to a signed URL elsewhere.
 	http.Redirect(w, r, "/download/"+run+"/"+kind+"/"+name, http.StatusFound)
 }
 

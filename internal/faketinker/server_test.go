@@ -127,3 +127,98 @@ func TestDecodeCall(t *testing.T) {
 		})
 	}
 }
+
+func get(t *testing.T, s *Server, path string) (int, string) {
+	t.Helper()
+	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	req, _ := http.NewRequest(http.MethodGet, s.URL+"/api/v1/"+path, nil)
+	req.Header.Set("X-API-Key", "k")
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header.Get("Location") + string(b)
+}
+
+// Each flavour refuses what its service refuses (flavour.go): the other
+// service's path form and archive route, a load that is not a model's
+// first request, and on SkyRL a resent save and the fields it drops.
+func TestFlavourRefusals(t *testing.T) {
+	for _, fl := range []Flavour{FlavourTinker, FlavourSkyRL} {
+		t.Run(string(fl), func(t *testing.T) {
+			s, err := New(Options{Flavour: fl, APIKey: "k", PollWait: 50 * time.Millisecond})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			skyrl := fl == FlavourSkyRL
+			_, cfg := post(t, s, "client/config", "k", `{"sdk_version":"x"}`)
+			if (len(cfg) == 1) != skyrl || cfg["pjwt_auth_enabled"] != false {
+				t.Errorf("client/config: %v", cfg)
+			}
+			_, sess := post(t, s, "create_session", "k", `{"tags":[],"user_metadata":{},"sdk_version":"x"}`)
+			lora := `{"rank":1,"train_unembed":true,"train_mlp":true,"train_attn":true}`
+			code, cm := post(t, s, "create_model", "k", `{"type":"create_model","session_id":"`+sess["session_id"].(string)+`","model_seq_id":0,"base_model":"rllm/embedded-tiny","lora_config":`+lora+`}`)
+			if skyrl {
+				if code != 422 {
+					t.Errorf("SkyRL took LoRA targets it drops: %d %v", code, cm)
+				}
+				_, cm = post(t, s, "create_model", "k", `{"type":"create_model","session_id":"`+sess["session_id"].(string)+`","model_seq_id":0,"base_model":"rllm/embedded-tiny","lora_config":{"rank":1}}`)
+				if cm["status"] != "created" {
+					t.Errorf("SkyRL's create_model answer: %v", cm)
+				}
+			}
+			model := result(t, s, cm["request_id"].(string))["model_id"].(string)
+			save := `{"type":"save_weights_for_sampler","model_id":"` + model + `","seq_id":1,"path":"s1","ttl_seconds":60}`
+			code, m := post(t, s, "save_weights_for_sampler", "k", save)
+			if skyrl != (code == 422) {
+				t.Errorf("ttl_seconds: %d %v", code, m)
+			}
+			if skyrl {
+				save = `{"type":"save_weights_for_sampler","model_id":"` + model + `","seq_id":1,"path":"s1"}`
+				_, m = post(t, s, "save_weights_for_sampler", "k", save)
+			}
+			path := result(t, s, m["request_id"].(string))["path"].(string)
+			want := map[bool]string{false: "tinker://" + model + "/sampler_weights/s1", true: "tinker://" + model + "/s1"}[skyrl]
+			if path != want {
+				t.Errorf("sampler path %s; want %s", path, want)
+			}
+			// A resend of the same save: de-duplicated, or SkyRL's 409.
+			code, m = post(t, s, "save_weights_for_sampler", "k", save)
+			if wantCode := map[bool]int{false: 200, true: 409}[skyrl]; code != wantCode || skyrl && !strings.Contains(m["detail"].(string), "Checkpoint 's1' already exists for model '"+model+"'") {
+				t.Errorf("resend: %d %v", code, m)
+			}
+			// The short form is SkyRL's only.
+			code, m = post(t, s, "asample", "k", `{"type":"sample","prompt":{"chunks":[{"type":"encoded_text","tokens":[1,2]}]},"num_samples":1,"sampling_params":{"max_tokens":2,"temperature":1,"top_k":-1,"top_p":1,"stop":[]},"model_path":"tinker://`+model+`/s1"}`)
+			if skyrl != (code == 200) {
+				t.Errorf("asample with the short form: %d %v", code, m)
+			}
+			// Each flavour's archive route, and a 404 on the other's.
+			hosted, _ := get(t, s, "training_runs/"+model+"/checkpoints/sampler_weights/s1/archive")
+			short, loc := get(t, s, "training_runs/"+model+"/checkpoints/s1/archive")
+			if skyrl && (hosted != 404 || short != 302 || !strings.Contains(loc, "/checkpoints/s1/download")) || !skyrl && (hosted != 302 || short != 404) {
+				t.Errorf("archive routes: hosted %d, SkyRL's %d %s", hosted, short, loc)
+			}
+			// load_weights after another request of the model.
+			code, m = post(t, s, "load_weights", "k", `{"type":"load_weights","model_id":"`+model+`","seq_id":2,"path":"tinker://`+model+`/weights/w","optimizer":true}`)
+			if code != 400 || !strings.Contains(m["detail"].(string), "LoadWeights is not permitted with seq_id 2") {
+				t.Errorf("a load after a save: %d %v", code, m)
+			}
+			// The fields neither service has, and forward_only on JSON.
+			code, _ = post(t, s, "forward_backward", "k", `{"type":"forward_backward","model_id":"`+model+`","seq_id":2,"forward_only":true,"forward_backward_input":{"data":[],"loss_fn":"cross_entropy"}}`)
+			if code != 422 {
+				t.Errorf("forward_only on JSON forward_backward: %d", code)
+			}
+			code, m = post(t, s, "optim_step", "k", `{"type":"optim_step","model_id":"`+model+`","seq_id":2,"adam_params":{"learning_rate":0.001,"beta1":0.9,"beta2":0.95,"eps":1e-12,"weight_decay":0,"grad_clip_norm":1}}`)
+			if skyrl != (code == 422) {
+				t.Errorf("grad_clip_norm: %d %v", code, m)
+			}
+			code, caps := get(t, s, "get_server_capabilities")
+			if code != 200 || strings.Contains(caps, "max_context_length") != !skyrl || strings.Contains(caps, "supported_loss_fns") {
+				t.Errorf("capabilities: %s", caps)
+			}
+		})
+	}
+}

@@ -26,6 +26,7 @@ type trainingRequest struct {
 	ForwardBackwardInput *wire.ForwardBackwardInput
 	ForwardInput         *wire.ForwardBackwardInput
 	Adam                 backend.AdamParams
+	GradClipSent         bool
 	Path                 string
 	Optimizer            bool
 	TTLSeconds           *int
@@ -55,7 +56,8 @@ func decodeTraining(path string, body []byte) (r *trainingRequest, typ string, e
 		})
 	case "optim_step":
 		err = decodeInto(path, body, func(w *wire.OptimStepRequest) {
-			typ, r.ModelID, r.SeqID, r.Adam = w.Type, w.ModelID, w.SeqID, w.AdamParams
+			typ, r.ModelID, r.SeqID, r.Adam = w.Type, w.ModelID, w.SeqID, w.AdamParams.Backend()
+			r.GradClipSent = w.AdamParams.GradClipNorm != nil
 		})
 	case "save_weights", "save_weights_for_sampler":
 		err = decodeInto(path, body, func(w *wire.SaveWeightsRequest) {
@@ -115,6 +117,13 @@ var nameRE = regexp.MustCompile(`^[a-zA-Z0-9_-]+$`)
 
 // training handles the seq_id-ordered calls.
 func (s *Server) training(path string, w http.ResponseWriter, _ *http.Request, body []byte) {
+	if path == "forward_backward" && (requireFields(body, "forward_only") == nil || requireFields(body, "forward_backward_input.forward_only") == nil) {
+		// Hosted Tinker reads forward_only only from the protobuf body
+		// (SDK 0.22.3 resources/training.py: "silently ignored on the
+		// JSON path"): this pass would train.
+		writeJSON(w, http.StatusUnprocessableEntity, map[string]string{"detail": "forward_only is not a field of the JSON forward_backward (the service would run the backward pass); use forward"})
+		return
+	}
 	req, typ, err := decodeTraining(path, body)
 	if err != nil {
 		writeJSON(w, http.StatusUnprocessableEntity, map[string]string{"detail": err.Error()})
@@ -136,7 +145,40 @@ func (s *Server) training(path string, w http.ResponseWriter, _ *http.Request, b
 		writeJSON(w, http.StatusNotFound, map[string]string{"detail": "model " + req.ModelID + " not found"})
 		return
 	}
+	if msg := s.skyrlDrops(path, req); msg != "" {
+		writeJSON(w, http.StatusUnprocessableEntity, map[string]string{"detail": msg})
+		return
+	}
 	h := hashBody(body)
+	// SkyRL de-duplicates only forward, forward_backward and optim_step
+	// by (model_id, seq_id): saves and loads call create_future without
+	// the seq_id (api.py at a9564572), so a resend is a new request.
+	dedup := !s.skyrl() || path == "forward_backward" || path == "forward" || path == "optim_step"
+	if path == "load_weights" && (m.next > 1 || len(m.bySeq) > 0) && (!dedup || m.bySeq[seq] == nil) {
+		// api.py load_weights: only as the model's first request.
+		badRequest(w, "LoadWeights is not permitted with seq_id %d", seq)
+		return
+	}
+	if s.skyrl() && (path == "save_weights" || path == "save_weights_for_sampler") {
+		// api.py create_checkpoint registers the name now: a second save
+		// of it (a resend included) is refused at once.
+		kind := "weights"
+		if path == "save_weights_for_sampler" {
+			kind = "sampler_weights"
+		}
+		key := "tinker://" + m.id + "/" + kind + "/" + req.Path
+		if s.reserved[key] {
+			writeJSON(w, http.StatusConflict, map[string]string{"detail": fmt.Sprintf("Checkpoint '%s' already exists for model '%s'", req.Path, m.id)})
+			return
+		}
+		if nameRE.MatchString(req.Path) {
+			s.reserved[key] = true
+		}
+	}
+	if e := m.bySeq[seq]; e != nil && !dedup {
+		writeJSON(w, http.StatusConflict, map[string]string{"detail": "Training request sequence number was reused"})
+		return
+	}
 	if e := m.bySeq[seq]; e != nil {
 		if e.hash != h {
 			writeJSON(w, http.StatusConflict, map[string]string{"detail": fmt.Sprintf("seq_id %d was already used with a different request", seq)})
@@ -151,6 +193,11 @@ func (s *Server) training(path string, w http.ResponseWriter, _ *http.Request, b
 		return
 	}
 	run, err := s.prepare(m, path, req)
+	var se *submitError
+	if errors.As(err, &se) {
+		writeJSON(w, se.status, map[string]string{"detail": se.msg})
+		return
+	}
 	if err != nil {
 		writeJSON(w, http.StatusUnprocessableEntity, map[string]string{"detail": err.Error()})
 		return
@@ -292,6 +339,11 @@ func (s *Server) prepare(m *model, path string, req *trainingRequest) (func() (a
 		}
 		dir := s.checkpointDir(m.id, kind, name)
 		tinker := "tinker://" + m.id + "/" + kind + "/" + name
+		answer := tinker
+		if kind == "sampler_weights" && s.skyrl() {
+			// engine.py process_save_weights_for_sampler.
+			answer = "tinker://" + m.id + "/" + name
+		}
 		if req.TTLSeconds != nil && *req.TTLSeconds < 1 {
 			return nil, errors.New("ttl_seconds must be a positive number of seconds")
 		}
@@ -318,14 +370,21 @@ func (s *Server) prepare(m *model, path string, req *trainingRequest) (func() (a
 				s.samplers[tinker] = snap
 				s.mu.Unlock()
 			}
-			return wire.PathResult{Path: tinker}, nil
+			s.mu.Lock()
+			s.finished[tinker] = true
+			s.mu.Unlock()
+			return wire.PathResult{Path: answer}, nil
 		}, nil
 	case "load_weights":
-		run, kind, name, ok := parseTinkerPath(req.Path)
+		run, kind, name, ok := parseTinkerPath(req.Path, false)
 		if !ok || kind != "weights" {
 			return nil, fmt.Errorf("%q is not a tinker://…/weights/… path", req.Path)
 		}
 		dir := s.checkpointDir(run, kind, name)
+		if s.skyrl() && !s.finished[req.Path] {
+			// api.py validate_checkpoint, before the request is queued.
+			return nil, &submitError{status: http.StatusNotFound, msg: "Checkpoint not found: " + run + "/" + name}
+		}
 		withOpt := req.Optimizer
 		return func() (any, error) {
 			if _, err := os.Stat(dir); err != nil {
@@ -338,6 +397,30 @@ func (s *Server) prepare(m *model, path string, req *trainingRequest) (func() (a
 		}, nil
 	}
 	return nil, fmt.Errorf("request type %q does not match the endpoint", path)
+}
+
+// submitError is a request refused at submit with its own status.
+type submitError struct {
+	status int
+	msg    string
+}
+
+func (e *submitError) Error() string { return e.msg }
+
+// skyrlDrops is the refusal of a field SkyRL would silently drop ("" when
+// none, or not SkyRL): the fake refuses it so that tests prove the client
+// does not rely on it.
+func (s *Server) skyrlDrops(path string, req *trainingRequest) string {
+	if !s.skyrl() {
+		return ""
+	}
+	switch {
+	case req.TTLSeconds != nil:
+		return "ttl_seconds: SkyRL's SaveWeightsForSamplerRequest has no such field (api.py at a9564572); it would keep the snapshot forever"
+	case path == "optim_step" && req.GradClipSent:
+		return "adam_params.grad_clip_norm: SkyRL's AdamParams has no such field (api.py at a9564572); gradients would not be clipped"
+	}
+	return ""
 }
 
 func f32(xs []float64) []float64 {
@@ -472,10 +555,20 @@ func (s *Server) sample(w http.ResponseWriter, _ *http.Request, body []byte) {
 	for _, c := range req.Prompt.Chunks {
 		prompt = append(prompt, c.Tokens...)
 	}
+	modelPath := req.ModelPath
+	if modelPath != "" {
+		// SkyRL takes both forms (api.py asample); hosted only its own.
+		run, kind, name, ok := parseTinkerPath(modelPath, s.skyrl())
+		if !ok || kind != "sampler_weights" {
+			badRequest(w, "model_path must be tinker://model_id/sampler_weights/checkpoint_id, got %q", modelPath)
+			return
+		}
+		modelPath = "tinker://" + run + "/" + kind + "/" + name
+	}
 	s.mu.Lock()
 	snap := s.base
-	if req.ModelPath != "" {
-		snap = s.samplers[req.ModelPath]
+	if modelPath != "" {
+		snap = s.samplers[modelPath]
 	} else if req.BaseModel != BaseModel {
 		snap = nil
 	}

@@ -25,8 +25,14 @@ import (
 // checkpoints record their tinker:// paths, and a resumed run loads them
 // and goes on.
 func TestTrainOnTinker(t *testing.T) {
+	for _, fl := range []faketinker.Flavour{faketinker.FlavourTinker, faketinker.FlavourSkyRL} {
+		t.Run(string(fl), func(t *testing.T) { trainOnTinker(t, fl) })
+	}
+}
+
+func trainOnTinker(t *testing.T, fl faketinker.Flavour) {
 	const key = "tml-trainer-test-key"
-	srv, err := faketinker.New(faketinker.Options{APIKey: key, PollWait: 50 * time.Millisecond})
+	srv, err := faketinker.New(faketinker.Options{Flavour: fl, APIKey: key, PollWait: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,6 +83,34 @@ func TestTrainOnTinker(t *testing.T) {
 	}
 	if optims != 3 {
 		t.Errorf("%d optimizer steps ran on the service, want 3 (one per step)", optims)
+	}
+	// A new run from backend.tinker.weights (the first run's directory):
+	// the load is its model's first request.
+	from := smallConfig(t, append(sets, "trainer.total_training_steps=1", "backend.tinker.weights="+filepath.ToSlash(dir))...)
+	tr, err := New(context.Background(), from, Options{Getenv: getenv})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	if _, err := tr.Train(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	loads := 0
+	started := map[string]bool{}
+	for _, e := range srv.Log() {
+		if e.ModelID == "" || e.Path == "retrieve_future" || e.Path == "unload_model" || e.Status != http.StatusOK {
+			continue
+		}
+		if e.Path == "load_weights" {
+			loads++
+			if started[e.ModelID] {
+				t.Errorf("load_weights into %s after other requests", e.ModelID)
+			}
+		}
+		started[e.ModelID] = true
+	}
+	if loads != 2 {
+		t.Errorf("%d loads; want 2 (the resume, backend.tinker.weights)", loads)
 	}
 	if b, err := os.ReadFile(filepath.Join(dir, "metrics.jsonl")); err != nil || len(b) == 0 {
 		t.Errorf("no metrics: %v", err)
@@ -140,8 +174,14 @@ func TestTinkerPublishesLoRAToServers(t *testing.T) {
 // the name with 400 "has already been loaded"), and the resumed run must
 // start anyway, sampling from its own weights.
 func TestTinkerResumeAgainstVLLMAdapters(t *testing.T) {
+	for _, fl := range []faketinker.Flavour{faketinker.FlavourTinker, faketinker.FlavourSkyRL} {
+		t.Run(string(fl), func(t *testing.T) { resumeAgainstVLLMAdapters(t, fl) })
+	}
+}
+
+func resumeAgainstVLLMAdapters(t *testing.T, fl faketinker.Flavour) {
 	const key = "tml-trainer-test-key"
-	srv, err := faketinker.New(faketinker.Options{APIKey: key, PollWait: 50 * time.Millisecond})
+	srv, err := faketinker.New(faketinker.Options{Flavour: fl, APIKey: key, PollWait: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,8 +220,14 @@ func TestTinkerResumeAgainstVLLMAdapters(t *testing.T) {
 // trainer.max_ckpt_to_keep prunes the tinker:// copies of a pruned
 // checkpoint too, not only its local directory.
 func TestTinkerPrunesRemoteCheckpoints(t *testing.T) {
+	for _, fl := range []faketinker.Flavour{faketinker.FlavourTinker, faketinker.FlavourSkyRL} {
+		t.Run(string(fl), func(t *testing.T) { prunesRemoteCheckpoints(t, fl) })
+	}
+}
+
+func prunesRemoteCheckpoints(t *testing.T, fl faketinker.Flavour) {
 	const key = "tml-trainer-test-key"
-	srv, err := faketinker.New(faketinker.Options{APIKey: key, PollWait: 50 * time.Millisecond})
+	srv, err := faketinker.New(faketinker.Options{Flavour: fl, APIKey: key, PollWait: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -209,7 +255,8 @@ func TestTinkerPrunesRemoteCheckpoints(t *testing.T) {
 	if len(weights) != 1 || weights[0] != kept.WeightsPath {
 		t.Fatalf("training checkpoints left on the service: %v; want only %s", weights, kept.WeightsPath)
 	}
-	if !slices.Contains(srv.Checkpoints(), kept.SamplerPath) {
+	run, kind, name, _ := tinker.ParsePath(kept.SamplerPath)
+	if !slices.Contains(srv.Checkpoints(), "tinker://"+run+"/"+kind+"/"+name) {
 		t.Fatalf("the kept checkpoint's sampler weights are gone: %v", srv.Checkpoints())
 	}
 }

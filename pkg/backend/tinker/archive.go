@@ -25,31 +25,58 @@ import (
 )
 
 // ArchiveURL asks the service where the archive of a checkpoint (a
-// tinker:// path) can be downloaded: GET
-// training_runs/{run}/checkpoints/{kind}/{name}/archive, which answers
-// with a redirect to a signed URL (or, on some servers, a JSON {url} or
-// the archive itself, in which case the archive route's URL is returned).
+// tinker:// path) can be downloaded. Hosted Tinker's route is
+// training_runs/{run}/checkpoints/{kind}/{name}/archive (SDK 0.25
+// resources/weights.py), SkyRL's training_runs/{run}/checkpoints/{name}/
+// archive for sampler weights (skyrl/tinker/api.py at a9564572); the one
+// the path's form points to is asked first, the other after a 404. Both
+// answer with a 302 to the download (the URL returned); a JSON {url}, or
+// the archive itself (the route's URL is then returned), are taken too.
 func (c *Client) ArchiveURL(ctx context.Context, tinkerPath string) (string, error) {
 	run, kind, name, err := ParsePath(tinkerPath)
 	if err != nil {
 		return "", usererr.Wrap(err)
 	}
-	route := wire.CheckpointPath(run, kind, name) + "/archive"
+	routes := []string{wire.ArchivePath(run, kind, name), wire.SkyRLArchivePath(run, name)}
+	switch {
+	case kind != "sampler_weights":
+		routes = routes[:1]
+	case IsSkyRLPath(tinkerPath):
+		routes[0], routes[1] = routes[1], routes[0]
+	}
 	noRedirect := *c.http
 	noRedirect.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	var notFound *HTTPError
+	for _, route := range routes {
+		loc, err := c.archiveRoute(ctx, &noRedirect, route)
+		var he *HTTPError
+		if errors.As(err, &he) && he.Status == http.StatusNotFound {
+			if notFound == nil {
+				notFound = he
+			}
+			continue
+		}
+		return loc, err
+	}
+	return "", usererr.Errorf("the Tinker service at %s has no archive of %s (HTTP 404: %s); export a checkpoint whose sampler weights still exist", c.BaseURL(), tinkerPath, notFound.Msg)
+}
+
+// archiveRoute asks one archive route, retrying as other calls do; a 404
+// comes back as the *HTTPError.
+func (c *Client) archiveRoute(ctx context.Context, hc *http.Client, route string) (string, error) {
 	for attempt := 0; ; attempt++ {
-		loc, err := c.archiveOnce(ctx, &noRedirect, route)
+		loc, err := c.archiveOnce(ctx, hc, route)
 		if err == nil {
 			return loc, nil
 		}
 		if ctx.Err() != nil {
 			return "", ctx.Err()
 		}
+		var he *HTTPError
+		if errors.As(err, &he) && he.Status == http.StatusNotFound {
+			return "", he
+		}
 		if !isRetryable(err) || attempt >= c.opts.MaxRetries {
-			var he *HTTPError
-			if errors.As(err, &he) && he.Status == http.StatusNotFound {
-				return "", usererr.Errorf("the Tinker service at %s has no archive of %s (HTTP 404: %s); export a checkpoint whose sampler weights still exist", c.BaseURL(), tinkerPath, he.Msg)
-			}
 			return "", c.classify(err)
 		}
 		if err := ctxsleep.Sleep(ctx, c.backoff(attempt+1, err)); err != nil {
@@ -64,8 +91,12 @@ func (c *Client) archiveOnce(ctx context.Context, hc *http.Client, route string)
 		return "", err
 	}
 	req.Header.Set("Accept", "application/gzip")
-	if c.key != "" {
-		req.Header.Set("X-API-Key", c.key)
+	key, err := c.header(ctx)
+	if err != nil {
+		return "", err
+	}
+	if key != "" {
+		req.Header.Set("X-API-Key", key)
 	}
 	resp, err := hc.Do(req)
 	if err != nil {
@@ -173,8 +204,14 @@ func (c *Client) openDownload(ctx context.Context, loc string) (io.ReadCloser, e
 		if err != nil {
 			return nil, err
 		}
-		if sameHost && c.key != "" {
-			req.Header.Set("X-API-Key", c.key)
+		if sameHost {
+			key, err := c.header(ctx)
+			if err != nil {
+				return nil, err
+			}
+			if key != "" {
+				req.Header.Set("X-API-Key", key)
+			}
 		}
 		resp, err := c.http.Do(req)
 		if err == nil && resp.StatusCode/100 == 2 {

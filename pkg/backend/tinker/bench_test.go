@@ -49,7 +49,7 @@ func BenchmarkEncodeBatch(b *testing.B) {
 		if err := validateDatums(data, loss, 32768, 0); err != nil {
 			b.Fatal(err)
 		}
-		head, tail := encodeTrainingBody(wire.PathForwardBackward, "model-1", data, loss)
+		head, tail := encodeTrainingBody(wire.PathForwardBackward, data, loss)
 		size = len(head) + len(tail)
 	}
 	b.SetBytes(int64(size))

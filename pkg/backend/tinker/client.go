@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rllm-org/rllm-go/internal/ctxsleep"
@@ -24,8 +25,13 @@ import (
 type ClientOptions struct {
 	// BaseURL is the service URL without /api/v1 (backend.tinker.base_url).
 	BaseURL string
-	// APIKey is sent as X-API-Key. It never appears in logs or errors.
+	// APIKey is sent as X-API-Key (or exchanged for a JWT, when the
+	// service signs in that way). It never appears in logs or errors.
 	APIKey string
+	// CredentialCmd is TINKER_CREDENTIAL_CMD: a shell command printing a
+	// credential to exchange for a JWT (auth.go). Its output is never
+	// shown.
+	CredentialCmd string
 	// KeySource names where the key came from, for the 401 message
 	// (e.g. "the environment variable TINKER_API_KEY named by
 	// backend.tinker.api_key_env").
@@ -58,11 +64,19 @@ type ClientOptions struct {
 type Client struct {
 	base   *url.URL
 	api    string
-	key    string
+	cred   *credentials
 	source string
 	http   *http.Client
 	opts   ClientOptions
 	logMu  sync.Mutex
+
+	jwtMu        sync.Mutex // one JWT exchange at a time
+	jwtExchanges atomic.Int64
+	// configFields counts the fields of client/config's answer (SkyRL's
+	// stub has one).
+	configFields int
+	signMu       sync.Mutex
+	signedIn     atomic.Bool
 }
 
 // NewClient checks the base URL and builds a client.
@@ -93,7 +107,7 @@ func NewClient(opts ClientOptions) (*Client, error) {
 	if hc == nil {
 		hc = &http.Client{}
 	}
-	return &Client{base: u, api: u.String() + wire.APIPrefix, key: opts.APIKey, source: opts.KeySource, http: hc, opts: opts}, nil
+	return &Client{base: u, api: u.String() + wire.APIPrefix, cred: newCredentials(opts.APIKey, opts.CredentialCmd), source: opts.KeySource, http: hc, opts: opts}, nil
 }
 
 // BaseURL is the service URL (it holds no secret).
@@ -108,14 +122,13 @@ func (c *Client) logf(format string, args ...any) {
 	fmt.Fprintln(c.opts.Log, "tinker: "+c.redact(fmt.Sprintf(format, args...)))
 }
 
-// redact removes the API key from text a server or transport produced,
-// in case one echoes request headers back.
-func (c *Client) redact(s string) string {
-	if len(c.key) >= 4 {
-		s = strings.ReplaceAll(s, c.key, "[redacted]")
-	}
-	return s
-}
+// redact removes the API key, JWTs and credentials from text a server or
+// transport produced, in case one echoes request headers back.
+func (c *Client) redact(s string) string { return c.cred.redact(s) }
+
+// JWTExchanges counts the JWTs taken so far (0 when the service takes
+// raw keys).
+func (c *Client) JWTExchanges() int { return int(c.jwtExchanges.Load()) }
 
 // maxResponse bounds what is read of one answer (a forward result of a
 // large batch is tens of MB of JSON).
@@ -151,19 +164,40 @@ func (e *transportError) Unwrap() error { return e.err }
 // once sends one request and reads the whole answer. A non-2xx status is
 // an *HTTPError (with the server's message); a failed connection a
 // *transportError.
+//
+// With JWT sign-in a 401 takes a new JWT and sends the request once more
+// (the SDK does not retry 401s, but refreshes before expiry; a JWT the
+// service revoked early is refreshed here instead of failing the run).
 func (c *Client) once(ctx context.Context, method, path string, body ...[]byte) ([]byte, error) {
+	key, err := c.header(ctx)
+	if err != nil {
+		return nil, err
+	}
+	data, err := c.onceAs(ctx, method, path, key, body...)
+	var he *HTTPError
+	if errors.As(err, &he) && he.Status == http.StatusUnauthorized && c.cred.jwtInUse() {
+		if key, err = c.refreshJWT(ctx, key); err != nil {
+			return nil, err
+		}
+		return c.onceAs(ctx, method, path, key, body...)
+	}
+	return data, err
+}
+
+// onceAs is once with an explicit X-API-Key value.
+func (c *Client) onceAs(ctx context.Context, method, path, key string, body ...[]byte) ([]byte, error) {
 	// Every request has a deadline: a server that accepts and never
 	// answers costs at most RequestTimeout per attempt.
 	rctx, cancel := context.WithTimeout(ctx, c.opts.RequestTimeout)
 	defer cancel()
-	data, err := c.send(rctx, method, path, body...)
+	data, err := c.send(rctx, method, path, key, body...)
 	if err != nil && ctx.Err() == nil && rctx.Err() != nil {
 		return nil, &transportError{err: fmt.Errorf("no answer within %s (backend.tinker.request_timeout_s)", c.opts.RequestTimeout), timeout: true}
 	}
 	return data, err
 }
 
-func (c *Client) send(ctx context.Context, method, path string, body ...[]byte) ([]byte, error) {
+func (c *Client) send(ctx context.Context, method, path, key string, body ...[]byte) ([]byte, error) {
 	var rd io.Reader
 	size := 0
 	if len(body) > 0 {
@@ -183,8 +217,8 @@ func (c *Client) send(ctx context.Context, method, path string, body ...[]byte) 
 		req.Header.Set("Content-Type", "application/json")
 	}
 	req.Header.Set("Accept", "application/json")
-	if c.key != "" {
-		req.Header.Set("X-API-Key", c.key)
+	if key != "" {
+		req.Header.Set("X-API-Key", key)
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
@@ -280,6 +314,17 @@ func (c *Client) backoff(n int, err error) time.Duration {
 // us (a dropped connection, a timeout, a 5xx), the final error, whatever
 // it is, is a *LostError: the server may hold the request.
 func (c *Client) call(ctx context.Context, method, path string, body ...[]byte) ([]byte, error) {
+	return c.callWith(ctx, method, path, c.once, body...)
+}
+
+// retried is call with an explicit X-API-Key value (the sign-in calls).
+func (c *Client) retried(ctx context.Context, method, path, key string, body ...[]byte) ([]byte, error) {
+	return c.callWith(ctx, method, path, func(ctx context.Context, method, path string, body ...[]byte) ([]byte, error) {
+		return c.onceAs(ctx, method, path, key, body...)
+	}, body...)
+}
+
+func (c *Client) callWith(ctx context.Context, method, path string, once func(context.Context, string, string, ...[]byte) ([]byte, error), body ...[]byte) ([]byte, error) {
 	lost := false
 	fail := func(err error) ([]byte, error) {
 		if lost {
@@ -288,7 +333,7 @@ func (c *Client) call(ctx context.Context, method, path string, body ...[]byte) 
 		return nil, err
 	}
 	for attempt := 0; ; attempt++ {
-		data, err := c.once(ctx, method, path, body...)
+		data, err := once(ctx, method, path, body...)
 		if err == nil {
 			return data, nil
 		}

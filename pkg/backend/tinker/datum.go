@@ -100,15 +100,13 @@ func validateDatums(data []backend.Datum, loss backend.Loss, maxContext, vocab i
 }
 
 // encodeTrainingBody builds the JSON body of forward_backward or forward
-// in two parts, head and tail, so that the seq_id assigned at submit time
-// goes between them without encoding the datums again:
-// head + strconv.Itoa(seq) + tail.
-func encodeTrainingBody(path, modelID string, data []backend.Datum, loss backend.Loss) (head, tail []byte) {
+// in two parts, head and tail, so that the model id and seq_id assigned
+// at submit time go between them without encoding the datums again:
+// head + quoted model id + `,"seq_id":` + seq + tail (spliceSeq).
+func encodeTrainingBody(path string, data []backend.Datum, loss backend.Loss) (head, tail []byte) {
 	head = append(head, `{"type":`...)
 	head = strconv.AppendQuote(head, path)
 	head = append(head, `,"model_id":`...)
-	head = strconv.AppendQuote(head, modelID)
-	head = append(head, `,"seq_id":`...)
 
 	key := "forward_backward_input"
 	if path == wire.PathForward {

@@ -35,6 +35,8 @@ func FuzzDecodeResults(f *testing.F) {
 	f.Add([]byte(`{"sequences":[{"tokens":[1,2],"logprobs":[-1,-2],"stop_reason":"stop"}]}`))
 	f.Add([]byte(`{"loss_fn_outputs":[{"logprobs":{"data":[-1,-2],"dtype":"float32","shape":[2]}}],"metrics":{"loss:sum":3}}`))
 	f.Add([]byte(`{"supported_models":["a",{"model_name":"b","max_context_length":8}],"supported_loss_fns":["ppo"]}`))
+	f.Add([]byte(`tinker://model_ab12/rllm-x-1`))
+	f.Add([]byte(`eyJleHAiOjE3MDAwMDAwMDAuNX0`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		res, err := decodeSample(data, backend.SampleRequest{NumSamples: 1, Params: backend.SamplingParams{StopTokenIDs: []int{2}}})
 		if err == nil {
@@ -55,5 +57,14 @@ func FuzzDecodeResults(f *testing.F) {
 		var caps wire.Capabilities
 		_ = json.Unmarshal(data, &caps)
 		_, _ = ParseCheckpoint("tinker.json", data)
+		var list wire.CheckpointList
+		_ = json.Unmarshal(data, &list)
+		_ = countFields(data)
+		// A JWT's claims are outside input too.
+		_, _ = jwtExpiry("eyJ." + string(data) + ".sig")
+		_, _ = jwtExpiry(string(data))
+		if run, kind, name, err := ParsePath(string(data)); err == nil && (run == "" || name == "" || (kind != "weights" && kind != "sampler_weights")) {
+			t.Fatalf("ParsePath(%q) accepted %q %q %q", data, run, kind, name)
+		}
 	})
 }

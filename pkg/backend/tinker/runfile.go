@@ -27,9 +27,9 @@ type Checkpoint struct {
 	// WeightsPath is save_weights' tinker://…/weights/… path (weights and
 	// optimizer state, for resume).
 	WeightsPath string `json:"weights_path"`
-	// SamplerPath is save_weights_for_sampler's
-	// tinker://…/sampler_weights/… path (the LoRA adapter export
-	// downloads).
+	// SamplerPath is save_weights_for_sampler's path (the LoRA adapter
+	// export downloads): tinker://RUN/sampler_weights/NAME from hosted
+	// Tinker, tinker://MODEL_ID/CHECKPOINT_ID from SkyRL.
 	SamplerPath string `json:"sampler_path,omitempty"`
 	BaseModel   string `json:"base_model"`
 	// BaseURL is the service the paths belong to.
@@ -93,19 +93,24 @@ func (c Checkpoint) check(path string) error {
 	}
 	if c.SamplerPath != "" {
 		if _, kind, _, err := ParsePath(c.SamplerPath); err != nil || kind != "sampler_weights" {
-			return usererr.Errorf("%s: sampler_path %q is not a tinker://RUN/sampler_weights/NAME path", where, c.SamplerPath)
+			return usererr.Errorf("%s: sampler_path %q is not a tinker://RUN/sampler_weights/NAME (hosted Tinker) or tinker://MODEL_ID/CHECKPOINT_ID (SkyRL) path", where, c.SamplerPath)
 		}
 	}
 	return nil
 }
 
 // ParsePath splits tinker://RUN/KIND/NAME, KIND being weights or
-// sampler_weights.
+// sampler_weights, and SkyRL's sampler form tinker://MODEL_ID/
+// CHECKPOINT_ID (skyrl/tinker/engine.py at a9564572,
+// process_save_weights_for_sampler), whose kind is sampler_weights.
 func ParsePath(p string) (run, kind, name string, err error) {
 	rest, ok := strings.CutPrefix(p, "tinker://")
 	parts := strings.Split(rest, "/")
+	if ok && len(parts) == 2 && parts[0] != "" && parts[1] != "" && parts[1] != "weights" && parts[1] != "sampler_weights" {
+		parts = []string{parts[0], "sampler_weights", parts[1]}
+	}
 	if !ok || len(parts) != 3 || parts[0] == "" || parts[2] == "" || (parts[1] != "weights" && parts[1] != "sampler_weights") {
-		return "", "", "", fmt.Errorf("%q is not a tinker://RUN/weights/NAME or tinker://RUN/sampler_weights/NAME path", p)
+		return "", "", "", fmt.Errorf("%q is not a tinker://RUN/weights/NAME, tinker://RUN/sampler_weights/NAME or tinker://MODEL_ID/CHECKPOINT_ID path", p)
 	}
 	for _, s := range parts {
 		if s == "." || s == ".." || strings.ContainsAny(s, "?#\\") {
@@ -113,6 +118,12 @@ func ParsePath(p string) (run, kind, name string, err error) {
 		}
 	}
 	return parts[0], parts[1], parts[2], nil
+}
+
+// IsSkyRLPath reports a sampler path of SkyRL's two-segment form.
+func IsSkyRLPath(p string) bool {
+	rest, ok := strings.CutPrefix(p, "tinker://")
+	return ok && strings.Count(rest, "/") == 1
 }
 
 // DeleteCheckpoint removes from the service the tinker:// copies a local

@@ -60,8 +60,12 @@ type Options struct {
 	MaxInFlight int
 	// SamplerTTL, when set, is the ttl_seconds of the sampler snapshots
 	// PublishSampler saves (backend.tinker.sampler_ttl_s): the service
-	// deletes each after that long. Checkpoints never expire.
+	// deletes each after that long. Checkpoints never expire. SkyRL drops
+	// it (said at start).
 	SamplerTTL time.Duration
+	// GradClipNorm is the trainer's gradient clipping (actor.optim.
+	// grad_clip), known here only to say at start that SkyRL ignores it.
+	GradClipNorm float64
 	// Tokenizer is the base model's own tokenizer and chat template
 	// (rollout.tokenizer): ChatSampler renders chats with it and Codec is
 	// it. It may be nil only for EmbeddedModel, whose byte tokenizer is
@@ -90,10 +94,16 @@ var DefaultLosses = backend.BuiltinLosses()
 type Backend struct {
 	c         *Client
 	opts      Options
+	service   Service
 	sessionID string
-	modelID   string
 	info      backend.ModelInfo
 	supported map[string]bool
+
+	// modelMu guards modelID and models: a load into a model that has
+	// had requests replaces it by a fresh one.
+	modelMu sync.Mutex
+	modelID string
+	models  int // create_model calls so far (model_seq_id)
 
 	mu        sync.Mutex // guards closed, versions, published and sends on jobs
 	closed    bool
@@ -150,12 +160,14 @@ func Open(ctx context.Context, cfg *config.Config, o backend.OpenOptions) (backe
 			MaxRetries: tk.MaxRetries, RetryAfterCap: time.Duration(tk.RetryAfterCapS * float64(time.Second)),
 			RequestTimeout: time.Duration(tk.RequestTimeoutS * float64(time.Second)),
 		},
-		BaseModel: tk.BaseModel,
-		LoRA:      wire.LoRAConfig{Rank: tk.LoRARank, Seed: &seed, TrainUnembed: tk.TrainUnembed, TrainMLP: tk.TrainMLP, TrainAttn: tk.TrainAttn},
-		Heartbeat: time.Duration(tk.HeartbeatS * float64(time.Second)),
-		Weights:   weights,
-		Chat:      chatsampler.Options{ParseToolCalls: true},
+		BaseModel:    tk.BaseModel,
+		LoRA:         wire.LoRAConfig{Rank: tk.LoRARank, Seed: &seed, TrainUnembed: tk.TrainUnembed, TrainMLP: tk.TrainMLP, TrainAttn: tk.TrainAttn},
+		Heartbeat:    time.Duration(tk.HeartbeatS * float64(time.Second)),
+		Weights:      weights,
+		Chat:         chatsampler.Options{ParseToolCalls: true},
+		GradClipNorm: cfg.Actor.Optim.GradClip,
 	}
+	opts.CredentialCmd = CredentialCmd(o.Getenv)
 	if tk.SamplerTTLS != nil {
 		opts.SamplerTTL = time.Duration(*tk.SamplerTTLS * float64(time.Second))
 	}
@@ -190,8 +202,13 @@ func APIKey(tk config.Tinker, getenv func(string) string, readFile func(string) 
 	if getenv != nil {
 		key = strings.TrimSpace(getenv(tk.APIKeyEnv))
 	}
+	if key == "" && CredentialCmd(getenv) != "" {
+		// Hosted Tinker can sign in with the command's credential alone
+		// (auth.go); no key is needed then.
+		return "", "the command in " + CredentialCmdEnv, nil
+	}
 	if key == "" {
-		return "", "", usererr.Errorf("backend.tinker.api_key_env: the environment variable %s is not set; export the API key in it (SkyRL accepts any value, e.g. tml-dummy) or set backend.tinker.api_key_file", tk.APIKeyEnv)
+		return "", "", usererr.Errorf("backend.tinker.api_key_env: the environment variable %s is not set; export the API key in it (SkyRL accepts any value, e.g. tml-dummy), set backend.tinker.api_key_file, or set %s to a command printing a credential", tk.APIKeyEnv, CredentialCmdEnv)
 	}
 	return key, "the environment variable " + tk.APIKeyEnv + " named by backend.tinker.api_key_env", nil
 }
@@ -226,6 +243,10 @@ func New(ctx context.Context, opts Options) (*Backend, error) {
 	}
 	b := &Backend{c: c, opts: opts, jobs: make(chan *job, 64), slots: make(chan struct{}, opts.MaxInFlight)}
 	b.life, b.endLife = context.WithCancel(context.Background())
+	if err := c.SignIn(ctx); err != nil {
+		b.endLife()
+		return nil, err
+	}
 	if err := b.checkCapabilities(ctx); err != nil {
 		b.endLife()
 		return nil, err
@@ -265,6 +286,7 @@ func (b *Backend) checkCapabilities(ctx context.Context) error {
 	}
 	var offered []string
 	found := false
+	b.service = detectService(b.c.configFields, caps)
 	for _, m := range caps.SupportedModels {
 		offered = append(offered, m.ModelName)
 		if m.ModelName == b.opts.BaseModel {
@@ -282,6 +304,12 @@ func (b *Backend) checkCapabilities(ctx context.Context) error {
 	losses := caps.SupportedLossFns
 	if losses == nil {
 		losses = DefaultLosses
+	}
+	if line := b.service.ignored(b.opts); line != "" {
+		b.c.logf("%s at %s: %s", b.service.Name, b.c.BaseURL(), line)
+	}
+	if b.info.MaxContext == 0 {
+		b.c.logf("%s at %s does not say the context length of %s: datums and prompts are not checked against it here (the service refuses what does not fit), and a sample's max_tokens is rollout.max_tokens", b.service.Name, b.c.BaseURL(), b.opts.BaseModel)
 	}
 	b.supported = map[string]bool{}
 	for _, l := range backend.BuiltinLosses() {
@@ -370,8 +398,18 @@ func (b *Backend) heartbeat(ctx context.Context) {
 	}
 }
 
+// createModel creates a model (the session's next model_seq_id) and
+// makes it the one trained.
 func (b *Backend) createModel(ctx context.Context) error {
-	body, _ := json.Marshal(wire.CreateModelRequest{Type: "create_model", SessionID: b.sessionID, ModelSeqID: 0, BaseModel: b.opts.BaseModel, LoRAConfig: b.opts.LoRA})
+	var lora any = b.opts.LoRA
+	if b.service.SkyRL {
+		lora = wire.SkyRLLoRAConfig{Rank: b.opts.LoRA.Rank, Seed: b.opts.LoRA.Seed}
+	}
+	b.modelMu.Lock()
+	seq := b.models
+	b.models++
+	b.modelMu.Unlock()
+	body, _ := json.Marshal(wire.CreateModelRequest{Type: "create_model", SessionID: b.sessionID, ModelSeqID: seq, BaseModel: b.opts.BaseModel, LoRAConfig: lora})
 	data, err := b.c.invoke(ctx, wire.PathCreateModel, body)
 	if err != nil {
 		return fmt.Errorf("creating a LoRA model on %s: %w", b.opts.BaseModel, err)
@@ -380,8 +418,30 @@ func (b *Backend) createModel(ctx context.Context) error {
 	if err := json.Unmarshal(data, &m); err != nil || m.ModelID == "" {
 		return fmt.Errorf("%s: the result has no model_id: %s", wire.PathCreateModel, b.c.serverMessage(data))
 	}
+	b.modelMu.Lock()
 	b.modelID = m.ModelID
+	b.modelMu.Unlock()
 	b.c.logf("model %s created on %s (LoRA rank %d)", m.ModelID, b.opts.BaseModel, b.opts.LoRA.Rank)
+	return nil
+}
+
+// freshModel replaces the model, which has had requests, by a new one
+// for load_weights, which both SkyRL and hosted Tinker take only as a
+// model's first request (SkyRL api.py load_weights at a9564572; the SDK's
+// LoadWeightsRequest "a load right after create_model"). It waits for
+// every call in flight, then unloads the old model (its checkpoints stay).
+func (b *Backend) freshModel(ctx context.Context) error {
+	b.waitWG.Wait()
+	old := b.ModelID()
+	if err := b.createModel(ctx); err != nil {
+		return err
+	}
+	uctx, cancel := context.WithTimeout(ctx, b.c.opts.RequestTimeout)
+	defer cancel()
+	body, _ := json.Marshal(wire.ModelRequest{Type: wire.PathUnloadModel, ModelID: old})
+	if _, err := b.c.once(uctx, http.MethodPost, wire.PathUnloadModel, body); err != nil {
+		b.c.logf("unloading the replaced model %s: %v", old, err)
+	}
 	return nil
 }
 
@@ -421,8 +481,16 @@ func (b *Backend) Codec() backend.Codec {
 	return c
 }
 
-// ModelID is the server's id of the model being trained.
-func (b *Backend) ModelID() string { return b.modelID }
+// ModelID is the server's id of the model being trained (a load replaces
+// it by a fresh model).
+func (b *Backend) ModelID() string {
+	b.modelMu.Lock()
+	defer b.modelMu.Unlock()
+	return b.modelID
+}
+
+// Service is which implementation of the API the backend talks to.
+func (b *Backend) Service() Service { return b.service }
 
 // SessionID is the server's id of the session.
 func (b *Backend) SessionID() string { return b.sessionID }
@@ -430,17 +498,22 @@ func (b *Backend) SessionID() string { return b.sessionID }
 // Client is the HTTP client (for archive downloads and the like).
 func (b *Backend) Client() *Client { return b.c }
 
-// job is one queued training call. body builds the request with the
-// seq_id it is given when sent; finish receives the result.
+// job is one queued training call. body builds the request for the model
+// and seq_id it is given when sent; finish receives the result.
 type job struct {
 	ctx    context.Context
 	path   string
-	body   func(seq int) [][]byte
+	body   func(model string, seq int) [][]byte
 	finish func(json.RawMessage, error)
+	// load marks load_weights, which must be a model's first request.
+	load bool
+	// saved, for a save, is the checkpoint's kind and name: a resend
+	// refused as "already exists" is done once the checkpoint is listed.
+	saved [2]string
 }
 
 // enqueue queues a training call behind every earlier one.
-func enqueue[T any](b *Backend, ctx context.Context, path string, body func(seq int) [][]byte, decode func(json.RawMessage) (T, error)) *backend.Future[T] {
+func enqueue[T any](b *Backend, ctx context.Context, path string, body func(model string, seq int) [][]byte, decode func(json.RawMessage) (T, error), tweak ...func(*job)) *backend.Future[T] {
 	f, resolve := backend.NewFuture[T]()
 	var zero T
 	j := &job{ctx: ctx, path: path, body: body, finish: func(raw json.RawMessage, err error) {
@@ -450,6 +523,9 @@ func enqueue[T any](b *Backend, ctx context.Context, path string, body func(seq 
 		}
 		resolve(decode(raw))
 	}}
+	for _, t := range tweak {
+		t(j)
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
@@ -490,21 +566,58 @@ func (b *Backend) worker() {
 			j.finish(nil, j.ctx.Err())
 			continue
 		}
-		body := j.body(seq)
 		// Sending is not cancelled with the caller's context: once a
 		// seq_id is out, the server must receive it or the model's
 		// queue would have a gap. It is bounded all the same: each
 		// attempt by request_timeout_s, the attempts by max_retries, and
 		// the whole by Close.
 		sendCtx, stop := b.lifeOf(j.ctx)
-		s, err := b.c.submit(sendCtx, j.path, body...)
+		if j.load && seq > 1 {
+			if err := b.freshModel(sendCtx); err != nil {
+				stop()
+				<-b.slots
+				j.finish(nil, fmt.Errorf("a load needs a fresh model: %w", err))
+				continue
+			}
+			seq = 1
+		}
+		model := b.ModelID()
+		s, err := b.c.submit(sendCtx, j.path, j.body(model, seq)...)
+		var lost *LostError
+		if err != nil && j.load && loadNotFirst(err) {
+			// The model took a request rllm did not count (a lost attempt
+			// of this load, which SkyRL does not de-duplicate): load again
+			// into a fresh model.
+			if err = b.freshModel(sendCtx); err == nil {
+				seq = 1
+				model = b.ModelID()
+				s, err = b.c.submit(sendCtx, j.path, j.body(model, seq)...)
+			}
+		}
+		if err != nil && j.saved[1] != "" && errors.As(err, &lost) && alreadyExists(err) {
+			// A resend of a save whose first attempt took (SkyRL does not
+			// de-duplicate saves by seq_id): done once it is listed.
+			raw, ferr := b.findCheckpoint(sendCtx, model, j.saved[0], j.saved[1])
+			stop()
+			<-b.slots
+			seq++
+			j.finish(raw, ferr)
+			continue
+		}
 		stop()
+		if err != nil && j.saved[1] != "" && alreadyExists(err) {
+			// SkyRL refuses a save over an existing name at once, before
+			// queueing it (api.py create_checkpoint): nothing was taken.
+			<-b.slots
+			j.finish(nil, usererr.Errorf("checkpoint %s already exists for model %s on the Tinker service at %s; save under another name", j.saved[1], model, b.c.BaseURL()))
+			continue
+		}
 		if err != nil {
 			<-b.slots
 			if rejected(err) {
 				// The server refused the request outright: the seq_id was
 				// not taken and the next call reuses it.
-				j.finish(nil, err)
+				j.finish(nil, noRoute(b.c, j.path, err))
 				continue
 			}
 			// Whether the server holds this seq_id is unknown: no later
@@ -529,12 +642,24 @@ func (b *Backend) worker() {
 				// de-duplicates it.
 				sendCtx, stop := b.lifeOf(j.ctx)
 				defer stop()
-				r, err := b.c.submit(sendCtx, j.path, j.body(usedSeq)...)
+				r, err := b.c.submit(sendCtx, j.path, j.body(model, usedSeq)...)
 				return r.RequestID, err
 			})
 			j.finish(raw, err)
 		}()
 	}
+}
+
+// noRoute explains a forward the service has no route for: the SDK 0.25
+// sends forward-only passes as protobuf forward_backward with
+// forward_only (resources/training.py), which rllm does not speak; JSON
+// forward_backward ignores forward_only and would train.
+func noRoute(c *Client, path string, err error) error {
+	var he *HTTPError
+	if path != wire.PathForward || !errors.As(err, &he) || he.Status != http.StatusNotFound || he.Msg != "Not Found" {
+		return err
+	}
+	return usererr.Errorf("the Tinker service at %s has no JSON %s route, which rllm's forward passes (the logprobs of the policy before an update, client-side losses) use; SkyRL serves it, and hosted Tinker served it to SDKs before 0.25, whose forward-only passes are protobuf forward_backward: this service cannot train with rllm", c.BaseURL(), wire.APIPrefix+wire.PathForward)
 }
 
 // lifeOf is ctx's values without its cancellation, ended instead with
@@ -609,7 +734,7 @@ func (b *Backend) forward(ctx context.Context, path string, data []backend.Datum
 		// sends. As with every backend, the datums must not change until
 		// the future resolves (the elementwise loss may be computed from
 		// them).
-		head, tail := encodeTrainingBody(path, b.modelID, part, loss)
+		head, tail := encodeTrainingBody(path, part, loss)
 		futures[i] = enqueue(b, ctx, path, spliceSeq(head, tail), func(raw json.RawMessage) (backend.ForwardBackwardOutput, error) {
 			var res wire.ForwardBackwardResult
 			if err := json.Unmarshal(raw, &res); err != nil {
@@ -710,15 +835,19 @@ func combineOutputs(outs []backend.ForwardBackwardOutput) backend.ForwardBackwar
 	return res
 }
 
-func spliceSeq(head, tail []byte) func(int) [][]byte {
-	return func(seq int) [][]byte {
-		return [][]byte{head, strconv.AppendInt(nil, int64(seq), 10), tail}
+// spliceSeq completes a body encodeTrainingBody began with the model id
+// and seq_id it is sent with.
+func spliceSeq(head, tail []byte) func(string, int) [][]byte {
+	return func(model string, seq int) [][]byte {
+		mid := strconv.AppendQuote(nil, model)
+		mid = append(mid, `,"seq_id":`...)
+		return [][]byte{head, strconv.AppendInt(mid, int64(seq), 10), tail}
 	}
 }
 
-func jsonBody(v func(seq int) any) func(int) [][]byte {
-	return func(seq int) [][]byte {
-		b, err := json.Marshal(v(seq))
+func jsonBody(v func(model string, seq int) any) func(string, int) [][]byte {
+	return func(model string, seq int) [][]byte {
+		b, err := json.Marshal(v(model, seq))
 		if err != nil {
 			panic(err) // our own structs always marshal
 		}
@@ -731,8 +860,10 @@ func (b *Backend) OptimStep(ctx context.Context, p backend.AdamParams) *backend.
 	if err := p.Validate(); err != nil {
 		return backend.Resolved(backend.OptimStepOutput{}, usererr.Wrap(err))
 	}
-	return enqueue(b, ctx, wire.PathOptimStep, jsonBody(func(seq int) any {
-		return wire.OptimStepRequest{Type: wire.PathOptimStep, ModelID: b.modelID, SeqID: seq, AdamParams: p}
+	// SkyRL's AdamParams has no grad_clip_norm (said at start).
+	adam := wire.NewAdamParams(p, !b.service.SkyRL)
+	return enqueue(b, ctx, wire.PathOptimStep, jsonBody(func(model string, seq int) any {
+		return wire.OptimStepRequest{Type: wire.PathOptimStep, ModelID: model, SeqID: seq, AdamParams: adam}
 	}), func(raw json.RawMessage) (backend.OptimStepOutput, error) {
 		var r wire.OptimStepResult
 		if err := json.Unmarshal(raw, &r); err != nil {
@@ -779,9 +910,14 @@ func (b *Backend) SaveState(ctx context.Context, name string) *backend.Future[st
 	if err := checkName("checkpoint", name); err != nil {
 		return backend.Resolved("", err)
 	}
-	return enqueue(b, ctx, wire.PathSaveWeights, jsonBody(func(seq int) any {
-		return wire.SaveWeightsRequest{Type: wire.PathSaveWeights, ModelID: b.modelID, SeqID: seq, Path: name}
-	}), decodePath(wire.PathSaveWeights))
+	return enqueue(b, ctx, wire.PathSaveWeights, jsonBody(func(model string, seq int) any {
+		return wire.SaveWeightsRequest{Type: wire.PathSaveWeights, ModelID: model, SeqID: seq, Path: name}
+	}), decodePath(wire.PathSaveWeights), saving("weights", name))
+}
+
+// saving marks a save job with its checkpoint (see job.saved).
+func saving(kind, name string) func(*job) {
+	return func(j *job) { j.saved = [2]string{kind, name} }
 }
 
 // saveToDir is SaveState for a local directory: save_weights and
@@ -794,12 +930,12 @@ func (b *Backend) saveToDir(ctx context.Context, dir string) *backend.Future[str
 	// namespace, where an existing name is refused.
 	name := fmt.Sprintf("rllm-%s-%d", strconv.FormatInt(time.Now().UnixNano(), 36), b.saves)
 	b.mu.Unlock()
-	weights := enqueue(b, ctx, wire.PathSaveWeights, jsonBody(func(seq int) any {
-		return wire.SaveWeightsRequest{Type: wire.PathSaveWeights, ModelID: b.modelID, SeqID: seq, Path: name}
-	}), decodePath(wire.PathSaveWeights))
-	sampler := enqueue(b, ctx, wire.PathSaveForSampler, jsonBody(func(seq int) any {
-		return wire.SaveWeightsRequest{Type: wire.PathSaveForSampler, ModelID: b.modelID, SeqID: seq, Path: name}
-	}), decodePath(wire.PathSaveForSampler))
+	weights := enqueue(b, ctx, wire.PathSaveWeights, jsonBody(func(model string, seq int) any {
+		return wire.SaveWeightsRequest{Type: wire.PathSaveWeights, ModelID: model, SeqID: seq, Path: name}
+	}), decodePath(wire.PathSaveWeights), saving("weights", name))
+	sampler := enqueue(b, ctx, wire.PathSaveForSampler, jsonBody(func(model string, seq int) any {
+		return wire.SaveWeightsRequest{Type: wire.PathSaveForSampler, ModelID: model, SeqID: seq, Path: name}
+	}), decodePath(wire.PathSaveForSampler), saving("sampler_weights", name))
 	_, statErr := os.Stat(filepath.Dir(dir))
 	parentExisted := statErr == nil
 	f, resolve := backend.NewFuture[string]()
@@ -832,14 +968,17 @@ func (b *Backend) saveToDir(ctx context.Context, dir string) *backend.Future[str
 }
 
 // LoadState loads a tinker://…/weights/… path that SaveState returned,
-// with the optimizer state when withOptimizer is set.
+// with the optimizer state when withOptimizer is set. The services take a
+// load only as a model's first request: after any other, the load goes
+// into a freshly created model, which replaces the one trained (its
+// checkpoints stay on the service).
 func (b *Backend) LoadState(ctx context.Context, path string, withOptimizer bool) *backend.Future[struct{}] {
 	if !strings.HasPrefix(path, "tinker://") || !strings.Contains(path, "/weights/") {
 		return backend.Resolved(struct{}{}, usererr.Errorf("%q is not a Tinker training checkpoint; give the tinker://…/weights/NAME path save_weights returned (recorded in the run directory's tinker.json)", path))
 	}
-	return enqueue(b, ctx, wire.PathLoadWeights, jsonBody(func(seq int) any {
-		return wire.LoadWeightsRequest{Type: wire.PathLoadWeights, ModelID: b.modelID, SeqID: seq, Path: path, Optimizer: withOptimizer}
-	}), func(json.RawMessage) (struct{}, error) { return struct{}{}, nil })
+	return enqueue(b, ctx, wire.PathLoadWeights, jsonBody(func(model string, seq int) any {
+		return wire.LoadWeightsRequest{Type: wire.PathLoadWeights, ModelID: model, SeqID: seq, Path: path, Optimizer: withOptimizer}
+	}), func(json.RawMessage) (struct{}, error) { return struct{}{}, nil }, func(j *job) { j.load = true })
 }
 
 // PublishSampler saves the weights for sampling (save_weights_for_sampler)
@@ -870,21 +1009,21 @@ func (b *Backend) PublishSampler(ctx context.Context, name string) *backend.Futu
 	b.mu.Unlock()
 	decode := decodePath(wire.PathSaveForSampler)
 	var ttl *int
-	if b.opts.SamplerTTL > 0 {
+	if b.opts.SamplerTTL > 0 && !b.service.SkyRL {
 		// A snapshot serves the episodes of one step: the service deletes
 		// it after sampler_ttl_s rather than keeping every step's forever.
 		n := int(max(b.opts.SamplerTTL.Round(time.Second), time.Second) / time.Second)
 		ttl = &n
 	}
-	return enqueue(b, ctx, wire.PathSaveForSampler, jsonBody(func(seq int) any {
-		return wire.SaveWeightsRequest{Type: wire.PathSaveForSampler, ModelID: b.modelID, SeqID: seq, Path: name, TTLSeconds: ttl}
+	return enqueue(b, ctx, wire.PathSaveForSampler, jsonBody(func(model string, seq int) any {
+		return wire.SaveWeightsRequest{Type: wire.PathSaveForSampler, ModelID: model, SeqID: seq, Path: name, TTLSeconds: ttl}
 	}), func(raw json.RawMessage) (backend.TokenSampler, error) {
 		path, err := decode(raw)
 		if err != nil {
 			return nil, err
 		}
 		return &Sampler{c: b.c, path: path, name: name, version: version, maxContext: b.info.MaxContext}, nil
-	})
+	}, saving("sampler_weights", name))
 }
 
 // Close waits for the queued calls, stops the heartbeat and unloads the
@@ -914,9 +1053,10 @@ func (b *Backend) Close() error {
 	defer b.endLife()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	body, _ := json.Marshal(wire.ModelRequest{Type: wire.PathUnloadModel, ModelID: b.modelID})
+	model := b.ModelID()
+	body, _ := json.Marshal(wire.ModelRequest{Type: wire.PathUnloadModel, ModelID: model})
 	if _, err := b.c.once(ctx, http.MethodPost, wire.PathUnloadModel, body); err != nil {
-		b.c.logf("unloading model %s: %v", b.modelID, err)
+		b.c.logf("unloading model %s: %v", model, err)
 	}
 	b.stopHeartbeat()
 	<-b.heartbeatDone

@@ -431,7 +431,7 @@ func TestOpenErrors(t *testing.T) {
 }
 
 func TestCapabilitiesFallbacks(t *testing.T) {
-	r := newRig(t, faketinker.Options{OmitLosses: true, OmitContext: true}, nil)
+	r := newRig(t, faketinker.Options{OmitContext: true}, nil)
 	info := r.b.Info()
 	if len(info.SupportedLosses) != len(DefaultLosses) || info.MaxContext != 0 {
 		t.Errorf("info = %+v; want the default losses and an unknown context", info)
@@ -461,14 +461,20 @@ func TestSaveLoadAndSample(t *testing.T) {
 	if sumLogprob(t, r.b, d) == saved {
 		t.Fatal("training did not change the weights")
 	}
+	if _, err := r.b.SaveState(ctx, "step_1").Result(ctx); err == nil || !strings.Contains(err.Error(), "already exists") {
+		t.Errorf("saving over a name: %v", err)
+	}
+	// The model has had requests: the load goes into a fresh model, as
+	// its first request (both services refuse any other load).
+	trained := r.b.ModelID()
 	if _, err := r.b.LoadState(ctx, path, true).Result(ctx); err != nil {
 		t.Fatal(err)
 	}
+	if r.b.ModelID() == trained {
+		t.Errorf("the load went into the model that had been trained (%s)", trained)
+	}
 	if got := sumLogprob(t, r.b, d); got != saved {
 		t.Errorf("after load_weights the logprob is %g; want the saved %g", got, saved)
-	}
-	if _, err := r.b.SaveState(ctx, "step_1").Result(ctx); err == nil || !strings.Contains(err.Error(), "already exists") {
-		t.Errorf("saving over a name: %v", err)
 	}
 	for _, bad := range []string{"a b", "x.y", ""} {
 		if _, err := r.b.SaveState(ctx, bad).Result(ctx); exitCode(err) != 2 {
@@ -600,6 +606,24 @@ func TestOpenFromConfigKeys(t *testing.T) {
 	b.Close()
 	if strings.Contains(log.String(), testKey) {
 		t.Error("the key is in the log")
+	}
+	// No key, but TINKER_CREDENTIAL_CMD: hosted Tinker's JWT sign-in
+	// takes the command's credential.
+	jwtSrv := newFake(t, faketinker.Options{JWT: true})
+	cfg = testConfig(jwtSrv.URL)
+	cmdEnv := func(k string) string {
+		if k == CredentialCmdEnv {
+			return "printf '%s\\n' " + testKey
+		}
+		return ""
+	}
+	b, err = backend.Open(context.Background(), cfg, backend.OpenOptions{Getenv: cmdEnv, Log: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+	if jwtSrv.JWTExchanges() != 1 || strings.Contains(log.String(), testKey) {
+		t.Errorf("%d exchanges; log:\n%s", jwtSrv.JWTExchanges(), log.String())
 	}
 }
 

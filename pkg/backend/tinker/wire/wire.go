@@ -32,6 +32,14 @@ const (
 	PathSaveForSampler  = "save_weights_for_sampler"
 	PathSample          = "asample"
 	PathRetrieveFuture  = "retrieve_future"
+	// PathClientConfig is the SDK's first call (SDK 0.25
+	// internal_client_holder.py _fetch_client_config): the service's
+	// feature flags, among them whether keys are exchanged for JWTs.
+	PathClientConfig = "client/config"
+	// PathAuthToken exchanges a key (or a TINKER_CREDENTIAL_CMD
+	// credential) for a short-lived JWT (SDK 0.25 resources/service.py
+	// auth_token, lib/_jwt_auth.py).
+	PathAuthToken = "auth/token"
 )
 
 // CheckpointPath is the REST route of one checkpoint, relative to
@@ -39,6 +47,26 @@ const (
 // RestClient.delete_checkpoint). kind is "weights" or "sampler_weights".
 func CheckpointPath(run, kind, name string) string {
 	return "training_runs/" + url.PathEscape(run) + "/checkpoints/" + kind + "/" + url.PathEscape(name)
+}
+
+// CheckpointsPath lists a training run's finished checkpoints (GET; the
+// SDK's RestClient.list_checkpoints; SkyRL api.py list_checkpoints).
+func CheckpointsPath(run string) string {
+	return "training_runs/" + url.PathEscape(run) + "/checkpoints"
+}
+
+// ArchivePath is hosted Tinker's archive route of a checkpoint, as the
+// SDK 0.25 builds it (resources/weights.py get_checkpoint_archive_url,
+// checkpoint_id "sampler_weights/NAME"): a 302 to a signed URL.
+func ArchivePath(run, kind, name string) string {
+	return CheckpointPath(run, kind, name) + "/archive"
+}
+
+// SkyRLArchivePath is SkyRL's archive route (skyrl/tinker/api.py at
+// a9564572, get_checkpoint_archive_url): one checkpoint_id segment, sampler
+// checkpoints only, a 302 to .../download.
+func SkyRLArchivePath(run, name string) string {
+	return "training_runs/" + url.PathEscape(run) + "/checkpoints/" + url.PathEscape(name) + "/archive"
 }
 
 // APIPrefix starts every path.
@@ -99,10 +127,41 @@ type ForwardBackwardResult struct {
 
 // OptimStepRequest is the body of optim_step.
 type OptimStepRequest struct {
-	Type       string             `json:"type"`
-	ModelID    string             `json:"model_id"`
-	SeqID      int                `json:"seq_id"`
-	AdamParams backend.AdamParams `json:"adam_params"` // the same JSON as the backend type
+	Type       string     `json:"type"`
+	ModelID    string     `json:"model_id"`
+	SeqID      int        `json:"seq_id"`
+	AdamParams AdamParams `json:"adam_params"`
+}
+
+// AdamParams are adam_params: the SDK's AdamParams (types/
+// optim_step_request.py). GradClipNorm is left out for SkyRL, whose
+// AdamParams has no such field (skyrl/tinker/api.py at a9564572).
+type AdamParams struct {
+	LearningRate float64  `json:"learning_rate"`
+	Beta1        float64  `json:"beta1"`
+	Beta2        float64  `json:"beta2"`
+	Eps          float64  `json:"eps"`
+	WeightDecay  float64  `json:"weight_decay"`
+	GradClipNorm *float64 `json:"grad_clip_norm,omitempty"`
+}
+
+// NewAdamParams is p on the wire; withClip sends grad_clip_norm.
+func NewAdamParams(p backend.AdamParams, withClip bool) AdamParams {
+	w := AdamParams{LearningRate: p.LearningRate, Beta1: p.Beta1, Beta2: p.Beta2, Eps: p.Eps, WeightDecay: p.WeightDecay}
+	if withClip {
+		c := p.GradClipNorm
+		w.GradClipNorm = &c
+	}
+	return w
+}
+
+// Backend is the backend's type (grad_clip_norm absent is 0: no clipping).
+func (w AdamParams) Backend() backend.AdamParams {
+	p := backend.AdamParams{LearningRate: w.LearningRate, Beta1: w.Beta1, Beta2: w.Beta2, Eps: w.Eps, WeightDecay: w.WeightDecay}
+	if w.GradClipNorm != nil {
+		p.GradClipNorm = *w.GradClipNorm
+	}
+	return p
 }
 
 // OptimStepResult is optim_step's result.
@@ -144,18 +203,58 @@ type LoRAConfig struct {
 	TrainAttn    bool   `json:"train_attn"`
 }
 
-// CreateModelRequest is the body of create_model.
+// SkyRLLoRAConfig is the lora_config SkyRL reads (skyrl/tinker/api.py at
+// a9564572, LoRAConfig: rank and seed; the targets are fixed server-side
+// and alpha is 32).
+type SkyRLLoRAConfig struct {
+	Rank int    `json:"rank"`
+	Seed *int64 `json:"seed,omitempty"`
+}
+
+// CreateModelRequest is the body of create_model. LoRAConfig is a
+// LoRAConfig, or a SkyRLLoRAConfig for SkyRL.
 type CreateModelRequest struct {
-	Type       string     `json:"type"`
-	SessionID  string     `json:"session_id"`
-	ModelSeqID int        `json:"model_seq_id"`
-	BaseModel  string     `json:"base_model"`
-	LoRAConfig LoRAConfig `json:"lora_config"`
+	Type       string `json:"type"`
+	SessionID  string `json:"session_id"`
+	ModelSeqID int    `json:"model_seq_id"`
+	BaseModel  string `json:"base_model"`
+	LoRAConfig any    `json:"lora_config"`
 }
 
 // ModelIDResult is create_model's result.
 type ModelIDResult struct {
 	ModelID string `json:"model_id"`
+}
+
+// ClientConfigRequest is the body of client/config.
+type ClientConfigRequest struct {
+	SDKVersion string `json:"sdk_version"`
+}
+
+// ClientConfigResponse is what rllm reads of client/config's flags (the
+// SDK's ClientConfigResponse; SkyRL answers only pjwt_auth_enabled false).
+type ClientConfigResponse struct {
+	PJWTAuthEnabled bool `json:"pjwt_auth_enabled"`
+	// CredentialDefaultSource is "api_key" or "credential_cmd" (the key
+	// is then ignored unless it is already a JWT).
+	CredentialDefaultSource string `json:"credential_default_source,omitempty"`
+}
+
+// AuthTokenResponse is auth/token's answer.
+type AuthTokenResponse struct {
+	JWT string `json:"jwt"`
+}
+
+// CheckpointEntry is one entry of a training run's checkpoint list.
+type CheckpointEntry struct {
+	CheckpointID   string `json:"checkpoint_id"`
+	CheckpointType string `json:"checkpoint_type"` // "training" or "sampler"
+	TinkerPath     string `json:"tinker_path"`
+}
+
+// CheckpointList is the answer of CheckpointsPath.
+type CheckpointList struct {
+	Checkpoints []CheckpointEntry `json:"checkpoints"`
 }
 
 // CreateSessionRequest is the body of create_session.
@@ -264,7 +363,9 @@ func (m *SupportedModel) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// Capabilities is get_server_capabilities' answer.
+// Capabilities is get_server_capabilities' answer. Neither hosted Tinker
+// (SDK 0.25 GetServerCapabilitiesResponse) nor SkyRL lists losses;
+// SupportedLossFns is read for a server that does.
 type Capabilities struct {
 	SupportedModels  []SupportedModel `json:"supported_models"`
 	SupportedLossFns []string         `json:"supported_loss_fns,omitempty"`
