@@ -72,8 +72,8 @@ func CheckPrompts(ctx context.Context, c *config.Config, opts Options) error {
 const promptChecks = 8
 
 func promptsFit(ctx context.Context, be backend.TrainingBackend, plan *Plan, train []episode.Task, prog progress.Progress) error {
-	max := be.Info().MaxContext
-	if max <= 0 || len(train) == 0 {
+	maxCtx := be.Info().MaxContext
+	if maxCtx <= 0 || len(train) == 0 {
 		return nil
 	}
 	n := min(len(train), promptChecks)
@@ -81,6 +81,7 @@ func promptsFit(ctx context.Context, be backend.TrainingBackend, plan *Plan, tra
 	defer counter.Done()
 	lengths := make([]int, n)
 	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(max(1, plan.Runner.NParallel)) // workflow.n_parallel_tasks holds here too
 	for i := range n {
 		// Each check is an episode of its own that ends at its first
 		// model call, concurrently: a program or a harness that takes
@@ -111,7 +112,7 @@ func promptsFit(ctx context.Context, be backend.TrainingBackend, plan *Plan, tra
 			longest, task = l, i
 		}
 	}
-	if longest+replyRoom <= max {
+	if longest+replyRoom <= maxCtx {
 		return nil
 	}
 	key := "the model's context"
@@ -119,7 +120,7 @@ func promptsFit(ctx context.Context, be backend.TrainingBackend, plan *Plan, tra
 		key = "backend.local.context"
 	}
 	return usererr.Errorf("%s: the first prompt of training task %d is %d tokens, which leaves the model of context %d no room to reply; set %s to at least %d (or shorten the prompts)",
-		contextKey(plan.Backend), task, longest, max, key, nextPow2(longest+replyRoom*4))
+		contextKey(plan.Backend), task, longest, maxCtx, key, nextPow2(longest+replyRoom*4))
 }
 
 func contextKey(backendName string) string {
