@@ -219,7 +219,9 @@ func runEval(ctx context.Context, a *App, opts *evalOptions) error {
 	defer pol.close()
 	total := len(tasks) * k
 	prog := newEvalProgress(a.Stderr, opts.output == "json", total)
-	eng, err := rollout.NewRunner(spec, pol.sampler, trainer.ValParams(c), k, rollout.RunnerOptionsFromConfig(c), prog.onEvent)
+	ro := rollout.RunnerOptionsFromConfig(c)
+	ro.Stall = prog.stalled
+	eng, err := rollout.NewRunner(spec, pol.sampler, trainer.ValParams(c), k, ro, prog.onEvent)
 	if err != nil {
 		return err
 	}
@@ -519,6 +521,11 @@ func (p *evalProgress) onEvent(ev rollout.Event) {
 	case rollout.EventRetried:
 		p.retry.Add(1)
 	}
+}
+
+// stalled reports episodes that run and do not end (rollout.OnStall).
+func (p *evalProgress) stalled(msg string) {
+	p.line(map[string]any{"event": "stall", "message": msg}, msg)
 }
 
 func (p *evalProgress) line(fields map[string]any, text string) {

@@ -190,6 +190,7 @@ goals = false
   "privacy": {"usageStatisticsEnabled": false},
   "telemetry": {"enabled": false},
   "general": {"disableAutoUpdate": true, "disableUpdateNag": true},
+  "tools": {"shell": {"enableInteractiveShell": true}},
   "security": {"auth": {"selectedType": "openai"}},
   "model": {"name": {{json .Model}}}
 }

@@ -1,6 +1,7 @@
 package rollout
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -49,6 +50,12 @@ type EngineOptions struct {
 	TaskID func(index int, task episode.Task) string
 	// OnEvent receives progress events. Calls are serialized; keep it fast.
 	OnEvent func(Event)
+	// OnStall, when set, is told every StallAfter while episodes run and
+	// none ends: how many run, the oldest and what bounds them.
+	OnStall func(string)
+	// StallAfter is how long without an episode ending counts as a stall
+	// (0: DefaultStallAfter).
+	StallAfter time.Duration
 }
 
 // EventKind says what happened to an episode.
@@ -101,6 +108,9 @@ type Engine struct {
 
 	episodes, retries, errs, timeouts, abandoned atomic.Int64
 	promptTokens, responseTokens                 atomic.Int64
+
+	stall *stallWatch
+	bound atomic.Value // string: the workflow's Bounder, from the first one built
 }
 
 // NewEngine checks the options and builds an engine.
@@ -124,7 +134,37 @@ func NewEngine(factory WorkflowFactory, opts EngineOptions) (*Engine, error) {
 	if opts.TaskID == nil {
 		opts.TaskID = DefaultTaskID
 	}
-	return &Engine{factory: factory, opts: opts, terms: map[episode.TerminationReason]int64{}}, nil
+	e := &Engine{factory: factory, opts: opts, terms: map[episode.TerminationReason]int64{}}
+	if opts.OnStall != nil {
+		e.stall = newStallWatch(cmp.Or(opts.StallAfter, DefaultStallAfter), opts.OnStall, e.boundText)
+	}
+	return e, nil
+}
+
+// boundText says what ends an episode that never finishes.
+func (e *Engine) boundText() string {
+	b, _ := e.bound.Load().(string)
+	switch {
+	case e.opts.EpisodeTimeout > 0 && b != "":
+		return fmt.Sprintf("%s, agent.trajectory_timeout_s=%g any episode", b, e.opts.EpisodeTimeout.Seconds())
+	case e.opts.EpisodeTimeout > 0:
+		return fmt.Sprintf("agent.trajectory_timeout_s=%g ends an episode", e.opts.EpisodeTimeout.Seconds())
+	case b != "":
+		return b
+	}
+	return "no timeout ends an episode: agent.trajectory_timeout_s sets one"
+}
+
+// watchStalls starts the stall reports of one Run or Stream; the returned
+// func stops them.
+func (e *Engine) watchStalls() func() {
+	if e.stall == nil {
+		return func() {}
+	}
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() { defer close(done); e.stall.watch(stop) }()
+	return func() { close(stop); <-done }
 }
 
 // DefaultTaskID is the task's "task_id", "uid" or "id" field (the columns
@@ -185,6 +225,7 @@ func (e *Engine) Stream(ctx context.Context, tasks []episode.Task, fn func(*epis
 	window := max(4*e.opts.NParallel, 64)
 	runCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
+	defer e.watchStalls()()
 
 	var mu sync.Mutex
 	cond := sync.NewCond(&mu)
@@ -245,6 +286,7 @@ func (e *Engine) run(ctx context.Context, tasks []episode.Task, deliver func(int
 	n := e.opts.N
 	runCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
+	defer e.watchStalls()()
 	var g errgroup.Group
 	g.SetLimit(e.opts.NParallel)
 launch:
@@ -311,6 +353,8 @@ func (e *Engine) runEpisode(ctx context.Context, ti, r int, task episode.Task, i
 		}
 	}
 	e.emit(Event{Kind: EventStarted, EpisodeID: id, TaskIndex: ti, Rollout: r, Attempt: 1})
+	e.stall.started(id, 1)
+	defer e.stall.ended(id)
 	var ep *episode.Episode
 	attempt, requests := 1, 0
 	for ; ; attempt++ {
@@ -328,6 +372,7 @@ func (e *Engine) runEpisode(ctx context.Context, ti, r int, task episode.Task, i
 			break
 		}
 		e.retries.Add(1)
+		e.stall.started(id, attempt+1)
 		e.emit(Event{Kind: EventRetried, EpisodeID: id, TaskIndex: ti, Rollout: r, Attempt: attempt + 1, Err: ep.Error})
 	}
 	pt, rt := tokenCounts(ep)
@@ -411,6 +456,9 @@ func (e *Engine) once(ctx context.Context, task episode.Task, id string) (*episo
 	}
 	if wf == nil {
 		return failed(episode.TerminationError, nil, "the workflow factory returned no workflow"), nil
+	}
+	if b, ok := wf.(Bounder); ok && e.bound.Load() == nil {
+		e.bound.Store(b.Bound())
 	}
 	epCtx, cancel := ctx, context.CancelFunc(func() {})
 	if e.opts.EpisodeTimeout > 0 {

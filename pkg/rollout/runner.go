@@ -35,6 +35,10 @@ type RunnerOptions struct {
 	// has no dataset id, so a phase that runs its batch's tasks one at a
 	// time (the asynchronous trainer) names them as a whole-batch run does.
 	TaskIndexBase int
+	// Stall, when set, is told every StallAfter while episodes run and
+	// none ends (EngineOptions.OnStall).
+	Stall      func(string)
+	StallAfter time.Duration
 }
 
 // RunnerOptionsFromConfig reads the runner's keys.
@@ -64,6 +68,8 @@ func NewRunner(spec workflow.Spec, smp sampler.Sampler, params sampler.Params, n
 		EpisodeTimeout: o.EpisodeTimeout,
 		TaskID:         func(i int, task episode.Task) string { return TaskID(i+o.TaskIndexBase, task) },
 		OnEvent:        onEvent,
+		OnStall:        o.Stall,
+		StallAfter:     o.StallAfter,
 	})
 }
 

@@ -59,6 +59,7 @@ type asyncRun struct {
 	rolloutIdle, trainerIdle   time.Duration
 	stepStart                  time.Time
 	consecutiveDrops, lastDrop int
+	stallSaid                  time.Time // the last stall report of any group
 
 	// The producer's own dataloader and draw count (its goroutine only).
 	loader *dataset.Loader
@@ -204,6 +205,21 @@ func (a *asyncRun) draw() *asyncGroup {
 	return g
 }
 
+// stalled logs a group's stall report, one for all the groups in flight
+// per rollout.DefaultStallAfter.
+func (a *asyncRun) stalled(msg string) {
+	a.mu.Lock()
+	now := time.Now()
+	due := now.Sub(a.stallSaid) >= rollout.DefaultStallAfter
+	if due {
+		a.stallSaid = now
+	}
+	a.mu.Unlock()
+	if due {
+		a.t.logf("asynchronous rollouts: a group's %s", msg)
+	}
+}
+
 // run samples a group: rollout.n episodes of its task, seeded as the
 // synchronous loop seeds the step the group is meant for.
 func (a *asyncRun) run(ctx context.Context, g *asyncGroup) {
@@ -214,6 +230,7 @@ func (a *asyncRun) run(ctx context.Context, g *asyncGroup) {
 	// flight (slots) and, with validation, across phases (o.Shared).
 	o.NParallel = min(a.t.plan.Train.N, o.NParallel)
 	o.Shared = a.t.episodeSlots
+	o.Stall = a.stalled
 	eng, err := rollout.NewRunner(a.t.plan.Workflow, a.t.chat, a.t.plan.Train.Params, a.t.plan.Train.N, o, nil)
 	if err != nil {
 		g.err = err

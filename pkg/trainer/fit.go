@@ -2,15 +2,17 @@ package trainer
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
 	"sync"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/rllm-org/rllm-go/pkg/backend"
 	"github.com/rllm-org/rllm-go/pkg/config"
 	"github.com/rllm-org/rllm-go/pkg/episode"
+	"github.com/rllm-org/rllm-go/pkg/progress"
 	"github.com/rllm-org/rllm-go/pkg/usererr"
 )
 
@@ -24,7 +26,7 @@ const replyRoom = 16
 // that would end every episode as max_prompt_length_exceeded and train
 // nothing. The error names the context key and the size needed.
 func (t *Trainer) checkPromptsFit(ctx context.Context) error {
-	return promptsFit(ctx, t.be, t.plan, t.train)
+	return promptsFit(ctx, t.be, t.plan, t.train, t.progress())
 }
 
 // CheckPrompts is train's prompt check for rllm validate-config: given
@@ -63,28 +65,54 @@ func CheckPrompts(ctx context.Context, c *config.Config, opts Options) error {
 		return err
 	}
 	defer be.Close()
-	return promptsFit(ctx, be, plan, train)
+	return promptsFit(ctx, be, plan, train, progress.Nop)
 }
 
-func promptsFit(ctx context.Context, be backend.TrainingBackend, plan *Plan, train []episode.Task) error {
-	max := be.Info().MaxContext
-	if max <= 0 || len(train) == 0 {
+// promptChecks is how many training tasks' first prompts are checked.
+const promptChecks = 8
+
+func promptsFit(ctx context.Context, be backend.TrainingBackend, plan *Plan, train []episode.Task, prog progress.Progress) error {
+	maxCtx := be.Info().MaxContext
+	if maxCtx <= 0 || len(train) == 0 {
 		return nil
 	}
-	probe := &promptProbe{}
+	n := min(len(train), promptChecks)
+	counter := prog.Start("prompt check", "tasks", int64(n))
+	defer counter.Done()
+	lengths := make([]int, n)
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(max(1, plan.Runner.NParallel)) // workflow.n_parallel_tasks holds here too
+	for i := range n {
+		// Each check is an episode of its own that ends at its first
+		// model call, concurrently: a program or a harness that takes
+		// seconds to start pays them once, not eight times.
+		g.Go(func() error {
+			ectx, stop := context.WithCancel(gctx)
+			defer stop()
+			probe := &promptProbe{stop: stop}
+			wf, err := plan.Workflow.New(be.ChatSampler(probe), plan.Train.Params)
+			if err != nil {
+				return err
+			}
+			wf.Run(ectx, train[i], fmt.Sprintf("prompt-check:%d", i))
+			lengths[i] = probe.first()
+			counter.Add(1)
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	longest, task := 0, -1
-	for i := range min(len(train), 8) {
-		wf, err := plan.Workflow.New(be.ChatSampler(probe), plan.Train.Params)
-		if err != nil {
-			return err
-		}
-		probe.reset()
-		wf.Run(ctx, train[i], fmt.Sprintf("prompt-check:%d", i))
-		if n := probe.first(); n > longest {
-			longest, task = n, i
+	for i, l := range lengths {
+		if l > longest {
+			longest, task = l, i
 		}
 	}
-	if longest+replyRoom <= max {
+	if longest+replyRoom <= maxCtx {
 		return nil
 	}
 	key := "the model's context"
@@ -92,7 +120,7 @@ func promptsFit(ctx context.Context, be backend.TrainingBackend, plan *Plan, tra
 		key = "backend.local.context"
 	}
 	return usererr.Errorf("%s: the first prompt of training task %d is %d tokens, which leaves the model of context %d no room to reply; set %s to at least %d (or shorten the prompts)",
-		contextKey(plan.Backend), task, longest, max, key, nextPow2(longest+replyRoom*4))
+		contextKey(plan.Backend), task, longest, maxCtx, key, nextPow2(longest+replyRoom*4))
 }
 
 func contextKey(backendName string) string {
@@ -111,9 +139,15 @@ func nextPow2(n int) int {
 }
 
 // promptProbe is a token sampler that records the length of the first
-// prompt it is asked to continue and answers with an empty reply that
-// stops, so a workflow ends after one turn.
+// prompt it is asked to continue and ends the check's episode there: it
+// cancels the episode (stop) and answers as a sampler would, with an
+// empty reply that stops (the request's first stop token, the eos). The
+// check never waits for what a workflow does after its first call: a
+// program's answer, a verifier. Before, the probe failed the call, and a
+// serving program whose thread raised on the error never answered, so
+// the check waited for workflow.args.timeout_s on every task.
 type promptProbe struct {
+	stop   context.CancelFunc
 	mu     sync.Mutex
 	prompt int
 	seen   bool
@@ -122,19 +156,11 @@ type promptProbe struct {
 func (p *promptProbe) Name() string { return "prompt probe" }
 func (p *promptProbe) Version() int { return 0 }
 
-func (p *promptProbe) reset() {
-	p.mu.Lock()
-	p.prompt, p.seen = 0, false
-	p.mu.Unlock()
-}
-
 func (p *promptProbe) first() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.prompt
 }
-
-var errProbe = errors.New("prompt probe: nothing is sampled")
 
 func (p *promptProbe) Sample(_ context.Context, req backend.SampleRequest) (backend.SampleResult, error) {
 	p.mu.Lock()
@@ -142,5 +168,17 @@ func (p *promptProbe) Sample(_ context.Context, req backend.SampleRequest) (back
 		p.prompt, p.seen = len(req.Prompt), true
 	}
 	p.mu.Unlock()
-	return backend.SampleResult{}, errProbe
+	if p.stop != nil {
+		p.stop()
+	}
+	seq := backend.SampledSequence{Tokens: []int{}, Logprobs: []float64{}, StopReason: backend.StopReasonStop}
+	if ids := req.Params.StopTokenIDs; len(ids) > 0 {
+		seq.Tokens, seq.Logprobs = ids[:1:1], []float64{0}
+	}
+	n := max(req.NumSamples, 1)
+	res := backend.SampleResult{Sequences: make([]backend.SampledSequence, n)}
+	for i := range res.Sequences {
+		res.Sequences[i] = seq
+	}
+	return res, nil
 }

@@ -335,5 +335,17 @@ func (t *Trainer) runnerFor(phase int) rollout.RunnerOptions {
 	o := t.plan.Runner
 	o.SeedSalt = uint64(phase)<<40 | uint64(t.step)
 	o.Shared = t.episodeSlots
+	o.Stall = func(msg string) { t.logf("%s: %s", phaseName(phase, t.step), msg) }
 	return o
+}
+
+// phaseName names a rollout phase in a stall report.
+func phaseName(phase, step int) string {
+	switch phase {
+	case phaseVal:
+		return fmt.Sprintf("validation at step %d", step)
+	case phaseWarmup:
+		return "warm-up"
+	}
+	return fmt.Sprintf("step %d's rollouts", step+1)
 }

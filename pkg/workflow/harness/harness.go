@@ -416,3 +416,9 @@ func fail(ep *episode.Episode, err error) (*episode.Episode, error) {
 	ep.Error = err.Error()
 	return ep, err
 }
+
+// Bound names the key that ends an episode the harness never finishes
+// (rollout.Bounder).
+func (w *Workflow) Bound() string {
+	return fmt.Sprintf("workflow.args.timeout_s=%g ends each %s episode", w.p.TimeoutS, w.entry.Name)
+}

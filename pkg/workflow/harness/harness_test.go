@@ -105,6 +105,12 @@ func checkEpisode(t *testing.T, ep *episode.Episode) {
 			}
 		}
 	}
+	// The answer turn sees what the command printed: a harness whose
+	// shell tool lost its output (Qwen Code's PTY shell under load)
+	// answers as if it printed nothing.
+	if last := lastAgentPrompt(ep); !strings.Contains(last, task().Content) {
+		t.Errorf("the last agent turn's tool results do not hold the command's output %q: %q", task().Content, last)
+	}
 	// write, run, answer: at least three agent turns.
 	if agent < 3 {
 		t.Errorf("%d agent turns, want at least 3 (write, run, answer)", agent)
@@ -113,6 +119,28 @@ func checkEpisode(t *testing.T, ep *episode.Episode) {
 		t.Errorf("the harness tried %v connections besides its session", ep.Metrics["denied_connections"])
 	}
 	t.Logf("%s: first call after %.2f s, %v s, %v calls (%v auxiliary, %v count_tokens), %v forwarded and %v denied connections", ep.ID, ep.Metrics["first_call_seconds"], ep.Metrics["harness_seconds"], ep.Metrics["model_calls"], ep.Metrics["auxiliary_calls"], ep.Metrics["count_tokens_calls"], ep.Metrics["forwarded_connections"], ep.Metrics["denied_connections"])
+}
+
+// lastAgentPrompt is the text of the tool results the last agent turn
+// was sent.
+func lastAgentPrompt(ep *episode.Episode) string {
+	var out string
+	for _, tr := range ep.Trajectories {
+		for _, s := range tr.Steps {
+			if s.Info["auxiliary"] == true {
+				continue
+			}
+			var b strings.Builder
+			for _, m := range s.ChatCompletions {
+				if m.Role == "tool" {
+					b.WriteString(m.Content)
+					b.WriteString("\n")
+				}
+			}
+			out = b.String()
+		}
+	}
+	return out
 }
 
 // clean are the harnesses seen to call nothing but their session; the

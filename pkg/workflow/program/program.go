@@ -91,6 +91,12 @@ type Program struct {
 	gateway *Gateway
 }
 
+// Bound names the key that ends an episode the program never finishes
+// (rollout.Bounder).
+func (w *Program) Bound() string {
+	return fmt.Sprintf("workflow.args.timeout_s=%g ends each of %s's episodes", w.timeout.Seconds(), w.name())
+}
+
 // Gateway is a running gateway and the base URL programs reach it at.
 type Gateway struct {
 	GW   *gateway.Gateway
