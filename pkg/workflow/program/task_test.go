@@ -106,6 +106,19 @@ func TestProgramInATasksContainer(t *testing.T) {
 	if ep, _ := w.Run(context.Background(), episode.Task{"task_dir": inside, "instruction": "x"}, "t:inside"); ep.Metrics["reward"] != 0 || !strings.Contains(ep.Error, "workflow.args.dir") {
 		t.Errorf("a program directory holding the task: reward %v, error %q", ep.Metrics["reward"], ep.Error)
 	}
+	// So is one reached through a symbolic link (the daemon binds the
+	// link's target).
+	link := filepath.Join(t.TempDir(), "prog")
+	if err := os.Symlink(progDir, link); err != nil {
+		t.Fatal(err)
+	}
+	spec.Args["dir"] = link
+	if w, err = spec.New(answering("7"), sampler.Params{MaxTokens: 16}); err != nil {
+		t.Fatal(err)
+	}
+	if ep, _ := w.Run(context.Background(), episode.Task{"task_dir": inside, "instruction": "x"}, "t:link"); ep.Metrics["reward"] != 0 || !strings.Contains(ep.Error, "workflow.args.dir") {
+		t.Errorf("a program directory holding the task through a link: reward %v, error %q", ep.Metrics["reward"], ep.Error)
+	}
 	// What cannot run in a task's container is refused.
 	for _, args := range []map[string]any{{"sandbox": "bwrap"}, {"mode": "serve"}} {
 		args["command"] = []any{"python3", "agent.py"}
