@@ -410,8 +410,8 @@ func TestDockerSweep(t *testing.T) {
 	}
 }
 
-// TestDockerWorkspaceSocket: with Network.Socket set, the socket's
-// directory is at the same path inside, and a program there reaches the
+// TestDockerWorkspaceSocket: with Network.Socket set, the socket is at
+// SocketPath inside, and a program there reaches the
 // host's listener through it (the gateway's forwarder serves it on the
 // workspace's loopback); nothing else of the network is reachable.
 func TestDockerWorkspaceSocket(t *testing.T) {
@@ -434,7 +434,7 @@ func TestDockerWorkspaceSocket(t *testing.T) {
 		got <- string(b[:n])
 	}()
 	w := openWS(t, d, WorkspaceSpec{Network: Network{Socket: sock}})
-	code := fmt.Sprintf("import socket\ns = socket.socket(socket.AF_UNIX)\ns.connect(%q)\ns.sendall(b'hello gateway')\n", sock)
+	code := fmt.Sprintf("import socket\ns = socket.socket(socket.AF_UNIX)\ns.connect(%q)\ns.sendall(b'hello gateway')\n", SocketPath)
 	res := execWS(t, w, ExecRequest{Command: []string{"python3", "-c", code}})
 	if !res.OK() {
 		t.Fatalf("%+v (%s) stderr %q", res, res.Reason(), res.Stderr)
@@ -653,5 +653,122 @@ func TestDockerWorkspaceKillAll(t *testing.T) {
 	a, _ := strconv.Atoi(strings.TrimSpace(string(after.Stdout)))
 	if a > b-3 {
 		t.Fatalf("%d processes before KillAll, %d after: what was left running survived", b, a)
+	}
+}
+
+// TestHostileDockerWorkspace: a workspace's root (root in the container,
+// as a task's agent is) finds nothing of the host it can write. The
+// session's socket is bound alone, read-only, in a read-only directory:
+// writing or creating there, replacing or re-moding the socket, and
+// planting a setuid copy of a shell in the socket's host directory (a
+// root shell for any local user) all fail; so do writes to the files the
+// daemon binds for the container's names, outside every disk limit. Every
+// mount of a host file system is read-only, and the forwarder still
+// reaches the session.
+func TestHostileDockerWorkspace(t *testing.T) {
+	d := dockerSmall(t)
+	sock := sockServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "session answered %s", r.URL.Path)
+	}))
+	hostDir := filepath.Dir(sock)
+	before, err := os.Stat(sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := openWS(t, d, WorkspaceSpec{Network: Network{Socket: sock}})
+	for _, tc := range []struct{ name, cmd string }{
+		{"write into the socket's directory", "head -c 80000000 /dev/zero > " + runDir + "/fill"},
+		{"create in the socket's directory", "touch " + runDir + "/x"},
+		{"plant a setuid shell beside the socket", "cp /bin/dash " + runDir + "/rootsh && chmod 4755 " + runDir + "/rootsh"},
+		{"remove the socket", "rm -f " + SocketPath + " && ! test -S " + SocketPath},
+		{"replace the socket", "echo x > /tmp/f && mv -f /tmp/f " + SocketPath},
+		{"replace the socket by a link", "ln -sfn /tmp/f " + SocketPath + " && test -L " + SocketPath},
+		{"re-mode the socket", "chmod 0700 " + SocketPath},
+		{"own the socket", "chown 65534 " + SocketPath},
+		{"reach the socket's host directory", "touch " + hostDir + "/x"},
+		{"write the host's /etc/hosts", "echo x >> /etc/hosts"},
+		{"write the host's /etc/resolv.conf", "echo x >> /etc/resolv.conf"},
+		{"write the host's /etc/hostname", "echo x > /etc/hostname"},
+	} {
+		res := execWS(t, w, ExecRequest{Command: []string{"sh", "-c", tc.cmd}})
+		if res.OK() {
+			t.Errorf("%s: %q succeeded", tc.name, tc.cmd)
+		}
+	}
+	// Every mount of a host file system is read-only (the writable layer
+	// is the daemon's overlay, bounded by DiskBytes; tmpfs is memory).
+	// Of mounts stacked on one path, the last one listed is the one seen.
+	res := execWS(t, w, ExecRequest{Command: []string{"cat", "/proc/self/mountinfo"}})
+	top := map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(string(res.Stdout)), "\n") {
+		if f := strings.Fields(line); len(f) > 5 {
+			top[f[4]] = line
+		}
+	}
+	for _, line := range top {
+		pre, post, ok := strings.Cut(line, " - ")
+		f, g := strings.Fields(pre), strings.Fields(post)
+		if !ok || len(f) < 6 || len(g) < 1 {
+			t.Fatalf("mountinfo line %q", line)
+		}
+		switch g[0] {
+		case "overlay", "tmpfs", "proc", "sysfs", "devpts", "mqueue", "cgroup", "cgroup2":
+			continue
+		}
+		if !slices.Contains(strings.Split(f[5], ","), "ro") {
+			t.Errorf("a host file system is writable in the container: %s", line)
+		}
+	}
+	entries, err := os.ReadDir(hostDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != 1 || entries[0].Name() != filepath.Base(sock) {
+		t.Errorf("the socket's host directory holds %v, want the socket alone", entries)
+	}
+	after, err := os.Stat(sock)
+	if err != nil || !os.SameFile(before, after) || after.Mode() != before.Mode() {
+		t.Errorf("the host's socket changed: %v, %v, %v", before.Mode(), after, err)
+	}
+	py := `import urllib.request
+print(urllib.request.urlopen("http://127.0.0.1:8000/sessions/x/v1/models", timeout=10).read().decode())`
+	res = execWS(t, w, ExecRequest{Command: []string{"python3", "-c", py}, Limits: Limits{WallTime: time.Minute}})
+	if !res.OK() || !strings.Contains(string(res.Stdout), "session answered /sessions/x/v1/models") {
+		t.Fatalf("the forwarder does not reach the session: %s\n%s%s", res.Reason(), res.Stdout, res.Stderr)
+	}
+}
+
+// TestDockerWorkspaceImagePath: a workspace keeps its image's ENV (a
+// task's tool in /opt/tool/bin, ENV PATH=/opt/tool/bin:$PATH) under the
+// sandbox's defaults and the spec's env; a command's PATH=DIR:$PATH puts
+// DIR first and keeps the image's.
+func TestDockerWorkspaceImagePath(t *testing.T) {
+	d := dockerSmall(t)
+	dir := t.TempDir()
+	dockerfile := "FROM " + d.image + "\n" +
+		"RUN mkdir -p /opt/tool/bin && printf '#!/bin/sh\\necho tool ran\\n' > /opt/tool/bin/mytool && chmod 755 /opt/tool/bin/mytool\n" +
+		"ENV PATH=/opt/tool/bin:$PATH TOOL_HOME=/opt/tool\n"
+	if err := os.WriteFile(filepath.Join(dir, "Dockerfile"), []byte(dockerfile), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	img, err := d.BuildImage(ctx, dir, filepath.Join(dir, "Dockerfile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := openWS(t, d, WorkspaceSpec{Image: img, Env: []string{"SPEC=1"}})
+	for _, tc := range []struct {
+		name string
+		env  []string
+		want string
+	}{
+		{"the image's PATH", nil, "tool ran /opt/tool 1 1 /opt/tool/bin:"},
+		{"a directory put first", []string{"PATH=/opt/harness/bin:$PATH"}, "tool ran /opt/tool 1 1 /opt/harness/bin:/opt/tool/bin:"},
+	} {
+		res := execWS(t, w, ExecRequest{Command: []string{"sh", "-c", `echo "$(mytool) $TOOL_HOME $SPEC $PYTHONUNBUFFERED $PATH"`}, Env: tc.env})
+		if out := string(res.Stdout); !res.OK() || !strings.HasPrefix(out, tc.want) {
+			t.Errorf("%s: %q (%s, stderr %q), want it to start %q", tc.name, out, res.Reason(), res.Stderr, tc.want)
+		}
 	}
 }

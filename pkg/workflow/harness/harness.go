@@ -259,7 +259,7 @@ func (w *Workflow) Run(ctx context.Context, task episode.Task, episodeID string)
 	if err := ws.CopyIn(runCtx, sandbox.HomeDir, r.Files); err != nil {
 		return fail(ep, fmt.Errorf("writing the harness's settings: %w", err))
 	}
-	env := append([]string{"HOME=" + sandbox.HomeDir, "PATH=" + w.entry.BinDir(w.p.Dir) + ":/usr/local/bin:/usr/bin:/bin",
+	env := append([]string{"HOME=" + sandbox.HomeDir, "PATH=" + w.entry.BinDir(w.p.Dir) + ":$PATH", // the harness, then the image's tools
 		"TERM=dumb", "NO_COLOR=1", "CI=1"}, r.Env...)
 	began := time.Now()
 	var res sandbox.Result

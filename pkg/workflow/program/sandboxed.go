@@ -164,6 +164,10 @@ func (w *Program) runSandboxed(ctx context.Context, g *Gateway, sess *gateway.Se
 	}
 	vars := sessionEnv(fmt.Sprintf("http://127.0.0.1:%d/sessions/%s", sandbox.DefaultPort, sess.ID), sess, episodeID)
 	vars["RLLM_WORKDIR"], vars["HOME"], vars["TMPDIR"] = workDir, sandbox.HomeDir, "/tmp"
+	if w.sandbox == "docker" {
+		// The image's PATH (a task's tools), not the host's.
+		vars["PATH"] = "$PATH"
+	}
 	env := childenv.FromProcess(w.passEnv, vars)
 	res, err := ws.Exec(ctx, sandbox.ExecRequest{Command: w.argv, Dir: dir, Env: env, Stdin: append(in, '\n')})
 	_, _ = stdout.Write(res.Stdout)
