@@ -391,22 +391,102 @@ func TestDockerSweep(t *testing.T) {
 		t.Fatal(err)
 	}
 	other := func(pid, start, host string) map[string]string {
-		return map[string]string{LabelRun: "other", LabelOwnerHost: host, LabelOwnerBoot: me.boot, LabelOwnerPID: pid, LabelOwnerStart: start}
+		return map[string]string{LabelRun: "other", LabelOwnerHost: host, LabelOwnerBoot: me.boot, LabelOwnerPIDNS: me.pidns, LabelOwnerPID: pid, LabelOwnerStart: start}
 	}
-	dead := create(other(strconv.Itoa(exited.Process.Pid), "12345", me.host))
-	reused := create(other(me.pid, "1", me.host))
-	mine := create(me.labels())
-	elsewhere := create(other("1", "1", me.host+"-elsewhere"))
-	removed, err := sweep(ctx, d.cli, me)
+	// An owner in another PID namespace: its pid means nothing here.
+	otherNS := func(pid, start, boot string) map[string]string {
+		l := other(pid, start, me.host)
+		l[LabelOwnerPIDNS], l[LabelOwnerBoot] = "pid:[1]", boot
+		return l
+	}
+	legacy := other(strconv.Itoa(exited.Process.Pid), "12345", me.host)
+	delete(legacy, LabelOwnerPIDNS)
+	for _, tc := range []struct {
+		name   string
+		labels map[string]string
+		gone   bool
+	}{
+		{"a dead owner", other(strconv.Itoa(exited.Process.Pid), "12345", me.host), true},
+		{"an owner whose pid was reused", other(me.pid, "1", me.host), true},
+		{"a dead owner that named no namespace", legacy, true},
+		{"this process", me.labels(), false},
+		{"another host", other("1", "1", me.host+"-elsewhere"), false},
+		{"another namespace, a pid gone here", otherNS(strconv.Itoa(exited.Process.Pid), "12345", me.boot), false},
+		{"another namespace, a pid alive here", otherNS(me.pid, "1", me.boot), false},
+		{"another namespace, before this boot", otherNS("1", "1", "an-earlier-boot"), true},
+	} {
+		id := create(tc.labels)
+		removed, err := sweep(ctx, d.cli, me)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if slices.Contains(removed, id) != tc.gone {
+			t.Errorf("%s: removed %v, want it removed: %v", tc.name, removed, tc.gone)
+		}
+	}
+}
+
+// TestDockerSweepOtherNamespace: two rllm (or two test binaries) on one
+// daemon's host, in PID namespaces of their own, leave each other's
+// containers alone: the sweep of this process does not take the pid of
+// an rllm in another namespace (pid 1 there) for one of its own.
+func TestDockerSweepOtherNamespace(t *testing.T) {
+	if os.Getenv("RLLM_SANDBOX_NS_OWNER") == "1" {
+		d, err := OpenDocker(context.Background(), Config{Backend: BackendDocker, Limits: small})
+		if err != nil {
+			fmt.Println("error", err)
+			return
+		}
+		w, err := d.Open(context.Background(), WorkspaceSpec{})
+		if err != nil {
+			fmt.Println("error", err)
+			return
+		}
+		fmt.Println("open", w.(*dockerWorkspace).id)
+		time.Sleep(time.Hour)
+		return
+	}
+	d := dockerSmall(t)
+	unshare, err := exec.LookPath("unshare")
+	if err != nil {
+		t.Skip("no unshare to start a process in a PID namespace of its own")
+	}
+	cmd := exec.Command(unshare, "--pid", "--fork", "--mount-proc", "--kill-child", os.Args[0], "-test.run=^TestDockerSweepOtherNamespace$")
+	cmd.Env = append(os.Environ(), "RLLM_SANDBOX_NS_OWNER=1")
+	var errOut bytes.Buffer
+	cmd.Stderr = &errOut
+	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := map[string]bool{}
-	for _, id := range removed {
-		got[id] = true
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
 	}
-	if !got[dead] || !got[reused] || got[mine] || got[elsewhere] {
-		t.Fatalf("removed %v; want the dead owner's %s and the reused pid's %s only", removed, shortID(dead), shortID(reused))
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	line := make([]byte, 256)
+	n, _ := io.ReadAtLeast(out, line, 70)
+	var id string
+	if _, err := fmt.Sscanf(string(line[:n]), "open %s", &id); err != nil {
+		if strings.Contains(errOut.String(), "Operation not permitted") {
+			t.Skipf("no PID namespace can be made here: %s", errOut.String())
+		}
+		t.Fatalf("the process in its own namespace said %q (stderr %q)", line[:n], errOut.String())
+	}
+	t.Cleanup(func() { d.remove(id) })
+	ctx := context.Background()
+	insp, err := d.cli.ContainerInspect(ctx, id, client.ContainerInspectOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := insp.Container.Config.Labels; l[LabelOwnerPIDNS] == d.owner.pidns || l[LabelOwnerPIDNS] == "" {
+		t.Fatalf("the other process's container names PID namespace %q, this one's is %q", l[LabelOwnerPIDNS], d.owner.pidns)
+	}
+	removed, err := sweep(ctx, d.cli, d.owner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if slices.Contains(removed, id) {
+		t.Fatalf("this process's sweep removed %s, the container of a live rllm in another PID namespace (pid %s there)", shortID(id), insp.Container.Config.Labels[LabelOwnerPID])
 	}
 }
 
