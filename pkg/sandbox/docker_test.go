@@ -408,7 +408,7 @@ func TestDockerSweep(t *testing.T) {
 	}{
 		{"a dead owner", other(strconv.Itoa(exited.Process.Pid), "12345", me.host), true},
 		{"an owner whose pid was reused", other(me.pid, "1", me.host), true},
-		{"a dead owner that named no namespace", legacy, true},
+		{"a dead owner that named no namespace", legacy, false},
 		{"this process", me.labels(), false},
 		{"another host", other("1", "1", me.host+"-elsewhere"), false},
 		{"another namespace, a pid gone here", otherNS(strconv.Itoa(exited.Process.Pid), "12345", me.boot), false},
@@ -852,3 +852,4 @@ func TestDockerWorkspaceImagePath(t *testing.T) {
 		}
 	}
 }
+

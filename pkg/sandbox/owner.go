@@ -90,9 +90,9 @@ func startTime(pid int) string {
 // ended: it ran on this host, and this host rebooted since, or it ran in
 // this PID namespace and its pid is gone or now belongs to a process
 // started at another time. Labels of another host, of another PID
-// namespace (the same pid there is another process, or none), or that
-// this process cannot judge, are never gone. Labels without a namespace
-// (an rllm before it was named) are judged by pid.
+// namespace (the same pid there is another process, or none), without a
+// namespace (an rllm before it was named: its namespace is unknown), or
+// that this process cannot judge, are never gone.
 func (o *owner) ownerGone(labels map[string]string) bool {
 	pid, err := strconv.Atoi(labels[LabelOwnerPID])
 	if err != nil || pid <= 0 || labels[LabelOwnerHost] != o.host || o.start == "" || labels[LabelOwnerStart] == "" {
@@ -101,7 +101,7 @@ func (o *owner) ownerGone(labels map[string]string) bool {
 	if b := labels[LabelOwnerBoot]; b != "" && o.boot != "" && b != o.boot {
 		return true
 	}
-	if ns := labels[LabelOwnerPIDNS]; ns != "" && ns != o.pidns {
+	if ns := labels[LabelOwnerPIDNS]; ns == "" || ns != o.pidns {
 		return false
 	}
 	return startTime(pid) != labels[LabelOwnerStart]
