@@ -853,3 +853,31 @@ func TestDockerWorkspaceImagePath(t *testing.T) {
 	}
 }
 
+
+// TestDockerWorkspaceImageVolume: an image's VOLUME is no way around the
+// disk limit: it is a tmpfs of the workspace's DiskBytes holding the
+// image's content there (owner and mode kept), not an anonymous volume
+// on the daemon's disk that the writable layer's measure never counts.
+func TestDockerWorkspaceImageVolume(t *testing.T) {
+	d := dockerSmall(t)
+	dir := t.TempDir()
+	dockerfile := "FROM " + d.image + "\nRUN mkdir -p /data/sub && echo seed > /data/sub/seed && chown -R 65534:65534 /data/sub && chmod 0751 /data/sub\nVOLUME /data\n"
+	if err := os.WriteFile(filepath.Join(dir, "Dockerfile"), []byte(dockerfile), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	img, err := d.BuildImage(ctx, dir, filepath.Join(dir, "Dockerfile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := openWS(t, d, WorkspaceSpec{Image: img, Limits: Limits{DiskBytes: 8 << 20}})
+	res := execWS(t, w, ExecRequest{Command: []string{"sh", "-c", "cat /data/sub/seed && stat -c '%u %a' /data/sub && grep ' /data ' /proc/self/mountinfo"}})
+	if out := string(res.Stdout); !strings.HasPrefix(out, "seed\n65534 751\n") || !strings.Contains(out, "tmpfs") {
+		t.Fatalf("the image's content is not in a tmpfs volume: %q %q", res.Stdout, res.Stderr)
+	}
+	res = execWS(t, w, ExecRequest{Command: []string{"sh", "-c", "head -c 40000000 /dev/zero > /data/fill"}})
+	if res.OK() {
+		t.Fatal("40 MB went into the image's volume past an 8 MiB disk limit")
+	}
+}

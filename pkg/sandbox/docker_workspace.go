@@ -58,6 +58,11 @@ type containerSpec struct {
 	// Limits.DiskBytes.
 	ReadOnlyRoot bool
 	WorkDirBytes int64
+	// Volumes are the image's VOLUME paths: each is a tmpfs volume of
+	// Limits.DiskBytes holding the image's content there (charged to
+	// the container's memory), not an anonymous volume on the daemon's
+	// disk, which the writable layer's measure never counts.
+	Volumes []string
 	// User is the container's user ("": the image's).
 	User string
 	// Socket and Port: the host's socket is bound, as a file and
@@ -84,6 +89,7 @@ func (s containerSpec) key() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s|%s|%+v|%s|%s|%t|%d|%s|%s|", s.Image, s.WorkDir, s.Limits, strings.Join(s.Env, "\x00"), strings.Join(s.Binds, "\x00"),
 		s.ReadOnlyRoot, s.WorkDirBytes, s.User, s.Socket)
+	fmt.Fprintf(&b, "%s|", strings.Join(s.Volumes, "\x00"))
 	for _, k := range labels {
 		fmt.Fprintf(&b, "%s=%s\x00", k, s.Labels[k])
 	}
@@ -109,6 +115,11 @@ func (d *Docker) Open(ctx context.Context, spec WorkspaceSpec) (Workspace, error
 	s, err := d.workspaceSpec(spec, image, ic.Env)
 	if err != nil {
 		return nil, err
+	}
+	for _, v := range ic.Volumes {
+		if v != "/" && !slices.ContainsFunc(s.Binds, func(b string) bool { return bindTarget(b) == v }) {
+			s.Volumes = append(s.Volumes, v)
+		}
 	}
 	return d.open(ctx, s)
 }
@@ -255,6 +266,14 @@ func (d *Docker) create(ctx context.Context, s containerSpec) (string, error) {
 			}},
 		}}
 	}
+	for _, v := range s.Volumes {
+		host.Mounts = append(host.Mounts, mount.Mount{
+			Type: mount.TypeVolume, Target: v,
+			VolumeOptions: &mount.VolumeOptions{NoCopy: true, Labels: labels, DriverConfig: &mount.Driver{
+				Name: "local", Options: map[string]string{"type": "tmpfs", "device": "tmpfs", "o": fmt.Sprintf("size=%d", l.DiskBytes)},
+			}},
+		})
+	}
 	cctx, cancel := context.WithTimeout(ctx, dockerTimeout)
 	defer cancel()
 	created, err := d.cli.ContainerCreate(cctx, client.ContainerCreateOptions{Config: cfg, HostConfig: host})
@@ -268,7 +287,50 @@ func (d *Docker) create(ctx context.Context, s containerSpec) (string, error) {
 		d.remove(created.ID)
 		return "", errDaemon("start a container of "+s.Image, err)
 	}
+	if err := d.fillVolumes(cctx, s, created.ID); err != nil {
+		d.remove(created.ID)
+		return "", err
+	}
 	return created.ID, nil
+}
+
+// fillVolumes copies the image's content at each of s.Volumes into the
+// started container id's tmpfs volume there (a tmpfs volume gets no
+// copy of its own: the daemon fills it while the container is created,
+// and it is empty again once mounted), from a container of the image
+// that is created, never started, and removed.
+func (d *Docker) fillVolumes(ctx context.Context, s containerSpec, id string) error {
+	if len(s.Volumes) == 0 {
+		return nil
+	}
+	src, err := d.cli.ContainerCreate(ctx, client.ContainerCreateOptions{Config: &container.Config{Image: s.Image, Labels: d.owner.labels(),
+		Cmd: []string{"true"}, NetworkDisabled: true}, HostConfig: &container.HostConfig{NetworkMode: "none"}})
+	if err != nil {
+		return errDaemon("create a container of "+s.Image+" to read its volumes", err)
+	}
+	defer d.remove(src.ID)
+	for _, v := range s.Volumes {
+		from, err := d.cli.CopyFromContainer(ctx, src.ID, client.CopyFromContainerOptions{SourcePath: v + "/."})
+		if err != nil {
+			if isNotFound(err) {
+				continue
+			}
+			return errDaemon("read the image's "+v, err)
+		}
+		_, err = d.cli.CopyToContainer(ctx, id, client.CopyToContainerOptions{DestinationPath: v, Content: from.Content})
+		from.Content.Close()
+		if err != nil {
+			return errDaemon("copy the image's "+v+" into its volume", err)
+		}
+	}
+	return nil
+}
+
+// bindTarget is the path a bind (SOURCE:TARGET[:MODE]) mounts at.
+func bindTarget(b string) string {
+	_, rest, _ := strings.Cut(b, ":")
+	target, _, _ := strings.Cut(rest, ":")
+	return path.Clean(target)
 }
 
 // remove removes container id and its volumes, bounded in time.
