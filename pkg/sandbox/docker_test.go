@@ -853,7 +853,6 @@ func TestDockerWorkspaceImagePath(t *testing.T) {
 	}
 }
 
-
 // TestDockerWorkspaceImageVolume: an image's VOLUME is no way around the
 // disk limit: it is a tmpfs of the workspace's DiskBytes holding the
 // image's content there (owner and mode kept), not an anonymous volume
