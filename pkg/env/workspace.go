@@ -3,6 +3,7 @@ package env
 import (
 	"context"
 	"sync"
+	"time"
 
 	"github.com/rllm-org/rllm-go/pkg/episode"
 	"github.com/rllm-org/rllm-go/pkg/registry"
@@ -44,6 +45,14 @@ type Workspaces interface {
 	// Verify scores the workspace after the agent ran (the task's
 	// verifier, in the same workspace).
 	Verify(ctx context.Context, ws sandbox.Workspace, task episode.Task) (reward float64, correct bool, info map[string]any, err error)
+}
+
+// AgentTimer is a Workspaces whose tasks bound the agent's time (a
+// Harbor task's [agent] timeout_sec): a workflow that runs its own agent
+// in the workspace stops it then, as the built-in agent is stopped, and
+// the episode ends with termination timeout.
+type AgentTimer interface {
+	AgentTimeout(task episode.Task) (time.Duration, error)
 }
 
 // WorkspacesFactory builds an env's Workspaces from its resolved env.args.

@@ -277,7 +277,9 @@ func writeMessages(w http.ResponseWriter, model string, t *Trace, c call) {
 // countTokens answers POST /v1/messages/count_tokens (Claude Code asks
 // it): the prompt tokens of a Messages request as the session's sampler
 // renders and encodes it, without sampling. It leaves no trace and does
-// not count against the session's max_calls.
+// not count against the session's max_calls; its body counts against the
+// session's byte budget, and once the session's limit fired (max_calls,
+// the byte budget) it is refused as every call is.
 func (g *Gateway) countTokens(w http.ResponseWriter, r *http.Request) {
 	began := time.Now()
 	status := g.serveCountTokens(w, r)
@@ -289,11 +291,18 @@ func (g *Gateway) serveCountTokens(w http.ResponseWriter, r *http.Request) int {
 	if s == nil {
 		return status
 	}
-	body, err := readBody(w, r, g.opts.MaxBodyBytes)
-	if err != nil {
-		s.fail(func(st *SessionStats) { st.Refused++ }, err.Error())
-		return writeBodyError(w, err, writeAnthropicError)
+	if hit := s.limited.Load(); hit != nil {
+		s.fail(func(st *SessionStats) { st.Refused++ }, hit.msg)
+		writeAnthropicError(w, hit.status, hit.typ, hit.msg)
+		return hit.status
 	}
+	body, status := g.sessionBody(w, r, s, writeAnthropicError)
+	if body == nil {
+		return status
+	}
+	// What a session may send in all is bounded, whether it samples or
+	// only counts.
+	s.counted.Add(int64(len(body)))
 	c, err := decodeMessages(body)
 	if err != nil {
 		s.fail(func(st *SessionStats) { st.Refused++ }, err.Error())

@@ -203,3 +203,44 @@ func TestAnthropicNodeSDK(t *testing.T) {
 		t.Fatalf("%d traces, %d trajectories, stats %+v", len(tr), len(tj), s.Stats())
 	}
 }
+
+// TestCountTokensWithinTheBudget: count_tokens is inside the session's
+// budget: its bodies count against the byte budget, and once the session's
+// limit fired (max_calls, the byte budget) it is refused as every call is.
+func TestCountTokensWithinTheBudget(t *testing.T) {
+	msgs := []any{map[string]any{"role": "user", "content": "list the files"}}
+	count := func(f *fixture, s *gateway.Session) int {
+		code, _ := claudePost(t, f, "/sessions/"+s.ID+"/v1/messages/count_tokens", s.Token, false, claudeRequest(false, msgs))
+		return code
+	}
+	// max_calls: answered while calls are left, refused after the limit.
+	f := newFixture(t, gateway.Options{})
+	s := f.open(t, gateway.SessionConfig{MaxCalls: 1})
+	var codes []int
+	codes = append(codes, count(f, s))
+	for range 2 {
+		code, _ := claudePost(t, f, "/sessions/"+s.ID+"/v1/messages", s.Token, false, claudeRequest(false, msgs))
+		codes = append(codes, code)
+	}
+	codes = append(codes, count(f, s))
+	if !reflect.DeepEqual(codes, []int{200, 200, 429, 429}) || s.Stats().CountTokens != 1 {
+		t.Fatalf("count, call, call, count: %v; stats %+v", codes, s.Stats())
+	}
+	// The byte budget: count_tokens alone uses it up, and is refused past it.
+	body, _ := json.Marshal(claudeRequest(false, msgs))
+	g := newFixture(t, gateway.Options{MaxSessionBytes: int64(3*len(body) + len(body)/2)})
+	s2 := g.open(t, gateway.SessionConfig{})
+	codes = nil
+	for range 4 {
+		codes = append(codes, count(g, s2))
+	}
+	if code, _ := claudePost(t, g, "/sessions/"+s2.ID+"/v1/messages", s2.Token, false, claudeRequest(false, msgs)); code != 413 {
+		codes = append(codes, code)
+	}
+	if !reflect.DeepEqual(codes, []int{200, 200, 200, 413}) {
+		t.Fatalf("count_tokens against a budget of 3.5 bodies: %v", codes)
+	}
+	if n := count(g, s2); n != 413 {
+		t.Errorf("count_tokens after the byte budget fired: %d, want 413", n)
+	}
+}

@@ -39,8 +39,7 @@ import (
 // Defaults of Options.
 const (
 	DefaultMaxBodyBytes = 16 << 20
-	// DefaultMaxSessionBytes bounds the request bytes one session may
-	// send in all (its traces keep every request's messages).
+	// DefaultMaxSessionBytes bounds what one session's traces hold.
 	DefaultMaxSessionBytes = 256 << 20
 	DefaultMaxSessions     = 65536
 	DefaultMaxTraces       = 4096
@@ -62,9 +61,10 @@ type Options struct {
 	// MaxBodyBytes bounds a request body (default 16 MiB): a larger one is
 	// refused with 413 before it is read.
 	MaxBodyBytes int64
-	// MaxSessionBytes bounds the request bytes of all of a session's
-	// calls together (default 256 MiB): the call that crosses it gets 413.
-	// With MaxBodyBytes and the call budget it bounds what a session holds.
+	// MaxSessionBytes bounds what a session's traces hold, all its calls
+	// together (default 256 MiB; Session.StoredBytes), and the bodies of
+	// its count_tokens calls: the call whose body would take it past gets
+	// 413.
 	MaxSessionBytes int64
 	// MaxSessions bounds the sessions alive at once (default 65536).
 	MaxSessions int

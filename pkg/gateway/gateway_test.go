@@ -522,20 +522,28 @@ func TestBodyBounds(t *testing.T) {
 	}
 }
 
+// TestSessionByteBudget: the budget bounds what the session's traces
+// hold (here each call of 900 KiB keeps its text and its 900 Ki prompt
+// token ids, about 8 MiB): the call that would take it past is refused.
 func TestSessionByteBudget(t *testing.T) {
-	f := newFixture(t, gateway.Options{MaxBodyBytes: 1 << 20, MaxSessionBytes: 3 << 20})
+	f := newFixture(t, gateway.Options{MaxBodyBytes: 1 << 20, MaxSessionBytes: 20 << 20})
 	s := f.open(t, gateway.SessionConfig{})
 	other := f.open(t, gateway.SessionConfig{})
-	big := map[string]any{"messages": []any{map[string]any{"role": "user", "content": strings.Repeat("x", 900<<10)}}}
+	big := func(c string) map[string]any {
+		return map[string]any{"messages": []any{map[string]any{"role": "user", "content": strings.Repeat(c, 900<<10)}}}
+	}
 	var codes []int
-	for range 4 {
-		code, _ := f.post(t, "/sessions/"+s.ID+"/v1/chat/completions", s.Token, big)
+	for _, c := range []string{"a", "b", "c", "d"} {
+		code, _ := f.post(t, "/sessions/"+s.ID+"/v1/chat/completions", s.Token, big(c))
 		codes = append(codes, code)
 	}
 	if !reflect.DeepEqual(codes, []int{200, 200, 200, 413}) {
-		t.Fatalf("codes %v", codes)
+		t.Fatalf("codes %v (stored %d bytes)", codes, s.StoredBytes())
 	}
-	if code, _ := f.post(t, "/sessions/"+other.ID+"/v1/chat/completions", other.Token, big); code != 200 {
+	if got, least := s.StoredBytes(), int64(3*9*900<<10); got < least {
+		t.Errorf("the session's traces hold %d bytes by its count, less than the %d of their text and token ids", got, least)
+	}
+	if code, _ := f.post(t, "/sessions/"+other.ID+"/v1/chat/completions", other.Token, big("x")); code != 200 {
 		t.Fatalf("another session was affected: %d", code)
 	}
 }

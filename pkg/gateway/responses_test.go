@@ -10,9 +10,12 @@ import (
 	"io"
 	"net/http"
 	"reflect"
+	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/rllm-org/rllm-go/pkg/episode"
 	"github.com/rllm-org/rllm-go/pkg/gateway"
@@ -583,5 +586,77 @@ func TestResponsesMalformedToolCall(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestResponsesChainStoredOnce: a chain of calls each naming the last as
+// previous_response_id stores its conversation once. 1,500 calls of 75
+// bytes of input each (112 KB in all) hold a few MiB, where a copy of
+// the whole conversation per trace held hundreds (its messages and
+// prompt token ids grow with the chain: quadratic in all). The count of
+// stored bytes bounds the session (MaxSessionBytes), and matches the
+// heap it takes; the traces are still each call's exact conversation,
+// a branch (two calls continuing one response) included.
+func TestResponsesChainStoredOnce(t *testing.T) {
+	f := newFixture(t, gateway.Options{})
+	s := f.open(t, gateway.SessionConfig{MaxCalls: 2000})
+	const calls = 1500
+	var before runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	prev := ""
+	ids := []string{}
+	for i := range calls {
+		extra := map[string]any{}
+		if prev != "" {
+			extra["previous_response_id"] = prev
+		}
+		input := fmt.Sprintf("step %04d: %s", i, strings.Repeat("z", 64))
+		code, body := f.post(t, "/sessions/"+s.ID+"/v1/responses", s.Token, responsesBody(false, input, extra))
+		if code != 200 {
+			t.Fatalf("call %d: %d %s", i, code, body)
+		}
+		var r struct{ ID string }
+		_ = json.Unmarshal(body, &r)
+		prev = r.ID
+		ids = append(ids, r.ID)
+	}
+	// A branch: a second continuation of call 700.
+	code, body := f.post(t, "/sessions/"+s.ID+"/v1/responses", s.Token, responsesBody(false, "another way", map[string]any{"previous_response_id": ids[700]}))
+	if code != 200 {
+		t.Fatalf("branch: %d %s", code, body)
+	}
+	tr := s.Traces()
+	var after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	heap := int64(after.HeapAlloc) - int64(before.HeapAlloc)
+	var naive int64 // a copy of every trace's messages and prompt ids
+	for _, x := range tr {
+		naive += int64(len(x.PromptIDs))*8 + int64(len(x.Messages))*int64(unsafe.Sizeof(episode.Message{}))
+	}
+	stored := s.StoredBytes()
+	t.Logf("%d calls: %d bytes stored by the session's count, %d bytes of heap, %d bytes if each trace held its own copy", len(tr), stored, heap, naive)
+	if stored > 16<<20 || naive < 50*stored {
+		t.Errorf("the chain stores %d bytes (a copy per trace would be %d): not stored once", stored, naive)
+	}
+	if heap > 2*stored+(16<<20) {
+		t.Errorf("the heap grew by %d bytes, more than the %d bytes the session counts", heap, stored)
+	}
+	for _, i := range []int{0, 1, 699, 700, 701, calls - 1, calls} {
+		x := tr[i]
+		if want := gatewaytest.Render(x.Messages, x.Tools); !slices.Equal(x.PromptIDs, want) {
+			t.Fatalf("call %d: its prompt ids are not its messages' (%d ids, want %d)", i, len(x.PromptIDs), len(want))
+		}
+		wantMsgs := 2 + 2*i
+		if i == calls {
+			wantMsgs = 2 + 2*701
+		}
+		if len(x.Messages) != wantMsgs {
+			t.Fatalf("call %d has %d messages, want %d", i, len(x.Messages), wantMsgs)
+		}
+	}
+	if last := tr[calls].Messages; last[len(last)-1].Content != "another way" || tr[701].Messages[len(tr[701].Messages)-1].Content == "another way" {
+		t.Fatal("the branch changed the chain's call it branched beside")
 	}
 }

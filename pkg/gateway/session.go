@@ -27,11 +27,14 @@ type Session struct {
 	params  sampler.Params
 	created time.Time
 
-	seq       atomic.Int64 // calls started
-	bytes     atomic.Int64 // request bytes received
+	seq       atomic.Int64             // calls started
+	stored    atomic.Int64             // bytes the session's traces hold
+	counted   atomic.Int64             // bytes of its count_tokens calls
+	limited   atomic.Pointer[limitHit] // the first call refused past max_calls or the byte budget
 	limitOnce sync.Once
 	mu        sync.Mutex
 	traces    []Trace
+	store     store
 	stats     SessionStats
 	closed    bool
 	// responses maps the id of each Responses call's reply to its call
@@ -60,7 +63,9 @@ type SessionStats struct {
 	// OverLimit counts calls refused past max_calls.
 	OverLimit int `json:"over_limit"`
 	// CountTokens counts the count_tokens calls answered (they sample
-	// nothing, leave no trace and do not count against max_calls).
+	// nothing, leave no trace and do not count against max_calls; their
+	// bodies count against the byte budget, and once a limit fired they
+	// are refused like every call).
 	CountTokens int `json:"count_tokens"`
 	// LastError is the message of the last failed or refused call.
 	LastError string `json:"last_error,omitempty"`
@@ -112,6 +117,11 @@ func (s *Session) Calls() int { return int(s.seq.Load()) }
 // MaxCalls is the session's call budget.
 func (s *Session) MaxCalls() int { return s.cfg.MaxCalls }
 
+// StoredBytes is what the session's traces hold (Options.MaxSessionBytes
+// bounds it): messages, tools, token ids and logprobs, each stored once
+// however many later calls repeat them.
+func (s *Session) StoredBytes() int64 { return s.stored.Load() }
+
 func (s *Session) close() {
 	s.mu.Lock()
 	s.closed = true
@@ -124,6 +134,21 @@ func (s *Session) record(t Trace, c call) bool {
 	if s.closed {
 		return false
 	}
+	// The call t continues: the response it names, or the last one.
+	var prev *Trace
+	if rc := c.responses; rc != nil && rc.prevID != "" {
+		if ref, ok := s.responses[rc.prevID]; ok {
+			for i := range s.traces {
+				if s.traces[i].Seq == ref.seq {
+					prev = &s.traces[i]
+					break
+				}
+			}
+		}
+	} else if n := len(s.traces); n > 0 {
+		prev = &s.traces[n-1]
+	}
+	s.stored.Add(s.store.keep(&t, prev))
 	s.traces = append(s.traces, t)
 	if rc := c.responses; rc != nil {
 		if s.responses == nil {
@@ -240,28 +265,14 @@ func (g *Gateway) serveCall(w http.ResponseWriter, r *http.Request, ep endpoint,
 	}
 	n := s.seq.Add(1) - 1
 	if int(n) >= s.cfg.MaxCalls {
-		msg := fmt.Sprintf("session %s made more than its max_calls=%d model calls", s.ID, s.cfg.MaxCalls)
-		s.fail(func(st *SessionStats) { st.OverLimit++ }, msg)
-		s.limitOnce.Do(func() {
-			if s.cfg.OnLimit != nil {
-				s.cfg.OnLimit()
-			}
-		})
-		errw(w, http.StatusTooManyRequests, "rate_limit_error", msg)
-		return http.StatusTooManyRequests
+		return s.overCalls(w, errw)
 	}
-	body, err := readBody(w, r, g.opts.MaxBodyBytes)
-	if err != nil {
-		s.fail(func(st *SessionStats) { st.Refused++ }, err.Error())
-		return writeBodyError(w, err, errw)
-	}
-	if total := s.bytes.Add(int64(len(body))); total > g.opts.MaxSessionBytes {
-		msg := fmt.Sprintf("session %s sent more than its %s of requests in all", s.ID, boundedio.Size(g.opts.MaxSessionBytes))
-		s.fail(func(st *SessionStats) { st.Refused++ }, msg)
-		errw(w, http.StatusRequestEntityTooLarge, "request_too_large", msg)
-		return http.StatusRequestEntityTooLarge
+	body, status := g.sessionBody(w, r, s, errw)
+	if body == nil {
+		return status
 	}
 	var c call
+	var err error
 	switch ep {
 	case endpointChat:
 		c, err = decodeChat(body)
@@ -362,6 +373,46 @@ func (g *Gateway) serveCall(w http.ResponseWriter, r *http.Request, ep endpoint,
 		writeResponses(w, g.opts.Model, &t, c)
 	}
 	return http.StatusOK
+}
+
+// limitHit is how a session's limit refused its first call.
+type limitHit struct {
+	status   int
+	typ, msg string
+}
+
+// overCalls refuses a call past max_calls (and calls OnLimit once).
+func (s *Session) overCalls(w http.ResponseWriter, errw errorWriter) int {
+	msg := fmt.Sprintf("session %s made more than its max_calls=%d model calls", s.ID, s.cfg.MaxCalls)
+	s.limited.CompareAndSwap(nil, &limitHit{http.StatusTooManyRequests, "rate_limit_error", msg})
+	s.fail(func(st *SessionStats) { st.OverLimit++ }, msg)
+	s.limitOnce.Do(func() {
+		if s.cfg.OnLimit != nil {
+			s.cfg.OnLimit()
+		}
+	})
+	errw(w, http.StatusTooManyRequests, "rate_limit_error", msg)
+	return http.StatusTooManyRequests
+}
+
+// sessionBody reads a call's body within the session's byte budget: what
+// the session's traces hold, the bodies of its count_tokens calls and
+// this body together stay within MaxSessionBytes. A nil body means the call was answered (refused).
+func (g *Gateway) sessionBody(w http.ResponseWriter, r *http.Request, s *Session, errw errorWriter) ([]byte, int) {
+	body, err := readBody(w, r, g.opts.MaxBodyBytes)
+	if err != nil {
+		s.fail(func(st *SessionStats) { st.Refused++ }, err.Error())
+		return nil, writeBodyError(w, err, errw)
+	}
+	if held := s.stored.Load() + s.counted.Load(); held+int64(len(body)) > g.opts.MaxSessionBytes {
+		msg := fmt.Sprintf("session %s holds %s of traces, and this request's %s would take it past its %s (the gateway's MaxSessionBytes)",
+			s.ID, boundedio.Size(held), boundedio.Size(int64(len(body))), boundedio.Size(g.opts.MaxSessionBytes))
+		s.limited.CompareAndSwap(nil, &limitHit{http.StatusRequestEntityTooLarge, "request_too_large", msg})
+		s.fail(func(st *SessionStats) { st.Refused++ }, msg)
+		errw(w, http.StatusRequestEntityTooLarge, "request_too_large", msg)
+		return nil, http.StatusRequestEntityTooLarge
+	}
+	return body, http.StatusOK
 }
 
 var errBodyTooLarge = errors.New("body too large")

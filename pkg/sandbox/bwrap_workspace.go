@@ -336,7 +336,8 @@ func (w *bwrapWorkspace) Exec(ctx context.Context, req ExecRequest) (Result, err
 	// Everything else (the root and the directories bwrap made in it) is
 	// read-only; the binds and tmpfs above stay as they are.
 	argv = append(argv, "--remount-ro", "/", "--chdir", dir, "--clearenv")
-	for _, kv := range envList(w.b.env, w.spec.Env, req.Env) {
+	base := envList(w.b.env, w.spec.Env)
+	for _, kv := range envList(base, expandPath(req.Env, envValue(base, "PATH"))) {
 		k, v, _ := strings.Cut(kv, "=")
 		argv = append(argv, "--setenv", k, v)
 	}

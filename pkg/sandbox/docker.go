@@ -13,6 +13,7 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/client"
 
+	"github.com/rllm-org/rllm-go/internal/childenv"
 	"github.com/rllm-org/rllm-go/pkg/usererr"
 )
 
@@ -30,8 +31,11 @@ type Docker struct {
 	cli   *client.Client
 	image string
 	env   []string
-	binds []string
-	owner *owner
+	// userEnv is sandbox.env alone (workspaces layer it over their
+	// image's environment).
+	userEnv []string
+	binds   []string
+	owner   *owner
 
 	mu       sync.Mutex
 	live     map[string]*dockerWorkspace // open workspaces by container id
@@ -85,7 +89,7 @@ func OpenDocker(ctx context.Context, c Config) (*Docker, error) {
 		cli.Close()
 		return nil, err
 	}
-	d := &Docker{cli: cli, image: image, env: c.environ(), owner: self(), live: map[string]*dockerWorkspace{}, diskEvery: diskCheckEvery}
+	d := &Docker{cli: cli, image: image, env: c.environ(), userEnv: childenv.List(c.Env), owner: self(), live: map[string]*dockerWorkspace{}, diskEvery: diskCheckEvery}
 	for _, p := range c.BindRO {
 		d.binds = append(d.binds, p+":"+p+":ro")
 	}

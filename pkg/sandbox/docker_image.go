@@ -3,6 +3,8 @@ package sandbox
 import (
 	"context"
 	"fmt"
+	"path"
+	"slices"
 
 	cerrdefs "github.com/containerd/errdefs"
 )
@@ -16,6 +18,8 @@ type ImageConfig struct {
 	Env []string
 	// User is the image's USER ("" is root).
 	User string
+	// Volumes are the image's VOLUME paths, sorted.
+	Volumes []string
 }
 
 // ImageConfig inspects image on the daemon. An image the daemon lacks is
@@ -33,6 +37,10 @@ func (d *Docker) ImageConfig(ctx context.Context, image string) (ImageConfig, er
 	var c ImageConfig
 	if cfg := insp.Config; cfg != nil {
 		c.WorkDir, c.Env, c.User = cfg.WorkingDir, cfg.Env, cfg.User
+		for v := range cfg.Volumes {
+			c.Volumes = append(c.Volumes, path.Clean(v))
+		}
+		slices.Sort(c.Volumes)
 	}
 	return c, nil
 }

@@ -391,27 +391,107 @@ func TestDockerSweep(t *testing.T) {
 		t.Fatal(err)
 	}
 	other := func(pid, start, host string) map[string]string {
-		return map[string]string{LabelRun: "other", LabelOwnerHost: host, LabelOwnerBoot: me.boot, LabelOwnerPID: pid, LabelOwnerStart: start}
+		return map[string]string{LabelRun: "other", LabelOwnerHost: host, LabelOwnerBoot: me.boot, LabelOwnerPIDNS: me.pidns, LabelOwnerPID: pid, LabelOwnerStart: start}
 	}
-	dead := create(other(strconv.Itoa(exited.Process.Pid), "12345", me.host))
-	reused := create(other(me.pid, "1", me.host))
-	mine := create(me.labels())
-	elsewhere := create(other("1", "1", me.host+"-elsewhere"))
-	removed, err := sweep(ctx, d.cli, me)
-	if err != nil {
-		t.Fatal(err)
+	// An owner in another PID namespace: its pid means nothing here.
+	otherNS := func(pid, start, boot string) map[string]string {
+		l := other(pid, start, me.host)
+		l[LabelOwnerPIDNS], l[LabelOwnerBoot] = "pid:[1]", boot
+		return l
 	}
-	got := map[string]bool{}
-	for _, id := range removed {
-		got[id] = true
-	}
-	if !got[dead] || !got[reused] || got[mine] || got[elsewhere] {
-		t.Fatalf("removed %v; want the dead owner's %s and the reused pid's %s only", removed, shortID(dead), shortID(reused))
+	legacy := other(strconv.Itoa(exited.Process.Pid), "12345", me.host)
+	delete(legacy, LabelOwnerPIDNS)
+	for _, tc := range []struct {
+		name   string
+		labels map[string]string
+		gone   bool
+	}{
+		{"a dead owner", other(strconv.Itoa(exited.Process.Pid), "12345", me.host), true},
+		{"an owner whose pid was reused", other(me.pid, "1", me.host), true},
+		{"a dead owner that named no namespace", legacy, false},
+		{"this process", me.labels(), false},
+		{"another host", other("1", "1", me.host+"-elsewhere"), false},
+		{"another namespace, a pid gone here", otherNS(strconv.Itoa(exited.Process.Pid), "12345", me.boot), false},
+		{"another namespace, a pid alive here", otherNS(me.pid, "1", me.boot), false},
+		{"another namespace, before this boot", otherNS("1", "1", "an-earlier-boot"), true},
+	} {
+		id := create(tc.labels)
+		removed, err := sweep(ctx, d.cli, me)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if slices.Contains(removed, id) != tc.gone {
+			t.Errorf("%s: removed %v, want it removed: %v", tc.name, removed, tc.gone)
+		}
 	}
 }
 
-// TestDockerWorkspaceSocket: with Network.Socket set, the socket's
-// directory is at the same path inside, and a program there reaches the
+// TestDockerSweepOtherNamespace: two rllm (or two test binaries) on one
+// daemon's host, in PID namespaces of their own, leave each other's
+// containers alone: the sweep of this process does not take the pid of
+// an rllm in another namespace (pid 1 there) for one of its own.
+func TestDockerSweepOtherNamespace(t *testing.T) {
+	if os.Getenv("RLLM_SANDBOX_NS_OWNER") == "1" {
+		d, err := OpenDocker(context.Background(), Config{Backend: BackendDocker, Limits: small})
+		if err != nil {
+			fmt.Println("error", err)
+			return
+		}
+		w, err := d.Open(context.Background(), WorkspaceSpec{})
+		if err != nil {
+			fmt.Println("error", err)
+			return
+		}
+		fmt.Println("open", w.(*dockerWorkspace).id)
+		time.Sleep(time.Hour)
+		return
+	}
+	d := dockerSmall(t)
+	unshare, err := exec.LookPath("unshare")
+	if err != nil {
+		t.Skip("no unshare to start a process in a PID namespace of its own")
+	}
+	cmd := exec.Command(unshare, "--pid", "--fork", "--mount-proc", "--kill-child", os.Args[0], "-test.run=^TestDockerSweepOtherNamespace$")
+	cmd.Env = append(os.Environ(), "RLLM_SANDBOX_NS_OWNER=1")
+	var errOut bytes.Buffer
+	cmd.Stderr = &errOut
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	line := make([]byte, 256)
+	n, _ := io.ReadAtLeast(out, line, 70)
+	var id string
+	if _, err := fmt.Sscanf(string(line[:n]), "open %s", &id); err != nil {
+		if strings.Contains(errOut.String(), "Operation not permitted") {
+			t.Skipf("no PID namespace can be made here: %s", errOut.String())
+		}
+		t.Fatalf("the process in its own namespace said %q (stderr %q)", line[:n], errOut.String())
+	}
+	t.Cleanup(func() { d.remove(id) })
+	ctx := context.Background()
+	insp, err := d.cli.ContainerInspect(ctx, id, client.ContainerInspectOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := insp.Container.Config.Labels; l[LabelOwnerPIDNS] == d.owner.pidns || l[LabelOwnerPIDNS] == "" {
+		t.Fatalf("the other process's container names PID namespace %q, this one's is %q", l[LabelOwnerPIDNS], d.owner.pidns)
+	}
+	removed, err := sweep(ctx, d.cli, d.owner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if slices.Contains(removed, id) {
+		t.Fatalf("this process's sweep removed %s, the container of a live rllm in another PID namespace (pid %s there)", shortID(id), insp.Container.Config.Labels[LabelOwnerPID])
+	}
+}
+
+// TestDockerWorkspaceSocket: with Network.Socket set, the socket is at
+// SocketPath inside, and a program there reaches the
 // host's listener through it (the gateway's forwarder serves it on the
 // workspace's loopback); nothing else of the network is reachable.
 func TestDockerWorkspaceSocket(t *testing.T) {
@@ -434,7 +514,7 @@ func TestDockerWorkspaceSocket(t *testing.T) {
 		got <- string(b[:n])
 	}()
 	w := openWS(t, d, WorkspaceSpec{Network: Network{Socket: sock}})
-	code := fmt.Sprintf("import socket\ns = socket.socket(socket.AF_UNIX)\ns.connect(%q)\ns.sendall(b'hello gateway')\n", sock)
+	code := fmt.Sprintf("import socket\ns = socket.socket(socket.AF_UNIX)\ns.connect(%q)\ns.sendall(b'hello gateway')\n", SocketPath)
 	res := execWS(t, w, ExecRequest{Command: []string{"python3", "-c", code}})
 	if !res.OK() {
 		t.Fatalf("%+v (%s) stderr %q", res, res.Reason(), res.Stderr)
@@ -653,5 +733,150 @@ func TestDockerWorkspaceKillAll(t *testing.T) {
 	a, _ := strconv.Atoi(strings.TrimSpace(string(after.Stdout)))
 	if a > b-3 {
 		t.Fatalf("%d processes before KillAll, %d after: what was left running survived", b, a)
+	}
+}
+
+// TestHostileDockerWorkspace: a workspace's root (root in the container,
+// as a task's agent is) finds nothing of the host it can write. The
+// session's socket is bound alone, read-only, in a read-only directory:
+// writing or creating there, replacing or re-moding the socket, and
+// planting a setuid copy of a shell in the socket's host directory (a
+// root shell for any local user) all fail; so do writes to the files the
+// daemon binds for the container's names, outside every disk limit. Every
+// mount of a host file system is read-only, and the forwarder still
+// reaches the session.
+func TestHostileDockerWorkspace(t *testing.T) {
+	d := dockerSmall(t)
+	sock := sockServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "session answered %s", r.URL.Path)
+	}))
+	hostDir := filepath.Dir(sock)
+	before, err := os.Stat(sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := openWS(t, d, WorkspaceSpec{Network: Network{Socket: sock}})
+	for _, tc := range []struct{ name, cmd string }{
+		{"write into the socket's directory", "head -c 80000000 /dev/zero > " + runDir + "/fill"},
+		{"create in the socket's directory", "touch " + runDir + "/x"},
+		{"plant a setuid shell beside the socket", "cp /bin/dash " + runDir + "/rootsh && chmod 4755 " + runDir + "/rootsh"},
+		{"remove the socket", "rm -f " + SocketPath + " && ! test -S " + SocketPath},
+		{"replace the socket", "echo x > /tmp/f && mv -f /tmp/f " + SocketPath},
+		{"replace the socket by a link", "ln -sfn /tmp/f " + SocketPath + " && test -L " + SocketPath},
+		{"re-mode the socket", "chmod 0700 " + SocketPath},
+		{"own the socket", "chown 65534 " + SocketPath},
+		{"reach the socket's host directory", "touch " + hostDir + "/x"},
+		{"write the host's /etc/hosts", "echo x >> /etc/hosts"},
+		{"write the host's /etc/resolv.conf", "echo x >> /etc/resolv.conf"},
+		{"write the host's /etc/hostname", "echo x > /etc/hostname"},
+	} {
+		res := execWS(t, w, ExecRequest{Command: []string{"sh", "-c", tc.cmd}})
+		if res.OK() {
+			t.Errorf("%s: %q succeeded", tc.name, tc.cmd)
+		}
+	}
+	// Every mount of a host file system is read-only (the writable layer
+	// is the daemon's overlay, bounded by DiskBytes; tmpfs is memory).
+	// Of mounts stacked on one path, the last one listed is the one seen.
+	res := execWS(t, w, ExecRequest{Command: []string{"cat", "/proc/self/mountinfo"}})
+	top := map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(string(res.Stdout)), "\n") {
+		if f := strings.Fields(line); len(f) > 5 {
+			top[f[4]] = line
+		}
+	}
+	for _, line := range top {
+		pre, post, ok := strings.Cut(line, " - ")
+		f, g := strings.Fields(pre), strings.Fields(post)
+		if !ok || len(f) < 6 || len(g) < 1 {
+			t.Fatalf("mountinfo line %q", line)
+		}
+		switch g[0] {
+		case "overlay", "tmpfs", "proc", "sysfs", "devpts", "mqueue", "cgroup", "cgroup2":
+			continue
+		}
+		if !slices.Contains(strings.Split(f[5], ","), "ro") {
+			t.Errorf("a host file system is writable in the container: %s", line)
+		}
+	}
+	entries, err := os.ReadDir(hostDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != 1 || entries[0].Name() != filepath.Base(sock) {
+		t.Errorf("the socket's host directory holds %v, want the socket alone", entries)
+	}
+	after, err := os.Stat(sock)
+	if err != nil || !os.SameFile(before, after) || after.Mode() != before.Mode() {
+		t.Errorf("the host's socket changed: %v, %v, %v", before.Mode(), after, err)
+	}
+	py := `import urllib.request
+print(urllib.request.urlopen("http://127.0.0.1:8000/sessions/x/v1/models", timeout=10).read().decode())`
+	res = execWS(t, w, ExecRequest{Command: []string{"python3", "-c", py}, Limits: Limits{WallTime: time.Minute}})
+	if !res.OK() || !strings.Contains(string(res.Stdout), "session answered /sessions/x/v1/models") {
+		t.Fatalf("the forwarder does not reach the session: %s\n%s%s", res.Reason(), res.Stdout, res.Stderr)
+	}
+}
+
+// TestDockerWorkspaceImagePath: a workspace keeps its image's ENV (a
+// task's tool in /opt/tool/bin, ENV PATH=/opt/tool/bin:$PATH) under the
+// sandbox's defaults and the spec's env; a command's PATH=DIR:$PATH puts
+// DIR first and keeps the image's.
+func TestDockerWorkspaceImagePath(t *testing.T) {
+	d := dockerSmall(t)
+	dir := t.TempDir()
+	dockerfile := "FROM " + d.image + "\n" +
+		"RUN mkdir -p /opt/tool/bin && printf '#!/bin/sh\\necho tool ran\\n' > /opt/tool/bin/mytool && chmod 755 /opt/tool/bin/mytool\n" +
+		"ENV PATH=/opt/tool/bin:$PATH TOOL_HOME=/opt/tool\n"
+	if err := os.WriteFile(filepath.Join(dir, "Dockerfile"), []byte(dockerfile), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	img, err := d.BuildImage(ctx, dir, filepath.Join(dir, "Dockerfile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := openWS(t, d, WorkspaceSpec{Image: img, Env: []string{"SPEC=1"}})
+	for _, tc := range []struct {
+		name string
+		env  []string
+		want string
+	}{
+		{"the image's PATH", nil, "tool ran /opt/tool 1 1 /opt/tool/bin:"},
+		{"a directory put first", []string{"PATH=/opt/harness/bin:$PATH"}, "tool ran /opt/tool 1 1 /opt/harness/bin:/opt/tool/bin:"},
+	} {
+		res := execWS(t, w, ExecRequest{Command: []string{"sh", "-c", `echo "$(mytool) $TOOL_HOME $SPEC $PYTHONUNBUFFERED $PATH"`}, Env: tc.env})
+		if out := string(res.Stdout); !res.OK() || !strings.HasPrefix(out, tc.want) {
+			t.Errorf("%s: %q (%s, stderr %q), want it to start %q", tc.name, out, res.Reason(), res.Stderr, tc.want)
+		}
+	}
+}
+
+// TestDockerWorkspaceImageVolume: an image's VOLUME is no way around the
+// disk limit: it is a tmpfs of the workspace's DiskBytes holding the
+// image's content there (owner and mode kept), not an anonymous volume
+// on the daemon's disk that the writable layer's measure never counts.
+func TestDockerWorkspaceImageVolume(t *testing.T) {
+	d := dockerSmall(t)
+	dir := t.TempDir()
+	dockerfile := "FROM " + d.image + "\nRUN mkdir -p /data/sub && echo seed > /data/sub/seed && chown -R 65534:65534 /data/sub && chmod 0751 /data/sub\nVOLUME /data\n"
+	if err := os.WriteFile(filepath.Join(dir, "Dockerfile"), []byte(dockerfile), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	img, err := d.BuildImage(ctx, dir, filepath.Join(dir, "Dockerfile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := openWS(t, d, WorkspaceSpec{Image: img, Limits: Limits{DiskBytes: 8 << 20}})
+	res := execWS(t, w, ExecRequest{Command: []string{"sh", "-c", "cat /data/sub/seed && stat -c '%u %a' /data/sub && grep ' /data ' /proc/self/mountinfo"}})
+	if out := string(res.Stdout); !strings.HasPrefix(out, "seed\n65534 751\n") || !strings.Contains(out, "tmpfs") {
+		t.Fatalf("the image's content is not in a tmpfs volume: %q %q", res.Stdout, res.Stderr)
+	}
+	res = execWS(t, w, ExecRequest{Command: []string{"sh", "-c", "head -c 40000000 /dev/zero > /data/fill"}})
+	if res.OK() {
+		t.Fatal("40 MB went into the image's volume past an 8 MiB disk limit")
 	}
 }

@@ -24,6 +24,8 @@ import (
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/api/types/mount"
 	"github.com/moby/moby/client"
+
+	"github.com/rllm-org/rllm-go/internal/childenv"
 )
 
 // DefaultWorkspaceLife is a workspace's life when its spec sets no
@@ -56,14 +58,19 @@ type containerSpec struct {
 	// Limits.DiskBytes.
 	ReadOnlyRoot bool
 	WorkDirBytes int64
+	// Volumes are the image's VOLUME paths: each is a tmpfs volume of
+	// Limits.DiskBytes holding the image's content there (charged to
+	// the container's memory), not an anonymous volume on the daemon's
+	// disk, which the writable layer's measure never counts.
+	Volumes []string
 	// User is the container's user ("": the image's).
 	User string
-	// SocketDir is bind-mounted at the same path (Network.Socket's
-	// directory).
-	SocketDir string
-	// Socket and Port: each command runs behind the forwarder (bound
-	// read-only at ForwarderPath), which relays 127.0.0.1:Port in the
-	// container to Socket.
+	// Socket and Port: the host's socket is bound, as a file and
+	// read-only, at SocketPath, and each command runs behind the
+	// forwarder (bound read-only at ForwarderPath), which relays
+	// 127.0.0.1:Port in the container to it. Both are in a read-only
+	// tmpfs of their own (runDir): nothing of the socket's host
+	// directory is in the container.
 	Socket string
 	Port   int
 	// ProcessMemory bounds each command's address space by
@@ -81,7 +88,8 @@ func (s containerSpec) key() string {
 	labels := slices.Sorted(maps.Keys(s.Labels))
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s|%s|%+v|%s|%s|%t|%d|%s|%s|", s.Image, s.WorkDir, s.Limits, strings.Join(s.Env, "\x00"), strings.Join(s.Binds, "\x00"),
-		s.ReadOnlyRoot, s.WorkDirBytes, s.User, s.SocketDir)
+		s.ReadOnlyRoot, s.WorkDirBytes, s.User, s.Socket)
+	fmt.Fprintf(&b, "%s|", strings.Join(s.Volumes, "\x00"))
 	for _, k := range labels {
 		fmt.Fprintf(&b, "%s=%s\x00", k, s.Labels[k])
 	}
@@ -89,25 +97,38 @@ func (s containerSpec) key() string {
 }
 
 // Open opens a long-lived workspace: a container of spec.Image with no
-// network (or, with spec.Network.Socket, that socket's directory mounted
-// at the same path), its own writable layer bounded by
+// network (or, with spec.Network.Socket, that socket alone bound
+// read-only at SocketPath), its own writable layer bounded by
 // spec.Limits.DiskBytes, memory, processes and CPU of spec.Limits for the
 // whole container, all capabilities dropped and no-new-privileges, alive
 // for spec.Limits.WallTime (DefaultWorkspaceLife when zero). Commands run
 // as the image's user, through the exec API.
 func (d *Docker) Open(ctx context.Context, spec WorkspaceSpec) (Workspace, error) {
-	s, err := d.workspaceSpec(spec)
-	if err != nil {
-		return nil, err
-	}
-	return d.open(ctx, s)
-}
-
-func (d *Docker) workspaceSpec(spec WorkspaceSpec) (containerSpec, error) {
 	image := spec.Image
 	if image == "" {
 		image = d.image
 	}
+	ic, err := d.ImageConfig(ctx, image)
+	if err != nil {
+		return nil, err
+	}
+	s, err := d.workspaceSpec(spec, image, ic.Env)
+	if err != nil {
+		return nil, err
+	}
+	for _, v := range ic.Volumes {
+		if v != "/" && !slices.ContainsFunc(s.Binds, func(b string) bool { return bindTarget(b) == v }) {
+			s.Volumes = append(s.Volumes, v)
+		}
+	}
+	return d.open(ctx, s)
+}
+
+// workspaceSpec is the container of spec on image, whose own environment
+// is imageEnv. Its environment, a later layer winning: the sandbox's
+// defaults (DefaultEnv), the image's (its PATH and the rest of its ENV),
+// sandbox.env, then spec.Env.
+func (d *Docker) workspaceSpec(spec WorkspaceSpec, image string, imageEnv []string) (containerSpec, error) {
 	dir := spec.WorkDir
 	if dir == "" {
 		dir = WorkDir
@@ -119,7 +140,7 @@ func (d *Docker) workspaceSpec(spec WorkspaceSpec) (containerSpec, error) {
 	if life <= 0 {
 		life = DefaultWorkspaceLife
 	}
-	env := childEnvOver(d.env, spec.Env)
+	env := childEnvOver(childEnvOver(childEnvOver(childenv.List(DefaultEnv), imageEnv), d.userEnv), spec.Env)
 	binds := slices.Clone(d.binds)
 	for _, p := range spec.ReadOnly {
 		if !filepath.IsAbs(p) {
@@ -132,7 +153,6 @@ func (d *Docker) workspaceSpec(spec WorkspaceSpec) (containerSpec, error) {
 		if !filepath.IsAbs(spec.Network.Socket) {
 			return containerSpec{}, fmt.Errorf("sandbox: network socket %q must be an absolute host path", spec.Network.Socket)
 		}
-		s.SocketDir = filepath.Dir(spec.Network.Socket)
 		fw, err := forwarder()
 		if err != nil {
 			return containerSpec{}, err
@@ -146,6 +166,15 @@ func (d *Docker) workspaceSpec(spec WorkspaceSpec) (containerSpec, error) {
 	}
 	return s, nil
 }
+
+// runDir holds the session's socket and the forwarder in a container
+// (SocketPath, ForwarderPath).
+const runDir = "/run/rllm"
+
+// daemonReadonlyPaths are the paths the Docker daemon makes read-only
+// in every container by default (moby's oci defaults); setting
+// HostConfig.ReadonlyPaths replaces them, so they are named again.
+var daemonReadonlyPaths = []string{"/proc/asound", "/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger"}
 
 // childEnvOver is base with each KEY=value of over replacing base's KEY.
 func childEnvOver(base, over []string) []string {
@@ -202,7 +231,7 @@ func (d *Docker) create(ctx context.Context, s containerSpec) (string, error) {
 	idle := strconv.FormatInt(int64((s.Life+warmIdleMax)/time.Second)+1, 10)
 	cfg := &container.Config{
 		Image: s.Image, User: s.User, WorkingDir: s.WorkDir, Env: s.Env, Labels: labels,
-		Cmd: []string{"sleep", idle}, NetworkDisabled: s.SocketDir == "",
+		Cmd: []string{"sleep", idle}, NetworkDisabled: s.Socket == "",
 	}
 	host := &container.HostConfig{
 		NetworkMode: "none", ReadonlyRootfs: s.ReadOnlyRoot, CapDrop: []string{"ALL"},
@@ -215,17 +244,35 @@ func (d *Docker) create(ctx context.Context, s containerSpec) (string, error) {
 			},
 		},
 	}
-	if s.SocketDir != "" {
-		host.Binds = append(host.Binds, s.SocketDir+":"+s.SocketDir)
+	// Nothing of the host is writable inside: the files the daemon
+	// binds for the container's names (/etc/hosts, /etc/hostname,
+	// /etc/resolv.conf, in the daemon's directory and outside every
+	// disk limit) are read-only, as are the daemon's own read-only paths.
+	host.ReadonlyPaths = append(slices.Clone(daemonReadonlyPaths), "/etc/hosts", "/etc/hostname", "/etc/resolv.conf")
+	host.Tmpfs = map[string]string{}
+	if s.Socket != "" {
+		// The socket as a file, read-only (a Unix socket is still
+		// connected to through a read-only mount), in a read-only tmpfs:
+		// it cannot be replaced, and its directory takes no file.
+		host.Binds = append(host.Binds, s.Socket+":"+SocketPath+":ro")
+		host.Tmpfs[runDir] = "ro,size=64k,mode=755"
 	}
 	if s.ReadOnlyRoot {
-		host.Tmpfs = map[string]string{"/tmp": fmt.Sprintf("rw,size=%d,mode=1777", l.FileSizeBytes)}
+		host.Tmpfs["/tmp"] = fmt.Sprintf("rw,size=%d,mode=1777", l.FileSizeBytes)
 		host.Mounts = []mount.Mount{{
 			Type: mount.TypeVolume, Target: s.WorkDir,
 			VolumeOptions: &mount.VolumeOptions{NoCopy: true, Labels: labels, DriverConfig: &mount.Driver{
 				Name: "local", Options: map[string]string{"type": "tmpfs", "device": "tmpfs", "o": fmt.Sprintf("size=%d,mode=1777", max(s.WorkDirBytes, 1<<20))},
 			}},
 		}}
+	}
+	for _, v := range s.Volumes {
+		host.Mounts = append(host.Mounts, mount.Mount{
+			Type: mount.TypeVolume, Target: v,
+			VolumeOptions: &mount.VolumeOptions{NoCopy: true, Labels: labels, DriverConfig: &mount.Driver{
+				Name: "local", Options: map[string]string{"type": "tmpfs", "device": "tmpfs", "o": fmt.Sprintf("size=%d", l.DiskBytes)},
+			}},
+		})
 	}
 	cctx, cancel := context.WithTimeout(ctx, dockerTimeout)
 	defer cancel()
@@ -240,7 +287,50 @@ func (d *Docker) create(ctx context.Context, s containerSpec) (string, error) {
 		d.remove(created.ID)
 		return "", errDaemon("start a container of "+s.Image, err)
 	}
+	if err := d.fillVolumes(cctx, s, created.ID); err != nil {
+		d.remove(created.ID)
+		return "", err
+	}
 	return created.ID, nil
+}
+
+// fillVolumes copies the image's content at each of s.Volumes into the
+// started container id's tmpfs volume there (a tmpfs volume gets no
+// copy of its own: the daemon fills it while the container is created,
+// and it is empty again once mounted), from a container of the image
+// that is created, never started, and removed.
+func (d *Docker) fillVolumes(ctx context.Context, s containerSpec, id string) error {
+	if len(s.Volumes) == 0 {
+		return nil
+	}
+	src, err := d.cli.ContainerCreate(ctx, client.ContainerCreateOptions{Config: &container.Config{Image: s.Image, Labels: d.owner.labels(),
+		Cmd: []string{"true"}, NetworkDisabled: true}, HostConfig: &container.HostConfig{NetworkMode: "none"}})
+	if err != nil {
+		return errDaemon("create a container of "+s.Image+" to read its volumes", err)
+	}
+	defer d.remove(src.ID)
+	for _, v := range s.Volumes {
+		from, err := d.cli.CopyFromContainer(ctx, src.ID, client.CopyFromContainerOptions{SourcePath: v + "/."})
+		if err != nil {
+			if isNotFound(err) {
+				continue
+			}
+			return errDaemon("read the image's "+v, err)
+		}
+		_, err = d.cli.CopyToContainer(ctx, id, client.CopyToContainerOptions{DestinationPath: v, Content: from.Content})
+		from.Content.Close()
+		if err != nil {
+			return errDaemon("copy the image's "+v+" into its volume", err)
+		}
+	}
+	return nil
+}
+
+// bindTarget is the path a bind (SOURCE:TARGET[:MODE]) mounts at.
+func bindTarget(b string) string {
+	_, rest, _ := strings.Cut(b, ":")
+	target, _, _ := strings.Cut(rest, ":")
+	return path.Clean(target)
 }
 
 // remove removes container id and its volumes, bounded in time.
@@ -410,14 +500,14 @@ func (w *dockerWorkspace) Exec(ctx context.Context, req ExecRequest) (Result, er
 		as = l.MemoryBytes >> 10
 	}
 	argv := append([]string{"sh", "-c", limitWrapper, "sh", strconv.FormatInt(cpu+1, 10), strconv.FormatInt(cpu, 10), strconv.FormatInt(as, 10)}, req.Command...)
-	env := append(slices.Clone(req.Env), execToken+"="+token)
+	env := append(expandPath(req.Env, envValue(w.spec.Env, "PATH")), execToken+"="+token)
 	report := ""
 	if w.spec.Socket != "" {
 		// The container's network namespace is loopback only; the
 		// forwarder relays 127.0.0.1:Port to the session's socket while
 		// the command runs, then reports what the kernel refused.
 		report = "/tmp/.rllm-net-" + token + ".json"
-		argv = append(forwardArgs(w.spec.Socket, w.spec.Port, "--report-file", report), argv...)
+		argv = append(forwardArgs(SocketPath, w.spec.Port, "--report-file", report), argv...)
 	}
 
 	cctx, cancel := context.WithTimeout(ctx, dockerTimeout)

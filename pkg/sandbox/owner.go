@@ -14,24 +14,31 @@ import (
 
 // Containers that never leak: every container rllm creates carries the
 // labels below, naming the run (a random id per process) and the process
-// that owns it (host, boot, pid and the pid's start time, so a pid the
-// kernel gave to another process later is not taken for the owner). A
+// that owns it (host, boot, PID namespace, pid and the pid's start time,
+// so a pid the kernel gave to another process later is not taken for the
+// owner, and a pid of another namespace is never looked up in this one). A
 // Docker backend removes its containers when it closes; CloseAll closes
 // every backend of the process (the CLI calls it on every exit path); and
 // the next rllm that opens the docker backend removes the containers whose
 // owner is gone (sweep). Two runs sharing a daemon never remove each
-// other's: a container is removed only when its owner is provably dead.
+// other's: a container is removed only when its owner is provably dead
+// (two rllm, or two test binaries, in sandboxes of their own on one
+// daemon's host see different PID namespaces: each leaves the other's
+// containers alone until the host reboots).
 const (
 	LabelRun        = "org.rllm.run"
 	LabelOwnerHost  = "org.rllm.owner.host"
 	LabelOwnerBoot  = "org.rllm.owner.boot"
 	LabelOwnerPID   = "org.rllm.owner.pid"
 	LabelOwnerStart = "org.rllm.owner.start"
+	// LabelOwnerPIDNS names the PID namespace the pid is in (its
+	// inode, as /proc/self/ns/pid shows it: "pid:[4026531836]").
+	LabelOwnerPIDNS = "org.rllm.owner.pidns"
 )
 
 // owner is a process as the labels name it.
 type owner struct {
-	run, host, boot, pid, start string
+	run, host, boot, pidns, pid, start string
 }
 
 var selfOnce = sync.OnceValue(func() *owner {
@@ -39,7 +46,8 @@ var selfOnce = sync.OnceValue(func() *owner {
 	_, _ = rand.Read(b)
 	host, _ := os.Hostname()
 	pid := os.Getpid()
-	return &owner{run: hex.EncodeToString(b), host: host, boot: bootID(), pid: strconv.Itoa(pid), start: startTime(pid)}
+	ns, _ := os.Readlink("/proc/self/ns/pid")
+	return &owner{run: hex.EncodeToString(b), host: host, boot: bootID(), pidns: ns, pid: strconv.Itoa(pid), start: startTime(pid)}
 })
 
 // self is this process.
@@ -47,7 +55,7 @@ func self() *owner { return selfOnce() }
 
 // labels are the labels of every container this process creates.
 func (o *owner) labels() map[string]string {
-	return map[string]string{LabelRun: o.run, LabelOwnerHost: o.host, LabelOwnerBoot: o.boot, LabelOwnerPID: o.pid, LabelOwnerStart: o.start}
+	return map[string]string{LabelRun: o.run, LabelOwnerHost: o.host, LabelOwnerBoot: o.boot, LabelOwnerPIDNS: o.pidns, LabelOwnerPID: o.pid, LabelOwnerStart: o.start}
 }
 
 // bootID is the kernel's id of this boot ("" where there is none).
@@ -79,9 +87,12 @@ func startTime(pid int) string {
 }
 
 // ownerGone reports whether the process the labels name has certainly
-// ended: it ran on this host, and this host rebooted since, or its pid
-// is gone or now belongs to a process started at another time. Labels
-// of another host, or that this host cannot judge, are never gone.
+// ended: it ran on this host, and this host rebooted since, or it ran in
+// this PID namespace and its pid is gone or now belongs to a process
+// started at another time. Labels of another host, of another PID
+// namespace (the same pid there is another process, or none), without a
+// namespace (an rllm before it was named: its namespace is unknown), or
+// that this process cannot judge, are never gone.
 func (o *owner) ownerGone(labels map[string]string) bool {
 	pid, err := strconv.Atoi(labels[LabelOwnerPID])
 	if err != nil || pid <= 0 || labels[LabelOwnerHost] != o.host || o.start == "" || labels[LabelOwnerStart] == "" {
@@ -89,6 +100,9 @@ func (o *owner) ownerGone(labels map[string]string) bool {
 	}
 	if b := labels[LabelOwnerBoot]; b != "" && o.boot != "" && b != o.boot {
 		return true
+	}
+	if ns := labels[LabelOwnerPIDNS]; ns == "" || ns != o.pidns {
+		return false
 	}
 	return startTime(pid) != labels[LabelOwnerStart]
 }

@@ -3,6 +3,8 @@ package sandbox
 import (
 	"context"
 	"io/fs"
+	"slices"
+	"strings"
 )
 
 // The container lifecycle shared by every agent that works on a task in
@@ -63,7 +65,10 @@ type ExecRequest struct {
 	// Dir is the working directory (absolute); empty is WorkDir.
 	Dir string
 	// Env adds to or replaces the workspace's environment for this
-	// command only, as KEY=value.
+	// command only, as KEY=value. In PATH, $PATH stands for the
+	// workspace's own (a docker workspace's is its image's):
+	// PATH=/opt/harness/bin:$PATH puts a directory first and keeps the
+	// image's tools.
 	Env   []string
 	Stdin []byte
 	// Limits bound this command: WallTime, CPUTime and OutputBytes act
@@ -102,9 +107,11 @@ type WorkspaceSpec struct {
 // host port, no other address, no DNS.
 type Network struct {
 	// Socket is the host path of the Unix socket; empty means no
-	// network. Docker mounts the socket's directory at the same path
-	// inside (the container keeps network none: loopback only), for a
-	// forwarder started in the workspace to serve it on Port.
+	// network. Both backends bind the socket alone, as a file, at
+	// SocketPath inside (docker: read-only, in a read-only tmpfs; the
+	// container keeps network none: loopback only), for a forwarder
+	// started in the workspace to serve it on Port. Nothing of the
+	// socket's host directory is in the workspace.
 	Socket string
 	// Port is the loopback port inside the workspace that forwards to
 	// Socket; 0 picks 8000.
@@ -114,4 +121,27 @@ type Network struct {
 // Opener opens workspaces: the bwrap and docker backends.
 type Opener interface {
 	Open(ctx context.Context, spec WorkspaceSpec) (Workspace, error)
+}
+
+// envValue is KEY's value in env (KEY=value, a later one winning).
+func envValue(env []string, key string) string {
+	v := ""
+	for _, kv := range env {
+		if k, val, ok := strings.Cut(kv, "="); ok && k == key {
+			v = val
+		}
+	}
+	return v
+}
+
+// expandPath is env with $PATH in its PATH replaced by path, the
+// workspace's own (ExecRequest.Env).
+func expandPath(env []string, path string) []string {
+	out := slices.Clone(env)
+	for i, kv := range out {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok && strings.Contains(v, "$PATH") {
+			out[i] = "PATH=" + strings.Trim(strings.ReplaceAll(v, "$PATH", path), ":")
+		}
+	}
+	return out
 }

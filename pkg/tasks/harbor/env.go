@@ -256,3 +256,13 @@ func (Workspaces) Verify(ctx context.Context, ws sandbox.Workspace, row episode.
 	}
 	return v.Reward, v.Correct(), v.Info, nil
 }
+
+// AgentTimeout is the task's [agent] timeout_sec (env.AgentTimer): a
+// workflow running its own agent in the task's container stops it then.
+func (Workspaces) AgentTimeout(row episode.Task) (time.Duration, error) {
+	t, err := TaskOf(row, "")
+	if err != nil {
+		return 0, err
+	}
+	return t.Config.AgentTimeout, nil
+}

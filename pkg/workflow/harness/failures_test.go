@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rllm-org/rllm-go/pkg/episode"
 	"github.com/rllm-org/rllm-go/pkg/gateway"
@@ -171,5 +172,56 @@ func TestTaskHookWorkspaceAndVerifier(t *testing.T) {
 	last := ep.Trajectories[0].Steps[len(ep.Trajectories[0].Steps)-1]
 	if last.Info["verifier"] != "from the task" {
 		t.Errorf("the verifier's info is not kept: %v", last.Info)
+	}
+}
+
+// timedTask is a task env whose container lives long (as a Harbor task's
+// does: the agent's time, the verifier's and some slack) and whose tasks
+// bound the agent's time; its verifier scores 1 when hello.txt exists.
+type timedTask struct {
+	opener sandbox.Opener
+	agent  time.Duration
+}
+
+func (f timedTask) Workspace(ctx context.Context, task episode.Task, def sandbox.WorkspaceSpec) (sandbox.Opener, sandbox.WorkspaceSpec, []sandbox.File, error) {
+	def.Limits.WallTime, def.Limits.CPUTime = 10*time.Minute, 10*time.Minute
+	return f.opener, def, nil, nil
+}
+
+func (f timedTask) Verify(ctx context.Context, ws sandbox.Workspace, task episode.Task) (float64, bool, map[string]any, error) {
+	if _, err := ws.ReadFile(ctx, sandbox.WorkDir+"/hello.txt", 100); err != nil {
+		return 0, false, map[string]any{}, nil
+	}
+	return 1, true, map[string]any{}, nil
+}
+
+func (f timedTask) AgentTimeout(episode.Task) (time.Duration, error) { return f.agent, nil }
+
+// TestHarnessOnATaskTimesOut: on a task, the harness is stopped at the
+// smaller of workflow.args.timeout_s and the task's [agent] timeout_sec,
+// however long the task's container lives; the episode ends with
+// termination timeout and reward 0, naming the bound that fired, though
+// what the harness left would have scored 1.
+func TestHarnessOnATaskTimesOut(t *testing.T) {
+	o, err := program.BwrapOpener(context.Background())
+	if err != nil {
+		t.Skipf("bwrap is not usable here: %v", err)
+	}
+	for _, tc := range []struct {
+		timeoutS float64
+		agent    time.Duration
+		want     string
+	}{
+		{timeoutS: 600, agent: 2 * time.Second, want: "ran longer than the task's [agent] timeout_sec = 2"},
+		{timeoutS: 2, agent: 600 * time.Second, want: "ran longer than workflow.args.timeout_s=2"},
+	} {
+		w := fakeWorkflow(t, `open("hello.txt", "w").write("hi"); import time; time.sleep(30); open("done", "w")`, tc.timeoutS)
+		w.task = timedTask{opener: o, agent: tc.agent}
+		began := time.Now()
+		ep, err := w.Run(context.Background(), episode.Task{"instruction": "do it"}, "t:0")
+		if ep.TerminationReason != episode.TerminationTimeout || err == nil || !strings.Contains(ep.Error, tc.want) || ep.Metrics["reward"] != 0 || ep.IsCorrect {
+			t.Errorf("timeout_s=%g, [agent] timeout_sec=%s: ended %s after %s with reward %v, error %q; want timeout saying %q",
+				tc.timeoutS, tc.agent, ep.TerminationReason, time.Since(began).Round(time.Second), ep.Metrics["reward"], ep.Error, tc.want)
+		}
 	}
 }

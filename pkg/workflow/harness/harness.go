@@ -213,6 +213,19 @@ func (w *Workflow) Run(ctx context.Context, task episode.Task, episodeID string)
 			return fail(ep, fmt.Errorf("the task's workspace: %w", err))
 		}
 	}
+	// The harness's time: workflow.args.timeout_s, or the task's own
+	// bound of the agent's time when that is smaller (the task's spec
+	// sizes the container's life for the verifier too).
+	limit, limitKey := timeout, fmt.Sprintf("workflow.args.timeout_s=%g", w.p.TimeoutS)
+	if at, ok := w.task.(env.AgentTimer); ok {
+		d, err := at.AgentTimeout(task)
+		if err != nil {
+			return fail(ep, fmt.Errorf("the task's agent timeout: %w", err))
+		}
+		if d > 0 && d < limit {
+			limit, limitKey = d, fmt.Sprintf("the task's [agent] timeout_sec = %g", d.Seconds())
+		}
+	}
 	// Whatever the task says, the harness's install is shown read-only
 	// and its only network is its session.
 	spec.ReadOnly = append(spec.ReadOnly, w.entry.Dir(w.p.Dir))
@@ -229,6 +242,8 @@ func (w *Workflow) Run(ctx context.Context, task episode.Task, episodeID string)
 	if err != nil {
 		return fail(ep, fmt.Errorf("opening the harness's sandbox: %w", err))
 	}
+	// The harness's time runs from its sandbox's start.
+	deadline := time.Now().Add(limit)
 	defer ws.Close(context.WithoutCancel(ctx))
 	if len(files) > 0 {
 		if err := ws.CopyIn(runCtx, workDir, files); err != nil {
@@ -244,10 +259,16 @@ func (w *Workflow) Run(ctx context.Context, task episode.Task, episodeID string)
 	if err := ws.CopyIn(runCtx, sandbox.HomeDir, r.Files); err != nil {
 		return fail(ep, fmt.Errorf("writing the harness's settings: %w", err))
 	}
-	env := append([]string{"HOME=" + sandbox.HomeDir, "PATH=" + w.entry.BinDir(w.p.Dir) + ":/usr/local/bin:/usr/bin:/bin",
+	env := append([]string{"HOME=" + sandbox.HomeDir, "PATH=" + w.entry.BinDir(w.p.Dir) + ":$PATH", // the harness, then the image's tools
 		"TERM=dumb", "NO_COLOR=1", "CI=1"}, r.Env...)
 	began := time.Now()
-	res, runErr := ws.Exec(runCtx, sandbox.ExecRequest{Command: r.Command, Dir: workDir, Env: env})
+	var res sandbox.Result
+	var runErr error
+	if left := time.Until(deadline); left > 0 {
+		res, runErr = ws.Exec(runCtx, sandbox.ExecRequest{Command: r.Command, Dir: workDir, Env: env, Limits: sandbox.Limits{WallTime: left}})
+	} else {
+		res = sandbox.Result{ExitCode: 137, Limit: sandbox.LimitWallTime}
+	}
 	ep.Metrics["harness_seconds"] = time.Since(began).Seconds()
 	ep.Metrics["exit_code"] = float64(res.ExitCode)
 	if res.Net != nil {
@@ -289,7 +310,7 @@ func (w *Workflow) Run(ctx context.Context, task episode.Task, episodeID string)
 		return fail(ep, fmt.Errorf("%s: %w", name, runErr))
 	case res.Limit == sandbox.LimitWallTime:
 		ep.TerminationReason = episode.TerminationTimeout
-		ep.Error = fmt.Sprintf("%s ran longer than workflow.args.timeout_s=%g and was killed with its sandbox%s", name, w.p.TimeoutS, stderrLine())
+		ep.Error = fmt.Sprintf("%s ran longer than %s and was killed with its sandbox%s", name, limitKey, stderrLine())
 		return ep, errors.New(ep.Error)
 	case !res.OK():
 		if st.PromptTooLong > 0 {

@@ -267,7 +267,19 @@ func (w *Program) Run(ctx context.Context, task episode.Task, episodeID string) 
 			return fail(ep, err)
 		}
 	}
-	runCtx, cancel := context.WithTimeoutCause(ctx, w.timeout, errTimeout)
+	// The program's time: workflow.args.timeout_s, or a task's own bound
+	// of the agent's time when that is smaller.
+	limit, limitKey := w.timeout, fmt.Sprintf("workflow.args.timeout_s=%g", w.timeout.Seconds())
+	if at, ok := w.tasks.(env.AgentTimer); ok {
+		d, err := at.AgentTimeout(task)
+		if err != nil {
+			return fail(ep, fmt.Errorf("the task's agent timeout: %w", err))
+		}
+		if d > 0 && d < limit {
+			limit, limitKey = d, fmt.Sprintf("the task's [agent] timeout_sec = %g", d.Seconds())
+		}
+	}
+	runCtx, cancel := context.WithTimeoutCause(ctx, limit, errTimeout)
 	defer cancel()
 	runCtx, stop := context.WithCancelCause(runCtx)
 	defer stop(nil)
@@ -326,7 +338,7 @@ func (w *Program) Run(ctx context.Context, task episode.Task, episodeID string) 
 		return fail(ep, fmt.Errorf("%s made more than workflow.args.max_calls=%d model calls and was stopped%s", w.name(), w.maxCalls, stderrLine()))
 	case errors.Is(cause, errTimeout):
 		ep.TerminationReason = episode.TerminationTimeout
-		ep.Error = fmt.Sprintf("%s ran longer than workflow.args.timeout_s=%g and was killed with its process group%s", w.name(), w.timeout.Seconds(), stderrLine())
+		ep.Error = fmt.Sprintf("%s ran longer than %s and was killed with its process group%s", w.name(), limitKey, stderrLine())
 		return ep, errors.New(ep.Error)
 	}
 	if runErr != nil {

@@ -140,9 +140,8 @@ func (w *Program) runSandboxed(ctx context.Context, g *Gateway, sess *gateway.Se
 		// The program's directory is shown in the container: it must not
 		// hold the task's tests and solution.
 		if td, ok := task["task_dir"].(string); ok {
-			abs, _ := filepath.Abs(td)
-			if rel, err := filepath.Rel(dir, abs); err == nil && rel != ".." && !strings.HasPrefix(rel, "../") {
-				return nil, nil, usererr.Errorf("workflow.args.dir %s holds the task %s, whose tests and solution the program would see in its container; set workflow.args.dir to a directory with the program alone", dir, abs)
+			if err := apart(dir, td); err != nil {
+				return nil, nil, err
 			}
 		}
 		if opener, spec, files, err = w.tasks.Workspace(ctx, task, spec); err != nil {
@@ -165,6 +164,10 @@ func (w *Program) runSandboxed(ctx context.Context, g *Gateway, sess *gateway.Se
 	}
 	vars := sessionEnv(fmt.Sprintf("http://127.0.0.1:%d/sessions/%s", sandbox.DefaultPort, sess.ID), sess, episodeID)
 	vars["RLLM_WORKDIR"], vars["HOME"], vars["TMPDIR"] = workDir, sandbox.HomeDir, "/tmp"
+	if w.sandbox == "docker" {
+		// The image's PATH (a task's tools), not the host's.
+		vars["PATH"] = "$PATH"
+	}
 	env := childenv.FromProcess(w.passEnv, vars)
 	res, err := ws.Exec(ctx, sandbox.ExecRequest{Command: w.argv, Dir: dir, Env: env, Stdin: append(in, '\n')})
 	_, _ = stdout.Write(res.Stdout)
@@ -183,4 +186,41 @@ func (w *Program) runSandboxed(ctx context.Context, g *Gateway, sess *gateway.Se
 		return res.Net, nil, err
 	}
 	return res.Net, &outcome{reward: reward, correct: correct, info: info}, nil
+}
+
+// apart refuses a program directory that holds the task's directory, or
+// lies inside it: the container shows the program's directory, and the
+// program would read the task's tests and solution there. Both paths are
+// compared as the daemon binds them, every symbolic link resolved.
+func apart(dir, taskDir string) error {
+	d, err := resolved(dir)
+	if err != nil {
+		return usererr.Errorf("workflow.args.dir %s: %v", dir, err)
+	}
+	t, err := resolved(taskDir)
+	if err != nil {
+		return fmt.Errorf("the task's directory %s: %w", taskDir, err)
+	}
+	if within(d, t) {
+		return usererr.Errorf("workflow.args.dir %s holds the task %s, whose tests and solution the program would see in its container; set workflow.args.dir to a directory with the program alone", dir, taskDir)
+	}
+	if within(t, d) {
+		return usererr.Errorf("workflow.args.dir %s is inside the task %s, whose tests and solution the program would see in its container; set workflow.args.dir to a directory with the program alone", dir, taskDir)
+	}
+	return nil
+}
+
+// resolved is p absolute, with every symbolic link resolved.
+func resolved(p string) (string, error) {
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return "", err
+	}
+	return filepath.EvalSymlinks(abs)
+}
+
+// within reports whether p is dir or below it.
+func within(dir, p string) bool {
+	rel, err := filepath.Rel(dir, p)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
 }
