@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/rllm-org/rllm-go/internal/jsonline"
+	"github.com/rllm-org/rllm-go/pkg/config"
 	"github.com/rllm-org/rllm-go/pkg/episode"
 	"github.com/rllm-org/rllm-go/pkg/episodestore"
 	"github.com/rllm-org/rllm-go/pkg/runs"
@@ -23,18 +24,24 @@ import (
 func fixtureRun(t testing.TB, dir string, steps, perStep int, lr float64) {
 	t.Helper()
 	os.MkdirAll(dir, 0o755)
-	cfg := map[string]any{"actor": map[string]any{"optim": map[string]any{"lr": lr}}, "env": map[string]any{"name": "arith"},
-		"workflow": map[string]any{"args": map[string]any{"api_key": "sk-secret"}}}
+	cfg, err := config.FromOverrides([]string{fmt.Sprintf("actor.optim.lr=%g", lr), "workflow.args.api_key=sk-secret", "trainer.default_local_dir=" + filepath.ToSlash(dir)})
+	if err != nil {
+		t.Fatal(err)
+	}
 	b, _ := json.Marshal(runs.RunConfig{TotalSteps: steps, Config: cfg})
 	os.WriteFile(filepath.Join(dir, runs.ConfigFile), b, 0o644)
 	var m strings.Builder
 	for s := 1; s <= steps; s++ {
-		row := map[string]any{"step": s, "critic/score/mean": float64(s) / float64(steps), "actor/pg_loss": -0.1 * float64(s), "timing_s/step": 0.5, "training/global_step": s}
+		x := float64(s)
+		score := 0.15 + (0.55+100*lr)*(1-math.Exp(-x/15)) + 0.06*math.Sin(x*1.7)*math.Cos(x*0.3)
+		row := map[string]any{"step": s, "critic/score/mean": score, "actor/pg_loss": -0.02 + 0.03*math.Sin(x*0.9)*math.Exp(-x/30),
+			"actor/entropy": 1.2*math.Exp(-x/40) + 0.05*math.Cos(x*1.3), "response_length/mean": 40 + 20*math.Exp(-x/20) + 3*math.Sin(x),
+			"actor/grad_norm": 0.8 + 0.3*math.Cos(x*0.7), "timing_s/step": 0.5 + 0.05*math.Sin(x*2.1), "training/global_step": s}
 		if s == 2 {
 			row["actor/grad_norm"] = nil // NaN as the trainer writes it
 		}
 		if s%2 == 0 {
-			row["val/pass@1"] = 0.1 * float64(s)
+			row["val/pass@1"] = score - 0.1
 		}
 		line, _ := jsonline.Marshal(row)
 		m.Write(line)

@@ -39,6 +39,12 @@ function fmt(x, d) {
   return x.toFixed(d === undefined ? 3 : d);
 }
 
+function bytes(n) {
+  if (!n) return "";
+  if (n < 1e6) return (n / 1e3).toFixed(1) + " kB";
+  return (n / 1e6).toFixed(1) + " MB";
+}
+
 function route() { return new URLSearchParams(location.hash.replace(/^#/, "")); }
 function go(params) {
   const q = new URLSearchParams();
@@ -73,9 +79,10 @@ async function runsPage() {
     let data;
     try { data = await api("runs"); } catch (e) { box.replaceChildren(el("p", { class: "err", text: e.message })); return; }
     live.textContent = "updated " + new Date().toLocaleTimeString();
-    const diffKeys = new Set();
-    data.runs.forEach(r => Object.keys(r.config_diff || {}).forEach(k => diffKeys.add(k)));
-    const keys = [...diffKeys].slice(0, 8);
+    // The keys set in the most runs first: those are the runs' real differences.
+    const diffKeys = new Map();
+    data.runs.forEach(r => Object.entries(r.config_diff || {}).forEach(([k, v]) => diffKeys.set(k, (diffKeys.get(k) || 0) + (v === "" ? 0 : 1))));
+    const keys = [...diffKeys.keys()].sort((a, b) => diffKeys.get(b) - diffKeys.get(a) || a.localeCompare(b)).slice(0, 8);
     const checked = new Set([...box.querySelectorAll("input.pick:checked")].map(c => c.value));
     const table = el("table", { id: "runs" },
       el("thead", {}, el("tr", {}, el("th", {}), el("th", { text: "run" }), el("th", { text: "status" }), el("th", { class: "num", text: "steps" }),
@@ -87,7 +94,7 @@ async function runsPage() {
         el("td", {}, el("span", { class: "status " + r.status, text: r.status })),
         el("td", { class: "num steps", text: r.kind === "eval" ? "" : (r.steps + (r.total_steps ? " / " + r.total_steps : "")) }),
         el("td", { class: "num", text: r.best_val ? fmt(r.best_val.value) + " @" + r.best_val.step : "" }),
-        el("td", { class: "num", text: r.episode_bytes ? (r.episode_bytes / 1e6).toFixed(1) + " MB" : "" }),
+        el("td", { class: "num", text: bytes(r.episode_bytes) }),
         el("td", { class: "muted", text: r.updated ? new Date(r.updated).toLocaleString() : "" }),
         keys.map(k => el("td", { text: (r.config_diff || {})[k] ?? "" }))))));
     const compare = el("button", { id: "compare", onclick: () => {
