@@ -248,3 +248,20 @@ func decode(line []byte) (*Record, error) {
 	}
 	return &rec, nil
 }
+
+// IsEpisodesFile reports whether path starts with a complete episode
+// record (plain or gzip), so a command may replace it without losing a
+// file of the user's.
+func IsEpisodesFile(path string) (bool, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	ok := false
+	Scan(f, 0, func(_, _ int64, rec *Record) error {
+		ok = rec.ID != "" && rec.Trajectories != nil
+		return errStop
+	})
+	return ok, nil
+}

@@ -25,8 +25,10 @@
 package episodestore
 
 import (
+	"bufio"
 	"bytes"
 	"compress/gzip"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -34,6 +36,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/rllm-org/rllm-go/internal/atomicfile"
 	"github.com/rllm-org/rllm-go/internal/jsonline"
@@ -82,11 +85,13 @@ func StepOfFile(name string) (int, bool) {
 
 // Record is one episode as kept.
 type Record struct {
+	// The episode's fields come first, so a record reads as the episode
+	// it is (a line starts with its "id").
+	episode.Episode
 	Step  int    `json:"step"`
 	Phase string `json:"phase"`
 	// Group is the task group's position in the step's batch.
 	Group int `json:"group"`
-	episode.Episode
 	// Samples are the training sequences of the episode as the update
 	// saw them (training records only; the steps' own token arrays are
 	// then left out, as the samples hold them).
@@ -210,6 +215,14 @@ func clip(s string, n int) string {
 	return s[:n] + "…"
 }
 
+// Level is the gzip level of records: BestSpeed costs the trainer a
+// third of the default level's time for a few percent more bytes
+// (docs/benchmarks.md).
+var Level = gzip.BestSpeed
+
+// gzipWriters keeps compressors between steps (each holds about a MB).
+var gzipWriters sync.Pool
+
 // Writer appends records to a data file and, when it has one, their
 // entries to an index.
 type Writer struct {
@@ -217,7 +230,6 @@ type Writer struct {
 	compress    bool
 	off         int64
 	buf         bytes.Buffer
-	zw          *gzip.Writer
 	n           int
 }
 
@@ -237,13 +249,16 @@ func (w *Writer) Write(rec *Record) (int64, error) {
 	out := line
 	if w.compress {
 		w.buf.Reset()
-		if w.zw == nil {
-			w.zw, _ = gzip.NewWriterLevel(&w.buf, gzip.DefaultCompression)
+		zw, _ := gzipWriters.Get().(*gzip.Writer)
+		if zw == nil {
+			zw, _ = gzip.NewWriterLevel(&w.buf, Level)
 		} else {
-			w.zw.Reset(&w.buf)
+			zw.Reset(&w.buf)
 		}
-		w.zw.Write(line)
-		if err := w.zw.Close(); err != nil {
+		zw.Write(line)
+		err := zw.Close()
+		gzipWriters.Put(zw)
+		if err != nil {
 			return 0, err
 		}
 		out = w.buf.Bytes()
@@ -270,10 +285,12 @@ func (w *Writer) Write(rec *Record) (int64, error) {
 // Records is how many records the writer wrote.
 func (w *Writer) Records() int { return w.n }
 
-// StepFile is one step's pair of files being written.
+// StepFile is one step's pair of files being written; what is written
+// reaches the files by Close (a step's records are written together).
 type StepFile struct {
 	*Writer
 	data, index *os.File
+	bd, bi      *bufio.Writer
 }
 
 // Create opens step's files in dir for appending, creating dir; a step
@@ -298,17 +315,14 @@ func Create(dir string, step int) (*StepFile, error) {
 		index.Close()
 		return nil, err
 	}
-	return &StepFile{Writer: NewWriter(data, index, true, st.Size()), data: data, index: index}, nil
+	bd, bi := bufio.NewWriterSize(data, 64<<10), bufio.NewWriterSize(index, 16<<10)
+	return &StepFile{Writer: NewWriter(bd, bi, true, st.Size()), data: data, index: index, bd: bd, bi: bi}, nil
 }
 
-// Close closes both files.
+// Close writes out what is buffered, the records first, and closes both
+// files.
 func (f *StepFile) Close() error {
-	e1 := f.data.Close()
-	e2 := f.index.Close()
-	if e1 != nil {
-		return e1
-	}
-	return e2
+	return errors.Join(f.bd.Flush(), f.bi.Flush(), f.data.Close(), f.index.Close())
 }
 
 // Steps lists the steps with a data file in dir, oldest first, and their

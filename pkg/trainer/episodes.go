@@ -76,7 +76,9 @@ type episodeKeeper struct {
 func (t *Trainer) openEpisodes(resumedAt int) error {
 	k := &episodeKeeper{plan: t.plan.Episodes, logf: t.logf, step: -1}
 	if t.be != nil {
-		k.decode = t.be.Codec().Decode
+		if codec := t.be.Codec(); codec != nil {
+			k.decode = cachedDecoder(codec.Decode)
+		}
 	}
 	t.episodes = k
 	if k.plan.SaveFreq < 0 {
@@ -191,5 +193,24 @@ func storedSample(ep *episode.Episode, s *Sample) episodestore.Sample {
 		Trajectory: ti, Step: s.Step, PromptIDs: s.PromptIDs, ResponseIDs: s.ResponseIDs,
 		Logprobs: s.Logprobs, LossMask: s.LossMask, Advantage: s.Advantage, Advantages: s.TokenAdvantages,
 		Reward: s.Reward, Masked: s.Masked, Termination: s.Reason, TokenMismatch: s.TokenMismatch,
+	}
+}
+
+// cachedDecoder decodes each token id once per run (the keeper decodes
+// one id at a time, the same ids step after step).
+func cachedDecoder(decode episodestore.Decoder) episodestore.Decoder {
+	cache := map[int]string{}
+	return func(ids []int, skipSpecial bool) (string, error) {
+		if len(ids) != 1 || skipSpecial {
+			return decode(ids, skipSpecial)
+		}
+		if s, ok := cache[ids[0]]; ok {
+			return s, nil
+		}
+		s, err := decode(ids, false)
+		if err == nil && len(cache) < 1<<20 {
+			cache[ids[0]] = s
+		}
+		return s, err
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"io/fs"
 	"math"
 	"os"
@@ -12,6 +13,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/rllm-org/rllm-go/internal/boundedio"
@@ -146,19 +148,47 @@ func phaseDirs(r *root, dir string) map[string]string {
 }
 
 // isEpisodesFile reports whether a file starts with an episode record.
+// Its answers are kept by file size and time: the runs list rescans.
 func isEpisodesFile(path string) bool {
+	st, err := os.Stat(path)
+	if err != nil {
+		return false
+	}
+	key := fileKey{path, st.Size(), st.ModTime()}
+	episodesFiles.Lock()
+	ok, seen := episodesFiles.m[key]
+	episodesFiles.Unlock()
+	if seen {
+		return ok
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		return false
 	}
 	defer f.Close()
-	ok := false
-	episodestore.Scan(f, 0, func(_, _ int64, rec *episodestore.Record) error {
+	episodestore.Scan(io.LimitReader(f, 64<<20), 0, func(_, _ int64, rec *episodestore.Record) error {
 		ok = rec.ID != "" && rec.Trajectories != nil
 		return errStop
 	})
+	episodesFiles.Lock()
+	if len(episodesFiles.m) > 10000 {
+		clear(episodesFiles.m)
+	}
+	episodesFiles.m[key] = ok
+	episodesFiles.Unlock()
 	return ok
 }
+
+type fileKey struct {
+	path  string
+	size  int64
+	mtime time.Time
+}
+
+var episodesFiles = struct {
+	sync.Mutex
+	m map[fileKey]bool
+}{m: map[fileKey]bool{}}
 
 // readConfig is a run's config.json's configuration (nil when none).
 func readConfig(dir string) map[string]any {
