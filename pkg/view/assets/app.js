@@ -63,9 +63,25 @@ function clear() {
 window.addEventListener("hashchange", render);
 window.addEventListener("load", render);
 
+// shown is the episodes tab on screen: opening another of its episodes
+// (a new #ep) redraws the episode only, not the list.
+let shown = null;
+
+function listKey(p) {
+  const q = new URLSearchParams(p);
+  q.delete("ep");
+  return q.toString();
+}
+
 function render() {
-  clear();
   const p = route();
+  if (shown && p.get("ep") !== null && listKey(p) === shown.key) {
+    document.querySelectorAll("#ep-list tr.ep").forEach(r => r.classList.toggle("selected", r.dataset.i === p.get("ep")));
+    showEpisode(shown.box, shown.id, shown.phase, shown.step, +p.get("ep"), p);
+    return;
+  }
+  shown = null;
+  clear();
   if (p.get("run")) return runPage(p);
   return runsPage();
 }
@@ -275,6 +291,7 @@ async function episodesTab(body, id, p) {
     el("button", { id: "ep-next", disabled: offset + 50 >= d.matched, onclick: () => set("offset", offset + 50) }, "next ▶"));
   listBox.append(table, pager);
   if (d.note) listBox.append(el("p", { class: "err", text: d.note }));
+  shown = { key: listKey(p), box: epBox, id, phase, step };
   if (p.get("ep") !== null) showEpisode(epBox, id, phase, step, +p.get("ep"), p);
 }
 
