@@ -96,7 +96,7 @@ func scan(roots []*root) []*run {
 				p := filepath.Join(dir, name)
 				switch {
 				case e.IsDir() && e.Type()&fs.ModeSymlink == 0:
-					if depth < maxDepth && !(isRun && (name == episodestore.Dir || runs.StepDirPrefix != "" && strings.HasPrefix(name, runs.StepDirPrefix))) && !strings.HasPrefix(name, ".") {
+					if depth < maxDepth && !(isRun && (name == episodestore.Dir || strings.HasPrefix(name, runs.StepDirPrefix))) && !strings.HasPrefix(name, ".") {
 						walk(p, depth+1)
 					}
 				case e.Type().IsRegular() && !isRun && (strings.HasSuffix(name, ".jsonl") || strings.HasSuffix(name, ".jsonl.gz")):
