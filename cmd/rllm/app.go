@@ -232,6 +232,7 @@ func newRootCmd(a *App) *cobra.Command {
 		newGroupCmd("data", "Work with datasets", newDataGenerateCmd(a)),
 		newEvalCmd(a),
 		newPlotCmd(a),
+		newViewCmd(a),
 		newGroupCmd("tools", "List and call the tools a run offers the model (tools.builtin, tools.mcp)", newToolsListCmd(a), newToolsCallCmd(a)),
 		newGroupCmd("env", "Work with environments", newEnvPlayCmd(a)),
 		newDatasetCmd(a),

@@ -27,6 +27,7 @@ import (
 	"github.com/rllm-org/rllm-go/pkg/env"
 	envexec "github.com/rllm-org/rllm-go/pkg/env/exec"
 	"github.com/rllm-org/rllm-go/pkg/episode"
+	"github.com/rllm-org/rllm-go/pkg/episodestore"
 	"github.com/rllm-org/rllm-go/pkg/reward"
 	"github.com/rllm-org/rllm-go/pkg/rollout"
 	"github.com/rllm-org/rllm-go/pkg/trainer"
@@ -203,13 +204,13 @@ func runEval(ctx context.Context, a *App, opts *evalOptions) error {
 	// because its output directory is missing. It appears under its name
 	// only when complete (or interrupted, with what finished).
 	var out *atomicfile.File
-	var epw *rollout.EpisodeWriter
+	var epw *episodestore.Writer // the records rllm train keeps (rllm view reads both); gzip for a .gz name
 	if opts.episodes != "" {
 		if out, err = atomicfile.Create(opts.episodes); err != nil {
 			return usagef("--episodes %s: %v", opts.episodes, err)
 		}
 		defer out.Abort()
-		epw = rollout.NewEpisodeWriter(out)
+		epw = episodestore.NewWriter(out, nil, strings.HasSuffix(opts.episodes, ".gz"), 0)
 	}
 
 	pol, err := openPolicy(ctx, a, c, opts.textOnly)
@@ -251,7 +252,7 @@ func runEval(ctx context.Context, a *App, opts *evalOptions) error {
 			}
 		}
 		if epw != nil {
-			if err := epw.Write(ep); err != nil {
+			if _, err := epw.Write(&episodestore.Record{Phase: episodestore.PhaseEval, Episode: *ep}); err != nil {
 				writeErr = fmt.Errorf("writing %s: %w", opts.episodes, err)
 				return writeErr
 			}
@@ -266,9 +267,6 @@ func runEval(ctx context.Context, a *App, opts *evalOptions) error {
 	}
 
 	if out != nil {
-		if err := epw.Flush(); err != nil {
-			return fmt.Errorf("writing %s: %w", opts.episodes, err)
-		}
 		if err := out.Commit(); err != nil {
 			return err
 		}
@@ -399,7 +397,7 @@ func checkEpisodesPath(path string, data, configs []string, force bool) error {
 	if force || info.Size() == 0 {
 		return nil
 	}
-	ours, err := rollout.IsEpisodesFile(path)
+	ours, err := episodestore.IsEpisodesFile(path)
 	if err != nil {
 		return usagef("--episodes %s exists and cannot be read (%v); choose another file", path, err)
 	}

@@ -203,6 +203,18 @@ type Trainer struct {
 	MaxCkptToKeep      *int     `koanf:"max_ckpt_to_keep" json:"max_ckpt_to_keep" yaml:"max_ckpt_to_keep"`
 	MetricsAddr        string   `koanf:"metrics_addr" json:"metrics_addr" yaml:"metrics_addr"`
 	Seed               int      `koanf:"seed" json:"seed" yaml:"seed"`
+	// RolloutDataDir and ValidationDataDir are verl's keys: where each
+	// step's training and validation episodes go (pkg/episodestore).
+	RolloutDataDir    *string         `koanf:"rollout_data_dir" json:"rollout_data_dir" yaml:"rollout_data_dir"`
+	ValidationDataDir *string         `koanf:"validation_data_dir" json:"validation_data_dir" yaml:"validation_data_dir"`
+	Episodes          TrainerEpisodes `koanf:"episodes" json:"episodes" yaml:"episodes"`
+}
+
+// TrainerEpisodes bounds the episodes a run keeps.
+type TrainerEpisodes struct {
+	SaveFreq  int  `koanf:"save_freq" json:"save_freq" yaml:"save_freq"`
+	MaxGroups *int `koanf:"max_groups" json:"max_groups" yaml:"max_groups"`
+	MaxMB     *int `koanf:"max_mb" json:"max_mb" yaml:"max_mb"`
 }
 
 // Agent selects the registered agent and its arguments.

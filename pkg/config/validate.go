@@ -257,6 +257,15 @@ func validate(c *Config, origin func(string) Origin) Errors {
 	if t.MaxCkptToKeep != nil {
 		v.atLeast("trainer.max_ckpt_to_keep", *t.MaxCkptToKeep, 1)
 	}
+	if e := t.Episodes; e.SaveFreq == 0 || e.SaveFreq < -1 {
+		v.fail("trainer.episodes.save_freq", "must be -1 (never) or at least 1, got %d", e.SaveFreq)
+	}
+	if t.Episodes.MaxGroups != nil {
+		v.atLeast("trainer.episodes.max_groups", *t.Episodes.MaxGroups, 1)
+	}
+	if t.Episodes.MaxMB != nil {
+		v.atLeast("trainer.episodes.max_mb", *t.Episodes.MaxMB, 1)
+	}
 
 	v.atLeast("agent.max_steps", c.Agent.MaxSteps, 1)
 	if c.Agent.TrajectoryTimeout != nil {

@@ -35,7 +35,18 @@ const (
 	// ModelMarker is the file that makes a directory a model checkpoint
 	// (the local backend's manifest).
 	ModelMarker = "manifest.json"
+	// MetricsFile is the run's one JSON object a step; ConfigFile the
+	// configuration it runs with (RunConfig), for rllm view.
+	MetricsFile = "metrics.jsonl"
+	ConfigFile  = "config.json"
 )
+
+// RunConfig is what ConfigFile holds: the resolved configuration and the
+// steps the run is to train.
+type RunConfig struct {
+	TotalSteps int `json:"total_steps"`
+	Config     any `json:"config"`
+}
 
 // StepDir is the name of step n's checkpoint directory.
 func StepDir(n int) string { return StepDirPrefix + strconv.Itoa(n) }

@@ -68,6 +68,7 @@ func (t *Trainer) prepare(ctx context.Context, groups []Group, m map[string]floa
 			return nil, false, err
 		}
 	}
+	t.episodes.keepTrain(t.step+1, groups)
 	return groups, skip, nil
 }
 

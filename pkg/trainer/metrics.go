@@ -17,6 +17,7 @@ import (
 
 	"github.com/rllm-org/rllm-go/internal/atomicfile"
 	"github.com/rllm-org/rllm-go/internal/jsonline"
+	"github.com/rllm-org/rllm-go/pkg/runs"
 )
 
 // metricsSink appends one JSON object per step to
@@ -39,7 +40,7 @@ type stepMetrics struct {
 }
 
 // MetricsFile is the name of the metrics log in trainer.default_local_dir.
-const MetricsFile = "metrics.jsonl"
+const MetricsFile = runs.MetricsFile
 
 // openMetrics opens metrics.jsonl: a fresh file for a new run; for a
 // resumed one (resumedAt ≥ 0) the records up to the checkpoint's step,

@@ -61,6 +61,8 @@ type Plan struct {
 
 	Dir  string
 	Seed int
+	// Episodes is which episodes the run keeps, and where (episodes.go).
+	Episodes EpisodesPlan
 	// Identity is what a resumed run must share with this one.
 	Identity RunIdentity
 
@@ -287,6 +289,7 @@ func NewPlan(c *config.Config) (*Plan, error) {
 		Dir:      c.Trainer.DefaultLocalDir,
 		Seed:     c.Trainer.Seed,
 		Identity: runIdentity(c),
+		Episodes: episodesPlan(c, c.Trainer.DefaultLocalDir),
 	}
 
 	// Backend and where rollouts come from.

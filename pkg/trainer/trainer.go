@@ -67,6 +67,7 @@ type Options struct {
 // with Train, release it with Close.
 type Trainer struct {
 	plan *Plan
+	cfg  *config.Config // written to the run directory (runs.ConfigFile)
 	opts Options
 	now  func() time.Time
 
@@ -88,6 +89,7 @@ type Trainer struct {
 
 	ws        ppo.Workspace
 	metrics   *metricsSink
+	episodes  *episodeKeeper           // the episodes kept in the run directory (episodes.go)
 	publisher *rollout.WeightPublisher // rollouts on inference servers
 	prom      *promserve.Metrics       // trainer.metrics_addr
 	promSrv   *promserve.Server
@@ -120,7 +122,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Trainer, error
 		}
 		return nil, err
 	}
-	t := &Trainer{plan: plan, opts: opts, now: opts.Now, savedStep: -1, chat: &swapSampler{}, diag: newDiagnosis()}
+	t := &Trainer{plan: plan, cfg: cfg, opts: opts, now: opts.Now, savedStep: -1, chat: &swapSampler{}, diag: newDiagnosis()}
 	t.validator = t.validate
 	t.episodeSlots = make(chan struct{}, max(1, plan.Runner.NParallel))
 	t.chat.step, t.chat.remote = func() int { return t.step }, plan.Remote.Mode // step is read by swap, on the trainer's goroutine
@@ -359,6 +361,12 @@ func (t *Trainer) start(ctx context.Context) error {
 		resumedAt = t.step
 	}
 	if t.metrics, err = openMetrics(t.plan, t.opts, resumedAt); err != nil {
+		return err
+	}
+	if err := t.openEpisodes(resumedAt); err != nil {
+		return err
+	}
+	if err := recordConfig(t.plan.Dir, t.cfg, t.totalSteps); err != nil {
 		return err
 	}
 	if addr := t.plan.Cadence.MetricsAddr; addr != "" {

@@ -36,6 +36,7 @@ func (t *Trainer) validate(ctx context.Context) (map[string]float64, error) {
 		return nil, fmt.Errorf("validation at step %d: %w", t.step, err)
 	}
 	t.diag.noteEpisodes(phaseValidation, eps)
+	t.episodes.keepVal(t.step, eps)
 	sum := rollout.Summarize(eps, n)
 	m := map[string]float64{
 		"val/pass@1":      sum.PassAt1,
