@@ -1,0 +1,182 @@
+package hub
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/rllm-org/rllm-go/pkg/dataset"
+	"github.com/rllm-org/rllm-go/pkg/episode"
+	"github.com/rllm-org/rllm-go/pkg/usererr"
+)
+
+// Source is what to pull: a dataset's configs and splits, and how its rows
+// become tasks.
+type Source struct {
+	// Name says what the user asked for in errors (a catalog name or an
+	// hf:// URI).
+	Name     string
+	Repo     string
+	Revision string // "" means main
+	// Configs are pulled together; empty means the default config.
+	Configs []string
+	// Split, when set, is the only split pulled.
+	Split     string
+	DataFiles map[string][]string
+	Glob      string
+	One       string // an hf:// URI's single part: a config or a split
+	// Fields maps rows to tasks; nil keeps the rows as they are.
+	Fields FieldMap
+}
+
+// FromEntry is the Source of a catalog dataset (split "" for all).
+func FromEntry(e Entry, split string) Source {
+	return Source{Name: e.Name, Repo: e.Repo, Revision: e.Revision, Configs: e.ConfigList(), Split: split, DataFiles: e.DataFiles, Fields: e.Fields}
+}
+
+// FromURI is the Source of an hf:// URI: a catalog dataset's URI takes
+// the catalog's field map (and data files), unless fields are given.
+func FromURI(u URI, cat *Catalog, fields FieldMap) Source {
+	s := Source{Name: u.String(), Repo: u.Repo, Revision: u.Revision, Split: u.Split, Glob: u.Glob, One: u.One, Fields: fields}
+	if u.Config != "" {
+		s.Configs = []string{u.Config}
+	}
+	if e, ok := cat.ByRepo(u.Repo); ok {
+		if s.Fields == nil {
+			s.Fields = e.Fields
+		}
+		if s.Glob == "" && u.Config == "" && u.One == "" {
+			s.Configs = e.ConfigList()
+		}
+		if s.Glob == "" && e.DataFiles != nil {
+			s.DataFiles = e.DataFiles
+		}
+		if s.Revision == "" {
+			s.Revision = e.Revision
+		}
+	}
+	return s
+}
+
+// Pulled is a pulled dataset: its tasks by split, and exactly which
+// commit and files they came from.
+type Pulled struct {
+	Repo, Revision, Commit string
+	Configs                []string
+	Converted              bool
+	Splits                 map[string][]episode.Task
+	Files                  map[string][]string // split → repository paths
+	Columns                map[string][]string // split → the Hub columns
+}
+
+// SplitNames lists the pulled splits in order.
+func (p Pulled) SplitNames() []string {
+	return Layout{Splits: p.Files}.SplitNames()
+}
+
+// Pull downloads (or finds in the cache) a dataset's files and maps its
+// rows. Every error is one line naming the dataset.
+func (c *Client) Pull(ctx context.Context, src Source) (*Pulled, error) {
+	var mp *Mapper
+	if src.Fields != nil {
+		var err error
+		if mp, err = src.Fields.Compile(); err != nil {
+			return nil, usererr.Errorf("%s: %v", src.Name, err)
+		}
+	}
+	configs := src.Configs
+	if len(configs) == 0 {
+		configs = []string{""}
+	}
+	p := &Pulled{Repo: src.Repo, Revision: src.Revision, Splits: map[string][]episode.Task{}, Files: map[string][]string{}, Columns: map[string][]string{}}
+	if p.Revision == "" {
+		p.Revision = "main"
+	}
+	for _, cfg := range configs {
+		l, err := c.Layout(ctx, src.Repo, src.Revision, Want{Config: cfg, DataFiles: src.DataFiles, Glob: src.Glob, One: src.One})
+		if err != nil {
+			return nil, err
+		}
+		if p.Commit != "" && p.Commit != l.Commit {
+			return nil, fmt.Errorf("%s: configs resolved to different commits (%s, %s)", src.Name, p.Commit, l.Commit)
+		}
+		p.Commit, p.Converted = l.Commit, l.Converted
+		if l.Converted {
+			p.Revision = ConvertedRevision
+		}
+		p.Configs = append(p.Configs, l.Config)
+		want := src.Split
+		if want == "" && src.One != "" && l.Config != src.One {
+			want = src.One // the URI's single part was no config: a split
+		}
+		splits := l.SplitNames()
+		if want != "" {
+			if _, ok := l.Splits[want]; !ok {
+				return nil, usererr.Errorf("%s has no split %q%s; its splits: %s", describe(src, l), want, didYouMean(want, splits), strings.Join(splits, ", "))
+			}
+			splits = []string{want}
+		}
+		for _, split := range splits {
+			for _, f := range l.Splits[split] {
+				local, _, err := c.Download(ctx, src.Repo, l.Commit, f)
+				if err != nil {
+					return nil, err
+				}
+				rows, err := dataset.ReadAll(ctx, local, dataset.Options{})
+				if err != nil {
+					return nil, usererr.Errorf("%s: %s (%s at %.12s) cannot be read: %v", src.Name, f, src.Repo, l.Commit, err)
+				}
+				cols := columnsOf(rows)
+				p.Columns[split] = mergeCols(p.Columns[split], cols)
+				if mp != nil && len(rows) > 0 {
+					if err := mp.Check(cols); err != nil {
+						return nil, usererr.Errorf("%s: %s: %v; fix the field map", src.Name, f, err)
+					}
+					for i, r := range rows {
+						m, err := mp.Apply(r, l.Config)
+						if err != nil {
+							return nil, usererr.Errorf("%s: %s row %d: %v", src.Name, f, i, err)
+						}
+						rows[i] = m
+					}
+				}
+				p.Splits[split] = append(p.Splits[split], rows...)
+				p.Files[split] = append(p.Files[split], f)
+			}
+		}
+	}
+	return p, nil
+}
+
+func describe(src Source, l Layout) string {
+	s := "dataset " + src.Repo
+	if l.Config != "" && l.Config != "default" {
+		s += " (config " + l.Config + ")"
+	}
+	return s
+}
+
+func columnsOf(rows []episode.Task) []string {
+	seen := map[string]bool{}
+	for i, r := range rows {
+		if i >= 1000 {
+			break
+		}
+		for k := range r {
+			seen[k] = true
+		}
+	}
+	return slices.Sorted(maps.Keys(seen))
+}
+
+func mergeCols(a, b []string) []string {
+	for _, x := range b {
+		if !slices.Contains(a, x) {
+			a = append(a, x)
+		}
+	}
+	slices.Sort(a)
+	return a
+}
