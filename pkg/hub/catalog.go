@@ -16,11 +16,11 @@ import (
 // its rows become rllm tasks. rLLM's registry/datasets.json is the model;
 // the transforms it writes in Python are field maps here.
 type Entry struct {
-	Name        string   `json:"name"`
-	Aliases     []string `json:"aliases,omitempty"`
-	Repo        string   `json:"repo"`
-	Revision    string   `json:"revision"`
-	Config      string   `json:"config,omitempty"`
+	Name     string   `json:"name"`
+	Aliases  []string `json:"aliases,omitempty"`
+	Repo     string   `json:"repo"`
+	Revision string   `json:"revision"`
+	Config   string   `json:"config,omitempty"`
 	// Configs, when set, are pulled together (rLLM's aggregate_configs);
 	// the field map's config source names each row's.
 	Configs []string `json:"configs,omitempty"`

@@ -42,4 +42,6 @@ func lockFile(ctx context.Context, path string) (func(), error) {
 	}
 }
 
-func isNoSpace(err error) bool { return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) }
+func isNoSpace(err error) bool {
+	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)
+}

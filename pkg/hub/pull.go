@@ -22,8 +22,10 @@ type Source struct {
 	Revision string // "" means main
 	// Configs are pulled together; empty means the default config.
 	Configs []string
-	// Split, when set, is the only split pulled.
+	// Split, when set, is the only split pulled; else the first of
+	// Prefer the dataset has (its only split when it has one), else all.
 	Split     string
+	Prefer    []string
 	DataFiles map[string][]string
 	Glob      string
 	One       string // an hf:// URI's single part: a config or a split
@@ -117,6 +119,20 @@ func (c *Client) Pull(ctx context.Context, src Source) (*Pulled, error) {
 				return nil, usererr.Errorf("%s has no split %q%s; its splits: %s", describe(src, l), want, didYouMean(want, splits), strings.Join(splits, ", "))
 			}
 			splits = []string{want}
+		} else if len(src.Prefer) > 0 {
+			pick := ""
+			for _, s := range src.Prefer {
+				if _, ok := l.Splits[s]; ok && pick == "" {
+					pick = s
+				}
+			}
+			if pick == "" && len(splits) == 1 {
+				pick = splits[0]
+			}
+			if pick == "" {
+				return nil, usererr.Errorf("%s has splits %s and none is %s; name one, as in %s/SPLIT", describe(src, l), strings.Join(splits, ", "), strings.Join(src.Prefer, " or "), src.Name)
+			}
+			splits = []string{pick}
 		}
 		for _, split := range splits {
 			for _, f := range l.Splits[split] {
