@@ -2,8 +2,10 @@ package hub
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
 
 	"io"
 	"io/fs"
@@ -158,10 +160,18 @@ func (c *Client) fetchBlob(ctx context.Context, repo, path string, m FileMeta) e
 	}
 	inc := blob + ".incomplete"
 	for fresh := 0; fresh < 2; fresh++ {
-		if err := c.get(ctx, repo, path, m, inc); err != nil {
+		sum, err := c.get(ctx, repo, path, m, inc)
+		if err != nil {
 			return err
 		}
-		err := verifyFile(inc, m.ETag, m.Size)
+		switch st, serr := os.Stat(inc); {
+		case serr != nil:
+			err = serr
+		case m.Size >= 0 && st.Size() != m.Size:
+			err = fmt.Errorf("%s holds %d bytes, not %d: %w", inc, st.Size(), m.Size, ErrMismatch)
+		case sum != "" && sum != m.ETag:
+			err = fmt.Errorf("%s hashes to %.12s…, not %.12s…: %w", inc, sum, m.ETag, ErrMismatch)
+		}
 		if err == nil {
 			return cacheErr(os.Rename(inc, blob))
 		}
@@ -178,7 +188,7 @@ func (c *Client) fetchBlob(ctx context.Context, repo, path string, m FileMeta) e
 
 // get fills inc with the file, resuming with Range from what inc holds:
 // cut transfers are resumed (bounded attempts), a 200 to a Range restarts.
-func (c *Client) get(ctx context.Context, repo, path string, m FileMeta, inc string) error {
+func (c *Client) get(ctx context.Context, repo, path string, m FileMeta, inc string) (string, error) {
 	open := c.openBlob
 	if open == nil {
 		open = openIncomplete
@@ -189,6 +199,16 @@ func (c *Client) get(ctx context.Context, repo, path string, m FileMeta, inc str
 		if m.Size >= 0 && have > m.Size {
 			os.Remove(inc)
 			have = 0
+		}
+	}
+	// The ETag's hash is computed on another goroutine as the bytes
+	// arrive (a resumed file's prefix first), so checking costs no second
+	// pass over the file.
+	hs := newHashStream(m.ETag, m.Size)
+	defer hs.stop()
+	if have > 0 {
+		if err := hs.prefix(inc, have); err != nil {
+			return "", cacheErr(err)
 		}
 	}
 	var bar interface {
@@ -205,11 +225,11 @@ func (c *Client) get(ctx context.Context, repo, path string, m FileMeta, inc str
 	var lastErr error
 	for {
 		if m.Size >= 0 && have == m.Size {
-			return nil
+			return hs.sum(), nil
 		}
 		attempts++
 		if failures > c.retries() || attempts > 20*c.retries() {
-			return &usererr.Error{Code: usererr.ExitFailure, Msg: fmt.Sprintf("downloading %s of dataset %s failed %d times (last: %v); %d of %s bytes are kept and the next pull resumes from there", path, repo, attempts-1, lastErr, have, sizeText(m.Size)), Err: lastErr}
+			return "", &usererr.Error{Code: usererr.ExitFailure, Msg: fmt.Sprintf("downloading %s of dataset %s failed %d times (last: %v); %d of %s bytes are kept and the next pull resumes from there", path, repo, attempts-1, lastErr, have, sizeText(m.Size)), Err: lastErr}
 		}
 		hdr := http.Header{}
 		if have > 0 {
@@ -218,26 +238,28 @@ func (c *Client) get(ctx context.Context, repo, path string, m FileMeta, inc str
 		resp, err := c.do(ctx, http.MethodGet, m.Location, hdr, false)
 		if err != nil {
 			if ctx.Err() != nil {
-				return ctx.Err()
+				return "", ctx.Err()
 			}
 			var he *Error
 			if errors.As(err, &he) && he.Status == http.StatusRequestedRangeNotSatisfiable && have > 0 {
 				os.Remove(inc) // what we hold is not a prefix of this file
 				have, failures, lastErr = 0, failures+1, err
+				hs.reset()
 				continue
 			}
-			return c.userError(err, repo, "", path)
+			return "", c.userError(err, repo, "", path)
 		}
 		resume := have > 0 && resp.StatusCode == http.StatusPartialContent
 		if have > 0 && !resume {
 			have = 0 // the server sent the whole file
+			hs.reset()
 		}
 		w, err := open(inc, resume)
 		if err != nil {
 			resp.Body.Close()
-			return cacheErr(err)
+			return "", cacheErr(err)
 		}
-		n, copyErr := copyCounted(w, resp.Body, bar)
+		n, copyErr := copyCounted(w, resp.Body, bar, hs)
 		resp.Body.Close()
 		closeErr := w.Close()
 		have += n
@@ -247,13 +269,13 @@ func (c *Client) get(ctx context.Context, repo, path string, m FileMeta, inc str
 		var we *writeErr
 		if errors.As(copyErr, &we) {
 			if isNoSpace(we.err) {
-				return usererr.Errorf("no space left writing %s (%s of %s bytes written; %s more needed): free space, or set HF_HUB_CACHE to a larger disk; the next pull resumes", inc, itoa(have), sizeText(m.Size), sizeText(m.Size-have))
+				return "", usererr.Errorf("no space left writing %s (%s of %s bytes written; %s more needed): free space, or set HF_HUB_CACHE to a larger disk; the next pull resumes", inc, itoa(have), sizeText(m.Size), sizeText(m.Size-have))
 			}
-			return cacheErr(we.err)
+			return "", cacheErr(we.err)
 		}
 		if copyErr != nil {
 			if ctx.Err() != nil {
-				return ctx.Err()
+				return "", ctx.Err()
 			}
 			lastErr = copyErr
 			// An attempt that moved the download on is no failure: a
@@ -267,7 +289,7 @@ func (c *Client) get(ctx context.Context, repo, path string, m FileMeta, inc str
 			continue
 		}
 		if m.Size < 0 {
-			return nil
+			return hs.sum(), nil
 		}
 		if have != m.Size {
 			lastErr = fmt.Errorf("the body ended after %d of %d bytes", have, m.Size)
@@ -288,16 +310,27 @@ type writeErr struct{ err error }
 
 func (e *writeErr) Error() string { return e.err.Error() }
 
-// copyCounted copies with a large buffer, counting into the bar.
-func copyCounted(w io.Writer, r io.Reader, bar interface{ Add(int64) }) (int64, error) {
-	buf := make([]byte, 1<<20)
+// copyCounted copies in large chunks, counting into the bar and handing
+// each chunk to the hash stream.
+func copyCounted(w io.Writer, r io.Reader, bar interface{ Add(int64) }, hs *hashStream) (int64, error) {
 	var n int64
 	for {
-		k, rerr := r.Read(buf)
-		if k > 0 {
+		buf := hs.buffer()
+		k := 0
+		var rerr error
+		for k < len(buf) && rerr == nil {
+			var m int
+			m, rerr = r.Read(buf[k:])
+			k += m
+		}
+		if k == 0 {
+			hs.give(buf)
+		} else {
 			if _, err := w.Write(buf[:k]); err != nil {
+				hs.give(buf)
 				return n, &writeErr{err}
 			}
+			hs.feed(buf[:k])
 			n += int64(k)
 			if bar != nil {
 				bar.Add(int64(k))
@@ -310,6 +343,83 @@ func copyCounted(w io.Writer, r io.Reader, bar interface{ Add(int64) }) (int64, 
 			return n, rerr
 		}
 	}
+}
+
+// hashStream hashes the chunks of a download on its own goroutine, with a
+// few buffers in flight; with an ETag that is no hash it only recycles
+// the buffers.
+type hashStream struct {
+	etag string
+	size int64
+	pool chan []byte
+	ch   chan []byte
+	done chan struct{}
+	h    hash.Hash
+}
+
+const chunk, inFlight = 1 << 20, 4
+
+func newHashStream(etag string, size int64) *hashStream {
+	hs := &hashStream{etag: etag, size: size, pool: make(chan []byte, inFlight)}
+	for range inFlight {
+		hs.pool <- make([]byte, chunk)
+	}
+	hs.start()
+	return hs
+}
+
+func (hs *hashStream) start() {
+	hs.h = etagHash(hs.etag, hs.size)
+	hs.ch, hs.done = make(chan []byte, inFlight), make(chan struct{})
+	go func(h hash.Hash, ch chan []byte, done chan struct{}) {
+		defer close(done)
+		for b := range ch {
+			if h != nil {
+				h.Write(b)
+			}
+			hs.pool <- b[:cap(b)]
+		}
+	}(hs.h, hs.ch, hs.done)
+}
+
+func (hs *hashStream) buffer() []byte { return <-hs.pool }
+func (hs *hashStream) give(b []byte)  { hs.pool <- b[:cap(b)] }
+func (hs *hashStream) feed(b []byte)  { hs.ch <- b }
+
+// prefix hashes the first n bytes of a file being resumed.
+func (hs *hashStream) prefix(path string, n int64) error {
+	if hs.h == nil {
+		return nil
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	_, err = io.CopyN(hs.h, f, n)
+	return err
+}
+
+// stop waits for the chunks in flight.
+func (hs *hashStream) stop() {
+	if hs.ch != nil {
+		close(hs.ch)
+		<-hs.done
+		hs.ch = nil
+	}
+}
+
+// reset starts over (the server sent the whole file after all).
+func (hs *hashStream) reset() { hs.stop(); hs.start() }
+
+// sum is the hex digest of everything fed ("" for an ETag that is no
+// hash).
+func (hs *hashStream) sum() string {
+	hs.stop()
+	if hs.h == nil {
+		return ""
+	}
+	return hex.EncodeToString(hs.h.Sum(nil))
 }
 
 // sanitize refuses a sibling path that would leave the snapshot.
