@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/rllm-org/rllm-go/internal/atomicfile"
 	"github.com/rllm-org/rllm-go/pkg/config"
 	"github.com/rllm-org/rllm-go/pkg/dataset"
 	"github.com/rllm-org/rllm-go/pkg/dataset/catalog"
@@ -144,29 +145,56 @@ func resolveHubFiles(ctx context.Context, a *App, c *config.Config, key string, 
 			return nil, nil, err
 		}
 		cl := hubClient(a)
-		p, err := cl.Pull(ctx, src)
+		pl, err := cl.Resolve(ctx, src)
 		if err != nil {
 			return nil, nil, err
 		}
-		split := p.SplitNames()[0]
+		split, config := pl.Parts[0].Splits[0], pl.Parts[0].Config
+		if len(pl.Parts) > 1 {
+			var cs []string
+			for _, pt := range pl.Parts {
+				cs = append(cs, pt.Config)
+			}
+			config = strings.Join(cs, ",")
+		}
+		// The mapped split is kept by commit and by what was asked: a
+		// second run reads it without fetching or mapping again.
 		spec, _ := json.Marshal(struct {
 			S hub.Source
+			C string
 			F []string
-		}{src, p.Files[split]})
+		}{src, pl.Commit, pl.Files()})
 		sum := sha256.Sum256(spec)
-		local := filepath.Join(reg.Dir, ".hf", filepath.Base(hub.RepoDir("", p.Repo)), p.Commit, split+"-"+hex.EncodeToString(sum[:6])+".parquet")
-		if _, err := os.Stat(local); err != nil {
+		local := filepath.Join(reg.Dir, ".hf", filepath.Base(hub.RepoDir("", pl.Repo)), pl.Commit, split+"-"+hex.EncodeToString(sum[:6])+".parquet")
+		var meta struct {
+			Rows int `json:"rows"`
+		}
+		if b, err := os.ReadFile(local + ".json"); err != nil || json.Unmarshal(b, &meta) != nil || !isFile(local) {
+			p, err := cl.Fetch(ctx, src, pl)
+			if err != nil {
+				return nil, nil, err
+			}
 			if err := os.MkdirAll(filepath.Dir(local), 0o755); err != nil {
 				return nil, nil, usererr.Errorf("%s: cannot write under data.datasets_dir: %v", key, err)
 			}
 			if err := dataset.Write(ctx, local, p.Splits[split], dataset.WriteOptions{}); err != nil {
 				return nil, nil, err
 			}
+			meta.Rows = len(p.Splits[split])
+			b, _ := json.Marshal(meta)
+			if err := atomicfile.WriteFile(local+".json", b); err != nil {
+				return nil, nil, err
+			}
 		}
-		config := strings.Join(p.Configs, ",")
-		srcs = append(srcs, trainer.DataSource{Key: key, URI: f, Repo: p.Repo, Revision: p.Revision, Commit: p.Commit, Config: config, Split: split, Files: p.Files[split], Rows: len(p.Splits[split])})
-		fmt.Fprintf(a.Stderr, "rllm: %s: %s is %s (%d rows)\n", key, f, sourceURI(p, config, split), len(p.Splits[split]))
+		files := pl.Files()
+		srcs = append(srcs, trainer.DataSource{Key: key, URI: f, Repo: pl.Repo, Revision: pl.Revision, Commit: pl.Commit, Config: config, Split: split, Files: files, Rows: meta.Rows})
+		fmt.Fprintf(a.Stderr, "rllm: %s: %s is %s (%d rows)\n", key, f, sourceURI(&hub.Pulled{Repo: pl.Repo, Commit: pl.Commit}, config, split), meta.Rows)
 		out = append(out, local)
 	}
 	return out, srcs, nil
+}
+
+func isFile(path string) bool {
+	st, err := os.Stat(path)
+	return err == nil && st.Mode().IsRegular()
 }

@@ -2,7 +2,6 @@ package hub
 
 import (
 	"context"
-	"fmt"
 	"maps"
 	"slices"
 	"strings"
@@ -78,37 +77,57 @@ func (p Pulled) SplitNames() []string {
 	return Layout{Splits: p.Files}.SplitNames()
 }
 
-// Pull downloads (or finds in the cache) a dataset's files and maps its
-// rows. Every error is one line naming the dataset.
-func (c *Client) Pull(ctx context.Context, src Source) (*Pulled, error) {
-	var mp *Mapper
-	if src.Fields != nil {
-		var err error
-		if mp, err = src.Fields.Compile(); err != nil {
-			return nil, usererr.Errorf("%s: %v", src.Name, err)
+// Plan is what a pull will fetch: each config's layout and the splits
+// chosen, at one commit.
+type Plan struct {
+	Repo, Revision, Commit string
+	Converted              bool
+	Parts                  []PlanPart
+}
+
+// PlanPart is one config's files by split.
+type PlanPart struct {
+	Config string
+	Splits []string
+	Files  map[string][]string
+}
+
+// Files lists every file of the plan, split by split (for keys that
+// name exactly what a pull reads).
+func (pl *Plan) Files() []string {
+	var out []string
+	for _, pt := range pl.Parts {
+		for _, s := range pt.Splits {
+			out = append(out, pt.Files[s]...)
 		}
 	}
+	return out
+}
+
+// Resolve finds what src names, at which commit, without downloading
+// data files (the metadata and README only).
+func (c *Client) Resolve(ctx context.Context, src Source) (*Plan, error) {
 	configs := src.Configs
 	if len(configs) == 0 {
 		configs = []string{""}
 	}
-	p := &Pulled{Repo: src.Repo, Revision: src.Revision, Splits: map[string][]episode.Task{}, Files: map[string][]string{}, Columns: map[string][]string{}}
-	if p.Revision == "" {
-		p.Revision = "main"
+	pl := &Plan{Repo: src.Repo, Revision: src.Revision}
+	if pl.Revision == "" {
+		pl.Revision = "main"
 	}
 	for _, cfg := range configs {
-		l, err := c.Layout(ctx, src.Repo, src.Revision, Want{Config: cfg, DataFiles: src.DataFiles, Glob: src.Glob, One: src.One})
+		rev := src.Revision
+		if pl.Commit != "" && !pl.Converted {
+			rev = pl.Commit // every config at the commit the first resolved to
+		}
+		l, err := c.Layout(ctx, src.Repo, rev, Want{Config: cfg, DataFiles: src.DataFiles, Glob: src.Glob, One: src.One})
 		if err != nil {
 			return nil, err
 		}
-		if p.Commit != "" && p.Commit != l.Commit {
-			return nil, fmt.Errorf("%s: configs resolved to different commits (%s, %s)", src.Name, p.Commit, l.Commit)
-		}
-		p.Commit, p.Converted = l.Commit, l.Converted
+		pl.Commit, pl.Converted = l.Commit, l.Converted
 		if l.Converted {
-			p.Revision = ConvertedRevision
+			pl.Revision = ConvertedRevision
 		}
-		p.Configs = append(p.Configs, l.Config)
 		want := src.Split
 		if want == "" && src.One != "" && l.Config != src.One {
 			want = src.One // the URI's single part was no config: a split
@@ -134,15 +153,53 @@ func (c *Client) Pull(ctx context.Context, src Source) (*Pulled, error) {
 			}
 			splits = []string{pick}
 		}
-		for _, split := range splits {
-			for _, f := range l.Splits[split] {
-				local, _, err := c.Download(ctx, src.Repo, l.Commit, f)
+		pl.Parts = append(pl.Parts, PlanPart{Config: l.Config, Splits: splits, Files: l.Splits})
+	}
+	return pl, nil
+}
+
+// Pull downloads (or finds in the cache) a dataset's files and maps its
+// rows. Every error is one line naming the dataset.
+func (c *Client) Pull(ctx context.Context, src Source) (*Pulled, error) {
+	if _, err := src.mapper(); err != nil {
+		return nil, err
+	}
+	pl, err := c.Resolve(ctx, src)
+	if err != nil {
+		return nil, err
+	}
+	return c.Fetch(ctx, src, pl)
+}
+
+func (src Source) mapper() (*Mapper, error) {
+	if src.Fields == nil {
+		return nil, nil
+	}
+	mp, err := src.Fields.Compile()
+	if err != nil {
+		return nil, usererr.Errorf("%s: %v", src.Name, err)
+	}
+	return mp, nil
+}
+
+// Fetch downloads a plan's files and maps their rows.
+func (c *Client) Fetch(ctx context.Context, src Source, pl *Plan) (*Pulled, error) {
+	mp, err := src.mapper()
+	if err != nil {
+		return nil, err
+	}
+	p := &Pulled{Repo: pl.Repo, Revision: pl.Revision, Commit: pl.Commit, Converted: pl.Converted, Splits: map[string][]episode.Task{}, Files: map[string][]string{}, Columns: map[string][]string{}}
+	for _, pt := range pl.Parts {
+		p.Configs = append(p.Configs, pt.Config)
+		for _, split := range pt.Splits {
+			for _, f := range pt.Files[split] {
+				local, _, err := c.Download(ctx, pl.Repo, pl.Commit, f)
 				if err != nil {
 					return nil, err
 				}
 				rows, err := dataset.ReadAll(ctx, local, dataset.Options{})
 				if err != nil {
-					return nil, usererr.Errorf("%s: %s (%s at %.12s) cannot be read: %v", src.Name, f, src.Repo, l.Commit, err)
+					return nil, usererr.Errorf("%s: %s (%s at %.12s) cannot be read: %v", src.Name, f, pl.Repo, pl.Commit, err)
 				}
 				cols := columnsOf(rows)
 				p.Columns[split] = mergeCols(p.Columns[split], cols)
@@ -151,7 +208,7 @@ func (c *Client) Pull(ctx context.Context, src Source) (*Pulled, error) {
 						return nil, usererr.Errorf("%s: %s: %v; fix the field map", src.Name, f, err)
 					}
 					for i, r := range rows {
-						m, err := mp.Apply(r, l.Config)
+						m, err := mp.Apply(r, pt.Config)
 						if err != nil {
 							return nil, usererr.Errorf("%s: %s row %d: %v", src.Name, f, i, err)
 						}
