@@ -14,6 +14,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"github.com/rllm-org/rllm-go/internal/atomicfile"
 )
@@ -88,6 +89,8 @@ func (c *Client) writeRef(repo, rev, commit string) error {
 	return cacheErr(atomicfile.WriteFile(p, []byte(commit)))
 }
 
+var linkSeq atomic.Int64
+
 // link points snapshots/<commit>/<path> at blobs/<etag> with a relative
 // symlink, replaced atomically.
 func (c *Client) link(repo, commit, path, etag string) (string, error) {
@@ -103,8 +106,7 @@ func (c *Client) link(repo, commit, path, etag string) (string, error) {
 	if err := os.MkdirAll(filepath.Dir(dst), atomicfile.DirMode); err != nil {
 		return "", cacheErr(err)
 	}
-	tmp := fmt.Sprintf("%s.%d.tmp", dst, os.Getpid())
-	os.Remove(tmp)
+	tmp := fmt.Sprintf("%s.%d.%d.tmp", dst, os.Getpid(), linkSeq.Add(1)) // unique per process and call
 	if err := os.Symlink(rel, tmp); err != nil {
 		return "", cacheErr(err)
 	}
