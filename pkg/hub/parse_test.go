@@ -1,6 +1,8 @@
 package hub
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -150,4 +152,37 @@ func TestBuiltinCatalog(t *testing.T) {
 	if _, err := LoadCatalog([]byte(`{"datasets":[{"name":"x","repo":"a/b","revision":"main","splits":["train"],"env":"math","fields":{"q":"a | re:("}}]}`)); err == nil {
 		t.Error("bad field map accepted")
 	}
+}
+
+// Any dataset card: its configs: header parses or is refused, never a
+// panic.
+func FuzzReadmeConfigs(f *testing.F) {
+	f.Add(gsmCard)
+	f.Add("---\nconfigs:\n- config_name: a\n  data_files: x/*.parquet\n---\n")
+	f.Add("---\nconfigs:\n- data_files:\n    train: [a.csv, b.csv]\n---\n")
+	f.Add("---\nconfigs: 3\n---")
+	f.Fuzz(func(t *testing.T, card string) {
+		p := filepath.Join(t.TempDir(), "README.md")
+		os.WriteFile(p, []byte(card), 0o644)
+		cfgs, err := readmeConfigs(p)
+		if err != nil {
+			return
+		}
+		for _, c := range cfgs {
+			for _, globs := range c.DataFiles {
+				for _, g := range globs {
+					matchGlob(g, "data/train-00000-of-00001.parquet")
+				}
+			}
+		}
+	})
+}
+
+func FuzzGlob(f *testing.F) {
+	for _, g := range []string{"main/train-*", "**/*.parquet", "data/[!x]*.csv", "a[", "**"} {
+		f.Add(g, "data/train-00000-of-00001.parquet")
+	}
+	f.Fuzz(func(t *testing.T, g, p string) {
+		matchGlob(g, p)
+	})
 }
