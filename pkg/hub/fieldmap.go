@@ -337,35 +337,31 @@ func (f Field) value(row episode.Task, config string) (any, error) {
 
 // lookup follows a path into a row.
 func lookup(row episode.Task, path []PathElem) (any, error) {
-	{
-		cur, ok := any(map[string]any(row)), true
-		for i, p := range path {
-			switch {
-			case p.IsIdx:
-				l, isList := cur.([]any)
-				if !isList || p.Index >= len(l) {
-					return nil, fmt.Errorf("%s has no item %d", pathString(path[:i]), p.Index)
-				}
-				cur = l[p.Index]
-			default:
-				var m map[string]any
-				m, ok = cur.(map[string]any)
-				if !ok {
-					if cur == nil {
-						return nil, nil // a null struct: the field is null
-					}
-					return nil, fmt.Errorf("%s is not a struct", pathString(path[:i]))
-				}
-				if cur, ok = m[p.Name]; !ok {
-					if i == 0 {
-						return nil, &MissingColumnError{Column: p.Name, Have: slices.Sorted(maps.Keys(m))}
-					}
-					return nil, fmt.Errorf("%s has no field %q", pathString(path[:i]), p.Name)
-				}
+	cur := any(map[string]any(row))
+	for i, p := range path {
+		if p.IsIdx {
+			l, isList := cur.([]any)
+			if !isList || p.Index >= len(l) {
+				return nil, fmt.Errorf("%s has no item %d", pathString(path[:i]), p.Index)
 			}
+			cur = l[p.Index]
+			continue
 		}
-		return cur, nil
+		m, ok := cur.(map[string]any)
+		if !ok {
+			if cur == nil {
+				return nil, nil // a null struct: the field is null
+			}
+			return nil, fmt.Errorf("%s is not a struct", pathString(path[:i]))
+		}
+		if cur, ok = m[p.Name]; !ok {
+			if i == 0 {
+				return nil, &MissingColumnError{Column: p.Name, Have: slices.Sorted(maps.Keys(m))}
+			}
+			return nil, fmt.Errorf("%s has no field %q", pathString(path[:i]), p.Name)
+		}
 	}
+	return cur, nil
 }
 
 // formatText writes a value into format: text; a list as [a, b].

@@ -107,6 +107,9 @@ func (pl *Plan) Files() []string {
 // Resolve finds what src names, at which commit, without downloading
 // data files (the metadata and README only).
 func (c *Client) Resolve(ctx context.Context, src Source) (*Plan, error) {
+	if c.CacheDir == "" {
+		return nil, usererr.Errorf("no Hugging Face cache directory is known; set HF_HUB_CACHE or HF_HOME")
+	}
 	configs := src.Configs
 	if len(configs) == 0 {
 		configs = []string{""}
