@@ -12,16 +12,20 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rllm-org/rllm-go/pkg/dataset/catalog"
+	"github.com/rllm-org/rllm-go/pkg/hub"
+	"github.com/rllm-org/rllm-go/pkg/usererr"
 )
 
 func newDatasetCmd(a *App) *cobra.Command {
 	cmd := newGroupCmd("dataset", "Register datasets by name (kept as parquet under data.datasets_dir) for data.train_files and eval --data",
-		newDatasetRegisterCmd(a), newDatasetListCmd(a), newDatasetShowCmd(a), newDatasetRmCmd(a))
+		newDatasetPullCmd(a), newDatasetRegisterCmd(a), newDatasetListCmd(a), newDatasetShowCmd(a), newDatasetRmCmd(a))
 	cmd.Long = `The dataset registry: a dataset registered once under a name can be used
 wherever a task file is expected: data.train_files=NAME (its train split),
 data.val_files=NAME or rllm eval --data NAME (its test, val or validation
 split), or NAME:SPLIT for any split. Datasets live under data.datasets_dir
-(default ~/.rllm/datasets), each split converted once to parquet.`
+(default ~/.rllm/datasets), each split converted once to parquet.
+rllm dataset pull fetches the datasets of rllm's catalog (and any Hub
+dataset, as hf://datasets/ORG/NAME) from the Hugging Face Hub.`
 	return cmd
 }
 
@@ -109,7 +113,7 @@ func newDatasetListCmd(a *App) *cobra.Command {
 	opts := &datasetListOptions{}
 	cmd := &cobra.Command{
 		Use:   "list [key=value ...]",
-		Short: "List the registered datasets and their splits",
+		Short: "List the registered datasets, then rllm's catalog of Hub datasets (rllm dataset pull NAME)",
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := openCatalog(a, &opts.config, args)
 			if err != nil {
@@ -125,6 +129,7 @@ func newDatasetListCmd(a *App) *cobra.Command {
 				}
 				return writeJSON(a, list)
 			}
+			defer printCatalog(a, list)
 			if len(list) == 0 {
 				fmt.Fprintf(a.Stderr, "rllm: no datasets are registered in %s\n", c.Dir)
 				return nil
@@ -142,7 +147,11 @@ func newDatasetListCmd(a *App) *cobra.Command {
 				}
 				fmt.Fprintf(w, "%s\t%s\n", in.Name, strings.Join(parts, ", "))
 			}
-			return w.Flush()
+			if err := w.Flush(); err != nil {
+				return err
+			}
+			_, err = fmt.Fprintln(a.Stdout)
+			return err
 		},
 	}
 	opts.config.register(cmd)
@@ -176,6 +185,9 @@ func newDatasetShowCmd(a *App) *cobra.Command {
 				return err
 			}
 			in, err := c.Show(pos[0])
+			if e, ok := hub.Builtin().Lookup(pos[0]); ok && err != nil && usererr.Is(err) {
+				return showCatalogEntry(a, e) // not pulled yet: what a pull would register
+			}
 			if err != nil {
 				return err
 			}
@@ -192,7 +204,10 @@ func newDatasetShowCmd(a *App) *cobra.Command {
 				}
 				fmt.Fprintf(w, "%s\t%d\t%s\t%s\t%s\n", s, sp.Rows, strings.Join(sp.Columns, ","), sp.Source, when)
 			}
-			return w.Flush()
+			if err := w.Flush(); err != nil {
+				return err
+			}
+			return showFirstRow(cmd.Context(), a, c, in)
 		},
 	}
 	opts.config.register(cmd)

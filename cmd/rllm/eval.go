@@ -143,7 +143,11 @@ func runEval(ctx context.Context, a *App, opts *evalOptions) error {
 		k = c.Rollout.ValKwargs.N
 	}
 
-	data, err := catalog.ResolveFiles(c.Data.DatasetsDir, "--data", opts.data) // registered dataset names → their files
+	data, _, err := resolveHubFiles(ctx, a, c, "--data", opts.data) // hf:// URIs → local files
+	if err != nil {
+		return err
+	}
+	data, err = catalog.ResolveFiles(c.Data.DatasetsDir, "--data", data) // registered dataset names → their files
 	if err != nil {
 		return err
 	}

@@ -71,6 +71,18 @@ func runTrain(cmd *cobra.Command, a *App, opts *trainOptions) error {
 		return err
 	}
 	topts := trainer.Options{Log: a.Stderr, JSON: a.jsonEvents(cmd), Getenv: a.Getenv, ReadFile: a.ReadFile}
+	// hf:// entries become local files; run.json records their commits.
+	for _, l := range []struct {
+		key   string
+		files *[]string
+	}{{"data.train_files", &ld.Config.Data.TrainFiles}, {"data.val_files", &ld.Config.Data.ValFiles}} {
+		files, srcs, err := resolveHubFiles(ctx, a, ld.Config, l.key, *l.files)
+		if err != nil {
+			return err
+		}
+		*l.files = files
+		topts.DataSources = append(topts.DataSources, srcs...)
+	}
 	switch {
 	case topts.JSON:
 		// Progress lines at a sane rate beside the per-step objects.

@@ -94,6 +94,9 @@ type Data struct {
 	Seed               int      `koanf:"seed" json:"seed" yaml:"seed"`
 	DropLast           bool     `koanf:"drop_last" json:"drop_last" yaml:"drop_last"`
 	DatasetsDir        string   `koanf:"datasets_dir" json:"datasets_dir" yaml:"datasets_dir"`
+	// FieldMap maps the rows of hf:// files that are not in the catalog
+	// to task fields (pkg/hub field specs).
+	FieldMap map[string]string `koanf:"field_map" json:"field_map" yaml:"field_map"`
 }
 
 // Rollout configures how episodes sample from the policy.

@@ -260,3 +260,18 @@ func TestJSONLinesAreNotHTMLEscaped(t *testing.T) {
 		t.Errorf("line %q, want %q", buf.String(), want)
 	}
 }
+
+// A download's bar shows sizes and a rate in bytes (kB, MB), and an ETA.
+func TestTextBarBytes(t *testing.T) {
+	var buf bytes.Buffer
+	p := NewText(&buf, Options{Every: time.Nanosecond})
+	dl := p.Start("openai/gsm8k/main/train.parquet", "bytes", 50<<20)
+	dl.Add(5 << 20)
+	time.Sleep(20 * time.Millisecond)
+	dl.Add(5 << 20)
+	f := lastFrame(buf.String())
+	if !strings.Contains(f, "MB") || !strings.Contains(f, "/52 MB") {
+		t.Fatalf("bar shows %q", f)
+	}
+	dl.Done()
+}

@@ -61,7 +61,12 @@ func (p *textProgress) Start(name, unit string, total int64) Counter {
 	}
 	g := &gate{p: p}
 	c := &textCounter{p: p, name: name, gate: g}
-	c.bar = progressbar.NewOptions64(total,
+	opts := []progressbar.Option{}
+	if unit == "bytes" {
+		// Downloads: sizes and rates in kB/MB, not counts of bytes.
+		opts = append(opts, progressbar.OptionShowBytes(true))
+	}
+	c.bar = progressbar.NewOptions64(total, append(opts,
 		progressbar.OptionSetWriter(g),
 		progressbar.OptionSetDescription(name),
 		progressbar.OptionSetWidth(20),
@@ -74,7 +79,7 @@ func (p *textProgress) Start(name, unit string, total int64) Counter {
 		progressbar.OptionSpinnerType(14),
 		// No spinner goroutine: every redraw happens under c.mu.
 		progressbar.OptionSetSpinnerChangeInterval(0),
-	)
+	)...)
 	p.mu.Lock()
 	if n := len(p.stack); n > 0 {
 		top := p.stack[n-1]

@@ -27,6 +27,23 @@ const runFile = "run.json"
 type RunIdentity struct {
 	Keys  map[string]string `json:"keys"`
 	Shape map[string]string `json:"shape"`
+	// Data names exactly what the run trained on when its files came
+	// from the Hugging Face Hub: each hf:// URI with the commit its
+	// revision resolved to (recorded, not compared on resume).
+	Data []DataSource `json:"data,omitempty"`
+}
+
+// DataSource is one data file list entry fetched from the Hub.
+type DataSource struct {
+	Key      string   `json:"key"` // data.train_files or data.val_files
+	URI      string   `json:"uri"`
+	Repo     string   `json:"repo"`
+	Revision string   `json:"revision"`
+	Commit   string   `json:"commit"`
+	Config   string   `json:"config,omitempty"`
+	Split    string   `json:"split"`
+	Files    []string `json:"files"`
+	Rows     int      `json:"rows"`
 }
 
 func runIdentity(c *config.Config) RunIdentity {

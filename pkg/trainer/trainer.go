@@ -61,6 +61,10 @@ type Options struct {
 	// ReadFile reads files the config names (api_key_file); nil means
 	// os.ReadFile.
 	ReadFile func(string) ([]byte, error)
+	// DataSources are the Hub datasets the CLI fetched for
+	// data.train_files and data.val_files (already local files in the
+	// config); run.json records them.
+	DataSources []DataSource
 }
 
 // Trainer runs the training loop over one plan. Build it with New, run it
@@ -133,6 +137,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Trainer, error
 		t.opts.Log = io.Discard
 	}
 	t.plan.Workflow.Deps.NewAgent, t.plan.Workflow.Deps.NewEnv = opts.NewAgent, opts.NewEnv
+	t.plan.Identity.Data = opts.DataSources
 	if err := t.open(ctx, cfg); err != nil {
 		t.Close()
 		return nil, err

@@ -28,6 +28,7 @@ import (
 	"github.com/rllm-org/rllm-go/internal/atomicfile"
 	"github.com/rllm-org/rllm-go/internal/boundedio"
 	"github.com/rllm-org/rllm-go/pkg/dataset"
+	"github.com/rllm-org/rllm-go/pkg/episode"
 	"github.com/rllm-org/rllm-go/pkg/usererr"
 )
 
@@ -258,6 +259,26 @@ func (c *Catalog) Register(ctx context.Context, name, split, file string, force 
 	if len(rows) == 0 {
 		return Split{}, usererr.Errorf("%s has no rows; nothing to register", file)
 	}
+	src, err := filepath.Abs(file)
+	if err != nil {
+		src = file
+	}
+	return c.RegisterRows(ctx, name, split, rows, src, force)
+}
+
+// RegisterRows writes rows as DIR/NAME/SPLIT.parquet and records source
+// (a file, or the hf:// URI and commit rllm dataset pull fetched). An
+// existing split is replaced only with force.
+func (c *Catalog) RegisterRows(ctx context.Context, name, split string, rows []episode.Task, source string, force bool) (Split, error) {
+	if err := CheckName("dataset", name); err != nil {
+		return Split{}, err
+	}
+	if err := CheckName("split", split); err != nil {
+		return Split{}, err
+	}
+	if len(rows) == 0 {
+		return Split{}, usererr.Errorf("%s has no rows; nothing to register", source)
+	}
 	cols := map[string]bool{}
 	for _, r := range rows {
 		for k := range r {
@@ -288,11 +309,7 @@ func (c *Catalog) Register(ctx context.Context, name, split, file string, force 
 	if err != nil {
 		return Split{}, err
 	}
-	src, err := filepath.Abs(file)
-	if err != nil {
-		src = file
-	}
-	sp := Split{File: split + ".parquet", Rows: len(rows), Columns: colList, Source: src, RegisteredAt: time.Now().UTC().Truncate(time.Second), SHA256: sum}
+	sp := Split{File: split + ".parquet", Rows: len(rows), Columns: colList, Source: source, RegisteredAt: time.Now().UTC().Truncate(time.Second), SHA256: sum}
 	in.Splits[split] = sp
 	if err := c.writeMeta(in); err != nil {
 		return Split{}, err
