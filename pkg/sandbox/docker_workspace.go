@@ -95,9 +95,10 @@ func (s containerSpec) key() string {
 // network (or, with spec.Network.Socket, that socket's directory mounted
 // at the same path), its own writable layer bounded by
 // spec.Limits.DiskBytes, memory, processes and CPU of spec.Limits for the
-// whole container, all capabilities dropped and no-new-privileges, alive
+// whole container, every capability dropped but root's CHOWN,
+// DAC_OVERRIDE and FOWNER (workspaceCaps) and no-new-privileges, alive
 // for spec.Limits.WallTime (DefaultWorkspaceLife when zero). Commands run
-// as the image's user, through the exec API.
+// as spec.User (else the image's user), through the exec API.
 func (d *Docker) Open(ctx context.Context, spec WorkspaceSpec) (Workspace, error) {
 	s, err := d.workspaceSpec(spec)
 	if err != nil {
@@ -507,6 +508,12 @@ func (w *dockerWorkspace) Exec(ctx context.Context, req ExecRequest) (Result, er
 	}
 	if stopped != LimitNone || cause != nil {
 		kerr := w.kill(token, user)
+		if kerr != nil && stopped != w.why {
+			// Its processes could not all be found and killed in time (a
+			// fork bomb holding every pid): the container's restart ends
+			// them, with everything else left running in it.
+			kerr = w.KillAll(context.WithoutCancel(ctx))
+		}
 		_ = att.Conn.Close()
 		select {
 		case <-copied:
@@ -674,6 +681,10 @@ func (w *dockerWorkspace) KillAll(ctx context.Context) error {
 	return nil
 }
 
+// ErrNoSuchUser is the error of a workspace whose WorkspaceSpec.User the
+// image does not know.
+var ErrNoSuchUser = errors.New("no such user")
+
 // setupScript runs as root when a workspace of another user opens: $1
 // is the user (UID:GID or a name), $2 the working directory, $3 the home.
 // It prints the user as UID:GID; an unprivileged one owns the working
@@ -698,12 +709,29 @@ echo "$uid:$gid"`
 // setUser makes the workspace's commands run as user (setupScript) and
 // returns it as UID:GID.
 func (w *dockerWorkspace) setUser(ctx context.Context, user string) (string, error) {
-	out, code, err := w.rootExec(ctx, "set up user "+user+" in "+w.ID(), setupScript, user, w.spec.WorkDir, HomeDir)
+	if uid, _, ok := numericUser(user); ok && uid == 0 {
+		return user, nil // root: nothing to own over
+	}
+	var out string
+	var code int
+	var err error
+	for try := 0; ; try++ {
+		out, code, err = w.rootExec(ctx, "set up user "+user+" in "+w.ID(), setupScript, user, w.spec.WorkDir, HomeDir)
+		// A daemon under load may not know the task of a container it
+		// has just started; it does a moment later.
+		if err == nil || try == 2 || !strings.Contains(err.Error(), "not found") || ctx.Err() != nil {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 	if err != nil {
 		return "", err
 	}
+	if code == 3 {
+		return "", fmt.Errorf("sandbox: docker: the workspace of %s cannot run as %q: %s (%w)", w.spec.Image, user, clipOut(out), ErrNoSuchUser)
+	}
 	if code != 0 {
-		return "", fmt.Errorf("sandbox: docker: the workspace of %s cannot run as %q: %s", w.spec.Image, user, strings.TrimSpace(out))
+		return "", fmt.Errorf("sandbox: docker: the workspace of %s cannot run as %q: %s", w.spec.Image, user, clipOut(out))
 	}
 	id := strings.TrimSpace(out)
 	if i := strings.LastIndexByte(id, '\n'); i >= 0 {
