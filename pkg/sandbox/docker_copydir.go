@@ -13,6 +13,9 @@ import (
 	"github.com/moby/moby/client"
 )
 
+// copyDirTimeout bounds CopyDir's two streams together.
+const copyDirTimeout = 10 * time.Minute
+
 // CopyDir replaces dir in workspace to with dir of workspace from (both
 // docker workspaces of d), through the archive API: what from's processes
 // made of the directory, and nothing else of from, reaches to (a
@@ -38,7 +41,9 @@ func (d *Docker) CopyDir(ctx context.Context, from, to Workspace, dir string, ma
 			return err
 		}
 	}
-	cctx, cancel := context.WithTimeout(ctx, dockerTimeout)
+	// The stream lasts as long as the directory is large: bounded by
+	// copyDirTimeout, not one control call's dockerTimeout.
+	cctx, cancel := context.WithTimeout(ctx, copyDirTimeout)
 	defer cancel()
 	res, err := d.cli.CopyFromContainer(cctx, src.id, client.CopyFromContainerOptions{SourcePath: dir})
 	if err != nil {
