@@ -76,6 +76,9 @@ func (o *bwrapOpener) Open(ctx context.Context, spec WorkspaceSpec) (Workspace, 
 	if err := checkWorkDir(spec.WorkDir); err != nil {
 		return nil, err
 	}
+	if spec.User != "" {
+		return nil, fmt.Errorf("sandbox: bwrap runs a workspace's commands as the calling user, not as %q; use the docker backend for a workspace of another user", spec.User)
+	}
 	for _, p := range spec.ReadOnly {
 		if !filepath.IsAbs(p) {
 			return nil, fmt.Errorf("sandbox: read-only path %q must be absolute", p)
@@ -273,6 +276,9 @@ func (w *bwrapWorkspace) ReadFile(ctx context.Context, p string, max int64) ([]b
 func (w *bwrapWorkspace) Exec(ctx context.Context, req ExecRequest) (Result, error) {
 	if len(req.Command) == 0 || req.Command[0] == "" {
 		return Result{}, errors.New("sandbox: empty command")
+	}
+	if req.User != "" {
+		return Result{}, fmt.Errorf("sandbox: bwrap runs commands as the calling user, not as %q", req.User)
 	}
 	if err := w.begin(); err != nil {
 		return Result{}, err

@@ -880,3 +880,88 @@ func TestDockerWorkspaceImageVolume(t *testing.T) {
 		t.Fatal("40 MB went into the image's volume past an 8 MiB disk limit")
 	}
 }
+
+// TestDockerWorkspaceUser: a workspace of an unprivileged user runs its
+// commands as that user, which owns the working directory and the home,
+// is named in /etc/passwd, and can change neither the image's tools nor
+// the idle process; ExecRequest.User runs one command as root, which can
+// still write what the user made. KillAll restarts the container: the
+// idle process is a new one.
+func TestDockerWorkspaceUser(t *testing.T) {
+	d := dockerSmall(t)
+	w := openWS(t, d, WorkspaceSpec{WorkDir: "/app", User: "10001:10001"})
+	ctx := context.Background()
+	run := func(user, cmd string) Result {
+		t.Helper()
+		res, err := w.Exec(ctx, ExecRequest{Command: []string{"sh", "-c", cmd}, User: user})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	if res := run("", `id -u; id -g; whoami; stat -c %u /app /home/rllm; echo made > /app/f; mkdir -p $HOME/x 2>&1; echo ok`); !res.OK() ||
+		!strings.HasPrefix(string(res.Stdout), "10001\n10001\nrllm\n10001\n10001\n") {
+		t.Fatalf("%s %s", res.Stdout, res.Reason())
+	}
+	if res := run("", `echo 'exit 0' > /usr/bin/python3 || echo refused`); !strings.Contains(string(res.Stdout), "refused") {
+		t.Fatalf("the user replaced the image's python3: %s %s", res.Stdout, res.Stderr)
+	}
+	// The idle process: its pid and its start time (pids repeat in the
+	// restarted container's new PID namespace).
+	idle := `for d in /proc/[0-9]*; do [ "$(cat $d/comm)" = sleep ] && echo ${d#/proc/} $(cut -d' ' -f22 $d/stat); done`
+	before := run("0:0", idle)
+	pid, _, _ := strings.Cut(string(before.Stdout), " ")
+	if res := run("", "kill -9 "+pid+" 2>&1 || echo refused"); !strings.Contains(string(res.Stdout), "refused") {
+		t.Fatalf("the user signalled the idle process: %s", res.Stdout)
+	}
+	if res := run("0:0", `id -u; echo root >> /app/f && cat /app/f`); !res.OK() || string(res.Stdout) != "0\nmade\nroot\n" {
+		t.Fatalf("root in the workspace: %q %s", res.Stdout, res.Reason())
+	}
+	run("", `setsid sh -c 'while :; do sleep 1; done' >/dev/null 2>&1 </dev/null & echo started`)
+	time.Sleep(20 * time.Millisecond) // a tick of start time
+	if err := w.KillAll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	after := run("0:0", idle)
+	if len(after.Stdout) == 0 || string(after.Stdout) == string(before.Stdout) {
+		t.Fatalf("idle process %q before KillAll, %q after: not restarted", before.Stdout, after.Stdout)
+	}
+	if res := run("", `cat /app/f; pgrep -c -f '[w]hile' || true`); string(res.Stdout) != "made\nroot\n0\n" {
+		t.Fatalf("after the restart (the files, no loop left): %q", res.Stdout)
+	}
+	if _, err := d.Open(ctx, WorkspaceSpec{User: "nosuchuser"}); err == nil || !strings.Contains(err.Error(), "the image has no user nosuchuser") {
+		t.Fatalf("a user the image lacks: %v", err)
+	}
+}
+
+// TestDockerCopyDir: a directory copied from one workspace into another
+// replaces it there, keeps modes, owners and links, and leaves setuid bits
+// and everything outside the directory behind.
+func TestDockerCopyDir(t *testing.T) {
+	d := dockerSmall(t)
+	ctx := context.Background()
+	from := openWS(t, d, WorkspaceSpec{WorkDir: "/app"})
+	to := openWS(t, d, WorkspaceSpec{WorkDir: "/app"})
+	execWS(t, to, ExecRequest{Command: []string{"sh", "-c", "echo old > /app/removed; echo image > /app/kept"}})
+	make := `cd /app && echo agent > kept && mkdir -p sub && echo x > sub/f && chmod 750 sub && cp /bin/true ./su && chmod 4755 su && ` +
+		`ln -s /logs logs && ln -s /logs/verifier/reward.txt reward && ln sub/f hard && chown 123:456 sub/f && mkfifo fifo && ` +
+		`mkdir -p /logs/verifier && echo 1 > /logs/verifier/reward.txt && echo done`
+	if res := execWS(t, from, ExecRequest{Command: []string{"sh", "-c", make}}); !res.OK() {
+		t.Fatal(res.Reason())
+	}
+	if err := d.CopyDir(ctx, from, to, "/app", 1<<20); err != nil {
+		t.Fatal(err)
+	}
+	res := execWS(t, to, ExecRequest{Command: []string{"sh", "-c", `cd /app && ls -A | tr '\n' ' '; echo; cat kept; stat -c '%a %u:%g %h' su sub sub/f; readlink logs reward; ls /logs 2>&1`}})
+	want := "hard kept logs reward su sub \nagent\n755 0:0 1\n750 0:0 2\n644 123:456 2\n/logs\n/logs/verifier/reward.txt\nls: cannot access '/logs': No such file or directory\n"
+	if got := string(res.Stdout) + string(res.Stderr); got != want {
+		t.Fatalf("got\n%s\nwant\n%s", got, want)
+	}
+	execWS(t, from, ExecRequest{Command: []string{"sh", "-c", "rm -rf /app && ln -s /logs /app"}})
+	if err := d.CopyDir(ctx, from, to, "/app", 1<<20); err == nil || !strings.Contains(err.Error(), "no longer a directory") {
+		t.Fatalf("a working directory replaced by a link: %v", err)
+	}
+	if err := d.CopyDir(ctx, from, to, "/", 1<<20); err == nil {
+		t.Fatal("copied /")
+	}
+}

@@ -65,6 +65,9 @@ type containerSpec struct {
 	Volumes []string
 	// User is the container's user ("": the image's).
 	User string
+	// CommandUser is who Exec runs commands as (WorkspaceSpec.User:
+	// resolved to UID:GID when the workspace opens); "" is User.
+	CommandUser string
 	// Socket and Port: the host's socket is bound, as a file and
 	// read-only, at SocketPath, and each command runs behind the
 	// forwarder (bound read-only at ForwarderPath), which relays
@@ -100,9 +103,10 @@ func (s containerSpec) key() string {
 // network (or, with spec.Network.Socket, that socket alone bound
 // read-only at SocketPath), its own writable layer bounded by
 // spec.Limits.DiskBytes, memory, processes and CPU of spec.Limits for the
-// whole container, all capabilities dropped and no-new-privileges, alive
+// whole container, every capability dropped but root's CHOWN,
+// DAC_OVERRIDE and FOWNER (workspaceCaps) and no-new-privileges, alive
 // for spec.Limits.WallTime (DefaultWorkspaceLife when zero). Commands run
-// as the image's user, through the exec API.
+// as spec.User (else the image's user), through the exec API.
 func (d *Docker) Open(ctx context.Context, spec WorkspaceSpec) (Workspace, error) {
 	image := spec.Image
 	if image == "" {
@@ -148,7 +152,8 @@ func (d *Docker) workspaceSpec(spec WorkspaceSpec, image string, imageEnv []stri
 		}
 		binds = append(binds, p+":"+p+":ro")
 	}
-	s := containerSpec{Image: image, WorkDir: dir, Limits: spec.Limits.OrDefaults(), Life: life, Env: env, Binds: binds, Labels: spec.Labels}
+	s := containerSpec{Image: image, WorkDir: dir, Limits: spec.Limits.OrDefaults(), Life: life, Env: env, Binds: binds, Labels: spec.Labels,
+		CommandUser: spec.User}
 	if spec.Network.Socket != "" {
 		if !filepath.IsAbs(spec.Network.Socket) {
 			return containerSpec{}, fmt.Errorf("sandbox: network socket %q must be an absolute host path", spec.Network.Socket)
@@ -204,6 +209,14 @@ func (d *Docker) open(ctx context.Context, s containerSpec) (*dockerWorkspace, e
 		}
 	}
 	w := &dockerWorkspace{d: d, id: id, spec: s, dead: make(chan struct{}), stop: make(chan struct{})}
+	if s.CommandUser != "" {
+		user, err := w.setUser(ctx, s.CommandUser)
+		if err != nil {
+			d.remove(id)
+			return nil, err
+		}
+		w.user = user
+	}
 	d.mu.Lock()
 	if d.closed {
 		d.mu.Unlock()
@@ -234,7 +247,7 @@ func (d *Docker) create(ctx context.Context, s containerSpec) (string, error) {
 		Cmd: []string{"sleep", idle}, NetworkDisabled: s.Socket == "",
 	}
 	host := &container.HostConfig{
-		NetworkMode: "none", ReadonlyRootfs: s.ReadOnlyRoot, CapDrop: []string{"ALL"},
+		NetworkMode: "none", ReadonlyRootfs: s.ReadOnlyRoot, CapDrop: []string{"ALL"}, CapAdd: workspaceCaps(s),
 		SecurityOpt: []string{"no-new-privileges"}, Binds: slices.Clone(s.Binds), Init: &yes,
 		Resources: container.Resources{
 			Memory: l.MemoryBytes, MemorySwap: l.MemoryBytes, PidsLimit: &pids, NanoCPUs: l.MilliCPUs * 1_000_000,
@@ -333,6 +346,19 @@ func bindTarget(b string) string {
 	return path.Clean(target)
 }
 
+// workspaceCaps are the capabilities a long-lived workspace's root keeps
+// (none for one-shot runs): enough to own the working directory over to
+// an unprivileged user (WorkspaceSpec.User) and, as the verifier, to
+// read and write what that user left. A process of any other user holds
+// no capability (the exec API clears them), and no-new-privileges keeps
+// setuid files from granting any.
+func workspaceCaps(s containerSpec) []string {
+	if s.ReadOnlyRoot {
+		return nil
+	}
+	return []string{"CHOWN", "DAC_OVERRIDE", "FOWNER"}
+}
+
 // remove removes container id and its volumes, bounded in time.
 func (d *Docker) remove(id string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), dockerTimeout)
@@ -357,6 +383,8 @@ type dockerWorkspace struct {
 	id   string
 	spec containerSpec
 	life *time.Timer
+	// user is who commands run as (UID:GID; "" is the container's user).
+	user string
 
 	deadOnce sync.Once
 	dead     chan struct{} // closed when the container was killed for a limit
@@ -461,18 +489,6 @@ const limitWrapper = `ulimit -H -t "$1" 2>/dev/null; ulimit -S -t "$2" 2>/dev/nu
 const killScript = `for round in 1 2 3 4 5; do found=; for d in /proc/[0-9]*; do p=${d#/proc/}; [ "$p" = "$$" ] && continue; ` +
 	`if grep -qa "` + execToken + `=$1" "$d/environ" 2>/dev/null; then kill -9 "$p" 2>/dev/null; found=1; fi; done; [ -z "$found" ] && exit 0; done`
 
-// killAllScript kills every process of the container but init (pid 1),
-// the idle process (init's child with the lowest pid: it was started
-// first, and no later process can take its pid while it lives) and
-// itself. It stops them first, round after round until a round finds
-// none left to stop, so a process forking meanwhile cannot outrun it,
-// then kills them. Builtins only: the script forks nothing of its own.
-const killAllScript = `idle=; for d in /proc/[0-9]*; do p=${d#/proc/}; pp=; ` +
-	`while read -r k v; do [ "$k" = PPid: ] && pp=$v; done < "$d/status" 2>/dev/null; ` +
-	`[ "$pp" = 1 ] && { [ -z "$idle" ] || [ "$p" -lt "$idle" ]; } && idle=$p; done; ` +
-	`others() { for d in /proc/[0-9]*; do p=${d#/proc/}; case $p in 1|$$|$idle) ;; *) kill "$1" "$p" 2>/dev/null && found=1;; esac; done; }; ` +
-	`n=0; while [ $n -lt 50 ]; do n=$((n+1)); found=; others -STOP; [ -z "$found" ] && break; done; others -KILL; others -CONT; exit 0`
-
 // Exec runs one command through the exec API. Its wall time, CPU time
 // and output are req.Limits' (the workspace's for a zero field); past
 // them every process the command started is killed.
@@ -491,6 +507,10 @@ func (w *dockerWorkspace) Exec(ctx context.Context, req ExecRequest) (Result, er
 		return Result{}, fmt.Errorf("sandbox: command directory %q must be absolute", dir)
 	}
 	l := req.Limits.Or(w.spec.Limits)
+	user := req.User
+	if user == "" {
+		user = w.user
+	}
 	b := make([]byte, 8)
 	_, _ = rand.Read(b)
 	token := hex.EncodeToString(b)
@@ -512,7 +532,7 @@ func (w *dockerWorkspace) Exec(ctx context.Context, req ExecRequest) (Result, er
 
 	cctx, cancel := context.WithTimeout(ctx, dockerTimeout)
 	ex, err := w.d.cli.ExecCreate(cctx, w.id, client.ExecCreateOptions{
-		Cmd: argv, Env: env, WorkingDir: dir, AttachStdin: true, AttachStdout: true, AttachStderr: true,
+		Cmd: argv, Env: env, WorkingDir: dir, User: user, AttachStdin: true, AttachStdout: true, AttachStderr: true,
 	})
 	if err != nil {
 		cancel()
@@ -577,7 +597,13 @@ func (w *dockerWorkspace) Exec(ctx context.Context, req ExecRequest) (Result, er
 		cause = ctx.Err()
 	}
 	if stopped != LimitNone || cause != nil {
-		kerr := w.kill(token)
+		kerr := w.kill(token, user)
+		if kerr != nil && stopped != w.why {
+			// Its processes could not all be found and killed in time (a
+			// fork bomb holding every pid): the container's restart ends
+			// them, with everything else left running in it.
+			kerr = w.KillAll(context.WithoutCancel(ctx))
+		}
 		_ = att.Conn.Close()
 		select {
 		case <-copied:
@@ -718,29 +744,137 @@ func (w *dockerWorkspace) oomKilled(ctx context.Context) bool {
 }
 
 // kill kills every process of one command (by its token), through an
-// exec of its own, bounded in time.
-func (w *dockerWorkspace) kill(token string) error {
-	return w.runKiller(context.Background(), "kill a command in "+w.ID(), killScript, token)
+// exec of its own as the command's user (who may read its processes'
+// environment and signal them), bounded in time.
+func (w *dockerWorkspace) kill(token, user string) error {
+	return w.runKiller(context.Background(), "kill a command in "+w.ID(), user, killScript, token)
 }
 
-// KillAll kills every process left in the container but its init and
-// idle process (killAllScript).
+// KillAll restarts the container: every process in it ends (the
+// container's init is killed, and the kernel kills the rest of its PID
+// namespace with it: the idle process, whatever ptraced or replaced it,
+// whatever forked, detached or waits), then it starts again with a new
+// idle process. The files stay.
 func (w *dockerWorkspace) KillAll(ctx context.Context) error {
 	if err := w.ended(); err != nil {
 		return err
 	}
-	return w.runKiller(ctx, "kill what runs in "+w.ID(), killAllScript)
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), dockerTimeout)
+	defer cancel()
+	now := 0
+	if _, err := w.d.cli.ContainerRestart(cctx, w.id, client.ContainerRestartOptions{Signal: "KILL", Timeout: &now}); err != nil {
+		if e := w.ended(); e != nil {
+			return e
+		}
+		return errDaemon("restart "+w.ID(), err)
+	}
+	return nil
 }
 
-// runKiller runs a kill script through an exec of its own (not Exec's
-// wrapper, whose processes it would count), bounded in time.
-func (w *dockerWorkspace) runKiller(ctx context.Context, what, script string, args ...string) error {
+// ErrNoSuchUser is the error of a workspace whose WorkspaceSpec.User the
+// image does not know.
+var ErrNoSuchUser = errors.New("no such user")
+
+// setupScript runs as root when a workspace of another user opens: $1
+// is the user (UID:GID or a name), $2 the working directory, $3 the home.
+// It prints the user as UID:GID; an unprivileged one owns the working
+// directory (what it did not own already: unchanged files are not copied
+// up) and the home, and is named in /etc/passwd and /etc/group when they
+// did not name it.
+const setupScript = `u=$1; dir=$2; home=$3
+case $u in *:*) uid=${u%%:*}; gid=${u#*:};; *) uid=$(id -u "$u" 2>/dev/null) && gid=$(id -g "$u" 2>/dev/null) || { echo "the image has no user $u" >&2; exit 3; };; esac
+case "$uid" in ''|*[!0-9]*) echo "$u is not a user (UID:GID or a name)" >&2; exit 3;; esac
+case "$gid" in ''|*[!0-9]*) echo "$u is not a user (UID:GID or a name)" >&2; exit 3;; esac
+if [ "$uid" != 0 ]; then
+  mkdir -p "$home" && chown "$uid:$gid" "$home" || exit 4
+  if [ "$dir" != / ]; then
+    mkdir -p "$dir" || exit 4
+    find "$dir" \( ! -user "$uid" -o ! -group "$gid" \) -exec chown -h "$uid:$gid" {} + 2>/dev/null || chown -R -h "$uid:$gid" "$dir" || exit 4
+  fi
+  grep -q "^[^:]*:[^:]*:$uid:" /etc/passwd 2>/dev/null || echo "rllm:x:$uid:$gid:rllm agent:$home:/bin/sh" >> /etc/passwd 2>/dev/null
+  grep -q "^[^:]*:[^:]*:$gid:" /etc/group 2>/dev/null || echo "rllm:x:$gid:" >> /etc/group 2>/dev/null
+fi
+echo "$uid:$gid"`
+
+// setUser makes the workspace's commands run as user (setupScript) and
+// returns it as UID:GID.
+func (w *dockerWorkspace) setUser(ctx context.Context, user string) (string, error) {
+	if uid, _, ok := numericUser(user); ok && uid == 0 {
+		return user, nil // root: nothing to own over
+	}
+	var out string
+	var code int
+	var err error
+	for try := 0; ; try++ {
+		out, code, err = w.rootExec(ctx, "set up user "+user+" in "+w.ID(), setupScript, user, w.spec.WorkDir, HomeDir)
+		// A daemon under load may not know the task of a container it
+		// has just started; it does a moment later.
+		if err == nil || try == 2 || !strings.Contains(err.Error(), "not found") || ctx.Err() != nil {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if err != nil {
+		return "", err
+	}
+	if code == 3 {
+		return "", fmt.Errorf("sandbox: docker: the workspace of %s cannot run as %q: %s (%w)", w.spec.Image, user, clipOut(out), ErrNoSuchUser)
+	}
+	if code != 0 {
+		return "", fmt.Errorf("sandbox: docker: the workspace of %s cannot run as %q: %s", w.spec.Image, user, clipOut(out))
+	}
+	id := strings.TrimSpace(out)
+	if i := strings.LastIndexByte(id, '\n'); i >= 0 {
+		id = id[i+1:]
+	}
+	if _, _, ok := numericUser(id); !ok {
+		return "", fmt.Errorf("sandbox: docker: the workspace of %s cannot run as %q: %s", w.spec.Image, user, clipOut(out))
+	}
+	return id, nil
+}
+
+// rootExec runs a script as root through an exec of its own (not Exec's
+// wrapper), bounded in time, and returns its output (stdout and stderr
+// together, at most 64 KiB) and exit status.
+func (w *dockerWorkspace) rootExec(ctx context.Context, what, script string, args ...string) (string, int, error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), dockerTimeout)
+	defer cancel()
+	ex, err := w.d.cli.ExecCreate(ctx, w.id, client.ExecCreateOptions{Cmd: append([]string{"sh", "-c", script, "sh"}, args...),
+		User: "0:0", AttachStdout: true, AttachStderr: true})
+	if err != nil {
+		return "", 0, errDaemon(what, err)
+	}
+	att, err := w.d.cli.ExecAttach(ctx, ex.ID, client.ExecAttachOptions{})
+	if err != nil {
+		return "", 0, errDaemon(what, err)
+	}
+	defer att.Close()
+	out := &capWriter{limit: 64 << 10, over: func() {}}
+	if _, err := stdcopy.StdCopy(out, out, att.Reader); err != nil {
+		return "", 0, errDaemon(what, err)
+	}
+	code, err := w.exitCode(ctx, ex.ID)
+	return string(out.bytes()), code, err
+}
+
+func clipOut(s string) string {
+	s = strings.TrimSpace(s)
+	if len(s) > 300 {
+		s = s[:300] + "..."
+	}
+	return s
+}
+
+// runKiller runs a kill script through an exec of its own as user ("":
+// the container's), not Exec's wrapper, whose processes it would count;
+// bounded in time.
+func (w *dockerWorkspace) runKiller(ctx context.Context, what, user, script string, args ...string) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
 	defer cancel()
 	// Attached to its output, the stream ends when the script does (not
 	// attached, it would end at once, the script still running).
 	ex, err := w.d.cli.ExecCreate(ctx, w.id, client.ExecCreateOptions{Cmd: append([]string{"sh", "-c", script, "sh"}, args...),
-		AttachStdout: true, AttachStderr: true})
+		User: user, AttachStdout: true, AttachStderr: true})
 	if err != nil {
 		return errDaemon(what, err)
 	}
@@ -761,7 +895,7 @@ func (w *dockerWorkspace) runKiller(ctx context.Context, what, script string, ar
 
 // CopyIn uploads files under dir through the archive API, creating dir
 // and the files' directories when missing; files are owned by the
-// container's user.
+// workspace's user (WorkspaceSpec.User, else the container's).
 func (w *dockerWorkspace) CopyIn(ctx context.Context, dir string, files []File) error {
 	if err := w.ended(); err != nil {
 		return err
@@ -815,7 +949,11 @@ func (w *dockerWorkspace) CopyIn(ctx context.Context, dir string, files []File) 
 		}
 		dirs = append(dirs, rel(full))
 	}
-	uid, gid, numeric := numericUser(w.spec.User)
+	owner := w.spec.User
+	if w.user != "" {
+		owner = w.user
+	}
+	uid, gid, numeric := numericUser(owner)
 	upload := func(copyUIDGID bool) error {
 		pr, pw := io.Pipe()
 		go func() { pw.CloseWithError(writeTar(pw, dirs, files, rel(dir), uid, gid)) }()

@@ -39,7 +39,10 @@ type Workspace interface {
 	// KillAll kills every process still running in the workspace (what
 	// earlier commands left in the background) and keeps the workspace
 	// open: a verifier run after it sees the files the agent left, and
-	// nothing of the agent that could still change them.
+	// nothing of the agent that could still change them. Docker restarts
+	// the container (every process of it ends, its idle process too, and
+	// a new one starts); bwrap has nothing to kill (each command is a
+	// sandbox of its own).
 	KillAll(ctx context.Context) error
 	// ID names the workspace for messages and labels (a container id,
 	// a directory).
@@ -75,6 +78,10 @@ type ExecRequest struct {
 	// per command; memory, processes and disk are the workspace's
 	// (WorkspaceSpec.Limits) and a command cannot raise them.
 	Limits Limits
+	// User runs this command as another user than the workspace's
+	// (WorkspaceSpec.User): a verifier, as the image's user ("0:0" for
+	// root). Docker only; bwrap refuses it.
+	User string
 }
 
 // WorkspaceSpec describes the workspace to open.
@@ -100,6 +107,17 @@ type WorkspaceSpec struct {
 	// Labels are added to the container's (docker); every workspace
 	// also carries rllm's own labels (run, owner process).
 	Labels map[string]string
+	// User is who the workspace's commands run as (docker): "UID:GID",
+	// or a name the image's /etc/passwd knows; empty is the image's
+	// USER. An unprivileged user owns WorkDir (chown at open, unless
+	// WorkDir is /) and HomeDir, and the image's /etc/passwd and
+	// /etc/group name it (rllm) when they did not: tools that look the
+	// user up (whoami, git, Node's os.userInfo) work. The container keeps
+	// the image's user for ExecRequest.User, with CHOWN, DAC_OVERRIDE
+	// and FOWNER (which no unprivileged process holds) so that root
+	// there can still write what the user owns. bwrap refuses a User:
+	// its commands run as the calling user.
+	User string
 }
 
 // Network is a workspace's only way out: one host Unix socket (a gateway

@@ -198,3 +198,50 @@ func BenchmarkContainerOpenWarm(b *testing.B) {
 		b.StartTimer()
 	}
 }
+
+// BenchmarkVerifyIsolation is the verifier of an episode whose agent
+// applied the fix (outside the timer), by the kind of task: an
+// unprivileged agent's, verified in its container restarted, and a root
+// agent's, verified in a fresh container with /app copied in. setup-s/op
+// is the isolation alone (the restart; the fresh container and the copy).
+func BenchmarkVerifyIsolation(b *testing.B) {
+	e := benchEngine(b)
+	ctx := context.Background()
+	for _, k := range []struct{ name, toml string }{
+		{"restart", "version = \"1.0\"\n"},
+		{"fresh", "version = \"1.0\"\n[agent]\nuser = \"root\"\n"},
+	} {
+		b.Run(k.name, func(b *testing.B) {
+			t := benchTask(b, 1)
+			if err := os.WriteFile(filepath.Join(t.Dir, "task.toml"), []byte(k.toml), 0o644); err != nil {
+				b.Fatal(err)
+			}
+			t, err := harbor.Load(t.Dir)
+			if err != nil {
+				b.Fatal(err)
+			}
+			setup := 0.0
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				b.StopTimer()
+				run, err := e.Open(ctx, t)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if res, err := run.Oracle(ctx); err != nil || !res.OK() {
+					b.Fatal(res.Reason(), err)
+				}
+				b.StartTimer()
+				v, err := run.Verify(ctx)
+				if err != nil || v.Reward != 1 {
+					b.Fatal(v, err)
+				}
+				b.StopTimer()
+				setup += v.Info["verifier_setup_seconds"].(float64)
+				run.Close()
+				b.StartTimer()
+			}
+			b.ReportMetric(setup/float64(b.N), "setup-s/op")
+		})
+	}
+}

@@ -96,7 +96,9 @@ func TestCheck(t *testing.T) {
 	img := filepath.Join(t.TempDir(), "by-image")
 	for name, content := range map[string]string{
 		"instruction.md": "Write hi to /srv/out.txt.",
-		"task.toml": "schema_version = \"1.1\"\n[task]\nname = \"demo/by-image\"\n[verifier]\ntimeout_sec = 30\n[verifier.env]\nWANT = \"hi\"\n" +
+		// The agent writes outside any working directory (the image has
+		// none): root's, in a task whose verifier checks the system.
+		"task.toml": "schema_version = \"1.1\"\n[task]\nname = \"demo/by-image\"\n[agent]\nuser = \"root\"\n[verifier]\ntimeout_sec = 30\nsystem_state = true\n[verifier.env]\nWANT = \"hi\"\n" +
 			"[environment]\ndocker_image = \"" + sandbox.BaseImage() + "\"\nmemory = \"512M\"\n",
 		"tests/test.sh":     "#!/bin/bash\nif [ \"$(cat /srv/out.txt 2>/dev/null)\" = \"$WANT\" ]; then r=1; else r=0; fi\necho \"{\\\"reward\\\": $r, \\\"note\\\": \\\"x\\\"}\" > /logs/verifier/reward.json\n",
 		"solution/solve.sh": "#!/bin/bash\nmkdir -p /srv && echo hi > /srv/out.txt\n",
@@ -342,10 +344,11 @@ func TestAgentInTaskContainer(t *testing.T) {
 		{name: "leaves a loop writing the reward", cmds: []string{`env -i setsid sh -c 'while :; do mkdir -p /logs/verifier; echo 1 > /logs/verifier/reward.txt; done' >/dev/null 2>&1 < /dev/null & echo started`}, reason: episode.TerminationEnvDone},
 		{name: "leaves a loop rewriting the tests", cmds: []string{`env -i setsid sh -c 'while :; do [ -f /tests/test.sh ] && printf "mkdir -p /logs/verifier; echo 1 > /logs/verifier/reward.txt\n" > /tests/test.sh; done' >/dev/null 2>&1 < /dev/null & echo started`}, reason: episode.TerminationEnvDone},
 		{name: "fork bomb", cmds: []string{"f() { f | f & }; f; sleep 30"}, reason: episode.TerminationEnvDone},
-		{name: "fills the disk", small: true, cmds: []string{"for i in 1 2 3 4; do dd if=/dev/zero of=/big$i bs=1M count=50 2>&1 | tail -1; sleep 1; done"},
+		{name: "fills the disk", small: true, cmds: []string{"for i in 1 2 3 4; do dd if=/dev/zero of=/app/big$i bs=1M count=50 2>&1 | tail -1; sleep 1; done"},
 			want: "disk limit exceeded"},
 		{name: "floods the output", cmds: []string{"yes flood"}, reason: episode.TerminationEnvDone},
-		{name: "breaks the verifier's tools", cmds: []string{"rm -f /usr/bin/bash /bin/bash 2>&1; echo gone"}, reason: episode.TerminationEnvDone, want: "bash: not found"},
+		// Unprivileged, the agent cannot (TestTaskRewardHacks plays it as root).
+		{name: "breaks the verifier's tools", cmds: []string{"rm -f /usr/bin/bash /bin/bash 2>&1; echo gone"}, reason: episode.TerminationEnvDone, want: "1 failed"},
 	}
 	for _, tc := range hostile {
 		t.Run(tc.name, func(t *testing.T) {
@@ -468,5 +471,41 @@ func TestWorkspacesHook(t *testing.T) {
 		if want := map[bool]float64{false: 0, true: 1}[solve]; reward != want || correct != solve || info["verifier_output"] == nil {
 			t.Errorf("solved %v: reward %v correct %v %v", solve, reward, correct, info)
 		}
+	}
+}
+
+// TestAgentUser: who the agent runs as, by task.toml, and who owns its
+// working directory; a user the image lacks is a user error naming
+// task.toml's line.
+func TestAgentUser(t *testing.T) {
+	e := engine(t)
+	tk := generated(t, 1, 31)[0]
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	for _, tc := range []struct {
+		toml, want string
+		fresh      bool
+	}{
+		{"version = \"1.0\"\n", "10001 10001 /home/rllm 10001", false},
+		{"version = \"1.0\"\n[agent]\nuser = \"nobody\"\n", "65534 65534 /home/rllm 65534", false},
+		{"version = \"1.0\"\n[agent]\nuser = 4242\n", "4242 4242 /home/rllm 4242", false},
+		{"version = \"1.0\"\n[agent]\nuser = \"root\"\n", "0 0 /root 0", true},
+		{"version = \"1.0\"\n[agent]\nuser = \"root\"\n[verifier]\nsystem_state = true\n", "0 0 /root 0", false},
+	} {
+		task := edit(t, tk, map[string]string{"task.toml": tc.toml})
+		run, err := e.Open(ctx, task)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := run.WS.Exec(ctx, sandbox.ExecRequest{Command: []string{"sh", "-c", `echo $(id -u) $(stat -c %u /app) $HOME $(stat -c %u /app/tests/*.py | sort -u)`}})
+		run.Close()
+		if err != nil || strings.TrimSpace(string(res.Stdout)) != tc.want || run.Plan.Fresh != tc.fresh {
+			t.Errorf("%q: %q (fresh %v) %v, want %q (fresh %v)", tc.toml, res.Stdout, run.Plan.Fresh, err, tc.want, tc.fresh)
+		}
+	}
+	ghost := edit(t, tk, map[string]string{"task.toml": "version = \"1.0\"\n[agent]\nuser = \"ghost\"\n"})
+	_, err := e.Open(ctx, ghost)
+	if !usererr.Is(err) || !strings.Contains(err.Error(), "task.toml:3: agent.user = \"ghost\" is not a user of the task's image") {
+		t.Fatalf("%v", err)
 	}
 }

@@ -34,7 +34,7 @@ type Params struct {
 func init() {
 	env.Register(env.Definition{
 		Name:        EnvName,
-		Description: "a task in the Harbor format (row column task_dir): the agent works in the task's container (tools.builtin: [bash]), then the task's verifier runs in the same container and gives the reward",
+		Description: "a task in the Harbor format (row column task_dir): the agent works in the task's container (tools.builtin: [bash]), unprivileged unless [agent] user = \"root\", then the task's verifier gives the reward out of its reach (the container restarted, or a fresh one after a root agent)",
 		Params:      Params{},
 		Validate: func(registry.Values) error {
 			// No task env without a container engine.
@@ -246,11 +246,11 @@ func (Workspaces) Verify(ctx context.Context, ws sandbox.Workspace, row episode.
 	if err != nil {
 		return 0, false, nil, err
 	}
-	spec, err := e.Spec(ctx, t, img)
+	p, err := e.Plan(ctx, t, img)
 	if err != nil {
 		return 0, false, nil, err
 	}
-	v, err := verify(ctx, ws, t, spec.WorkDir)
+	v, err := e.verify(ctx, ws, t, p)
 	if err != nil {
 		return 0, false, nil, err
 	}

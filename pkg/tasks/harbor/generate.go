@@ -214,11 +214,8 @@ storage_mb = 1024
 			"environment/repo/" + pkg + "/" + b.module:      b.bad,
 			"environment/repo/tests/test_" + b.name + ".py": testFile(pkg, b, visible, "test_"+b.name),
 			"tests/test_hidden.py":                          testFile(pkg, b, hidden, "test_hidden"),
-			"tests/test.sh": "#!/bin/bash\n# The verifier: the hidden tests against the package in /app; reward 1 when all pass.\n" +
-				"mkdir -p /logs/verifier\ncd /app\n" +
-				"if PYTHONPATH=/app python3 -m pytest -q -p no:cacheprovider /tests/test_hidden.py; then\n" +
-				"  echo 1 > /logs/verifier/reward.txt\nelse\n  echo 0 > /logs/verifier/reward.txt\nfi\n",
-			"solution/solve.sh": fmt.Sprintf("#!/bin/bash\n# The oracle: the fixed function.\nset -e\ncat > /app/%s/%s <<'EOF'\n%sEOF\n", pkg, b.module, b.good),
+			"tests/test.sh":                                 VerifierScript,
+			"solution/solve.sh":                             fmt.Sprintf("#!/bin/bash\n# The oracle: the fixed function.\nset -e\ncat > /app/%s/%s <<'EOF'\n%sEOF\n", pkg, b.module, b.good),
 		}
 		for name, content := range files {
 			p := filepath.Join(td, filepath.FromSlash(name))
@@ -237,6 +234,26 @@ storage_mb = 1024
 	}
 	return dirs, nil
 }
+
+// VerifierScript is the generated tasks' tests/test.sh: the hidden
+// tests against the package in /app, reward 1 when all pass. Nothing the
+// agent wrote in /app comes ahead of the image's modules: it runs from
+// /tests (the verifier's own directory), python3 -I (no PYTHONPATH, no
+// user site, not the current directory: no pytest.py, unittest.py or
+// sitecustomize.py of /app is imported in place of the real ones, and no
+// .pth of /app is read) with /app appended after the image's modules,
+// and no pytest plugin autoloaded (a *.dist-info in /app naming one).
+const VerifierScript = `#!/bin/bash
+# The verifier: the hidden tests against the package in /app; reward 1 when all pass.
+# /app comes after the image's modules (python3 -I, /app appended), and no plugin is autoloaded.
+mkdir -p /logs/verifier
+cd /tests
+if PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 python3 -I -c 'import sys; sys.path.append("/app"); import pytest; sys.exit(pytest.main(["-q", "-p", "no:cacheprovider", "/tests/test_hidden.py"]))'; then
+  echo 1 > /logs/verifier/reward.txt
+else
+  echo 0 > /logs/verifier/reward.txt
+fi
+`
 
 func testFile(pkg string, b bug, cases [][2]string, fn string) string {
 	var s strings.Builder

@@ -122,33 +122,110 @@ func (e *Engine) Image(ctx context.Context, t *Task) (string, error) {
 	return img, nil
 }
 
+// DefaultAgentUser is who the agent runs as when the task names no
+// [agent] user and the image's USER is root: an unprivileged UID:GID no
+// image file belongs to, which owns the working directory and
+// sandbox.HomeDir (its HOME).
+const DefaultAgentUser = "10001:10001"
+
 // Spec is the workspace of one episode of t on image: the image's
 // WORKDIR and environment (over rllm's defaults), [environment.env], the
 // task's CPUs, memory and storage, processes bounded, no network, alive
-// for the agent's and the verifier's time and some slack.
+// for the agent's and the verifier's time and some slack, its commands
+// run as the agent's user (Plan).
 func (e *Engine) Spec(ctx context.Context, t *Task, image string) (sandbox.WorkspaceSpec, error) {
+	p, err := e.Plan(ctx, t, image)
+	return p.Agent, err
+}
+
+// Plan is how one episode of a task runs: the agent's workspace, and
+// where and as whom the verifier runs after it.
+type Plan struct {
+	// Agent is the agent's workspace.
+	Agent sandbox.WorkspaceSpec
+	// AgentRoot reports an agent that runs as root ([agent] user =
+	// "root" or 0).
+	AgentRoot bool
+	// Fresh: the verifier runs in a container of its own (VerifierSpec)
+	// with the agent's working directory copied in, not in the agent's
+	// (restarted); a root agent's task unless [verifier] system_state or
+	// its working directory is /.
+	Fresh        bool
+	VerifierSpec sandbox.WorkspaceSpec
+	// VerifierUser and VerifierHome: who the verifier runs as ([verifier]
+	// user, else the image's USER) and its HOME.
+	VerifierUser, VerifierHome string
+}
+
+// Plan reads the image's configuration and lays the episode out.
+func (e *Engine) Plan(ctx context.Context, t *Task, image string) (Plan, error) {
 	ic, err := e.D.ImageConfig(ctx, image)
 	if err != nil {
-		return sandbox.WorkspaceSpec{}, fmt.Errorf("task %s: %w", t.Name, err)
+		return Plan{}, fmt.Errorf("task %s: %w", t.Name, err)
 	}
 	dir := ic.WorkDir
 	if dir == "" || !path.IsAbs(dir) {
 		dir = "/"
 	}
 	dir = path.Clean(dir)
-	env := []string{"HOME=/root"}
-	env = append(env, ic.Env...)
+	imageEnv := append([]string{"HOME=/root"}, ic.Env...)
+	agentUser, root := t.Config.AgentUser, false
+	switch {
+	case agentUser == "" && isRoot(ic.User):
+		agentUser = DefaultAgentUser
+	case agentUser == "":
+		// The image's own user: its owner chose what it may write.
+	case isRoot(agentUser):
+		agentUser, root = "0:0", true
+	}
+	env := slices.Clone(imageEnv)
+	if agentUser != "" && !root {
+		env = append(env, "HOME="+sandbox.HomeDir)
+	}
 	for _, k := range slices.Sorted(maps.Keys(t.Config.Env)) {
 		env = append(env, k+"="+t.Config.Env[k])
 	}
 	life := t.Config.AgentTimeout + t.Config.VerifierTimeout + workspaceSlack
 	storage := t.Config.StorageMB << 20
-	return sandbox.WorkspaceSpec{
-		Image: image, WorkDir: dir, Env: env,
-		Limits: sandbox.Limits{WallTime: life, CPUTime: life, MemoryBytes: t.Config.MemoryMB << 20, Processes: defaultProcs,
-			FileSizeBytes: storage, OutputBytes: verifierOutput, DiskBytes: storage, MilliCPUs: int64(math.Ceil(t.Config.CPUs * 1000))},
-		Labels: map[string]string{"org.rllm.task": t.Name},
-	}, nil
+	limits := sandbox.Limits{WallTime: life, CPUTime: life, MemoryBytes: t.Config.MemoryMB << 20, Processes: defaultProcs,
+		FileSizeBytes: storage, OutputBytes: verifierOutput, DiskBytes: storage, MilliCPUs: int64(math.Ceil(t.Config.CPUs * 1000))}
+	p := Plan{
+		Agent:        sandbox.WorkspaceSpec{Image: image, WorkDir: dir, Env: env, User: agentUser, Limits: limits, Labels: map[string]string{"org.rllm.task": t.Name}},
+		AgentRoot:    root,
+		VerifierUser: t.Config.VerifierUser,
+		VerifierHome: "/root",
+	}
+	if p.VerifierUser == "" {
+		p.VerifierUser = ic.User
+	}
+	if p.VerifierUser == "" || isRoot(p.VerifierUser) {
+		p.VerifierUser = "0:0"
+	}
+	for _, kv := range imageEnv {
+		if h, ok := strings.CutPrefix(kv, "HOME="); ok {
+			p.VerifierHome = h
+		}
+	}
+	if p.AgentRoot && !t.Config.SystemState && dir != "/" {
+		p.Fresh = true
+		vlife := t.Config.VerifierTimeout + workspaceSlack
+		vl := limits
+		vl.WallTime, vl.CPUTime = vlife, vlife
+		venv := slices.Clone(imageEnv)
+		for _, k := range slices.Sorted(maps.Keys(t.Config.Env)) {
+			venv = append(venv, k+"="+t.Config.Env[k])
+		}
+		p.VerifierSpec = sandbox.WorkspaceSpec{Image: image, WorkDir: dir, Env: venv, Limits: vl,
+			Labels: map[string]string{"org.rllm.task": t.Name, "org.rllm.verifier": "1"}}
+	}
+	return p, nil
+}
+
+// isRoot reports a user that is root: empty (Docker's default), root,
+// 0, with any group.
+func isRoot(u string) bool {
+	name, _, _ := strings.Cut(u, ":")
+	return name == "" || name == "root" || name == "0"
 }
 
 // Run is one episode of a task: its open workspace, and when it started.
@@ -157,6 +234,9 @@ type Run struct {
 	WS      sandbox.Workspace
 	WorkDir string
 	Started time.Time
+	// Plan is how the episode runs.
+	Plan Plan
+	e    *Engine
 }
 
 // Open builds (or reuses) the task's image and opens a workspace of it.
@@ -165,15 +245,21 @@ func (e *Engine) Open(ctx context.Context, t *Task) (*Run, error) {
 	if err != nil {
 		return nil, err
 	}
-	spec, err := e.Spec(ctx, t, img)
+	p, err := e.Plan(ctx, t, img)
 	if err != nil {
 		return nil, err
 	}
-	ws, err := e.D.Open(ctx, spec)
+	ws, err := e.D.Open(ctx, p.Agent)
 	if err != nil {
+		if errors.Is(err, sandbox.ErrNoSuchUser) && t.Config.AgentUser != "" {
+			file := filepath.Join(t.Dir, ConfigFile)
+			text, _ := readBounded(file, 1<<20)
+			return nil, fileErr(file, keyLine(string(text), "agent", "user"), `name a user of the image, a UID (1000), or "root"`,
+				"agent.user = %q is not a user of the task's image", t.Config.AgentUser)
+		}
 		return nil, fmt.Errorf("task %s: opening its container: %w", t.Name, err)
 	}
-	return &Run{Task: t, WS: ws, WorkDir: spec.WorkDir, Started: time.Now()}, nil
+	return &Run{Task: t, WS: ws, WorkDir: p.Agent.WorkDir, Started: time.Now(), Plan: p, e: e}, nil
 }
 
 // Deadline is when the agent's time ([agent] timeout_sec) is over.
@@ -219,36 +305,74 @@ type Verdict struct {
 // Correct reports a full reward.
 func (v Verdict) Correct() bool { return v.Reward >= 1 }
 
-// Verify runs the task's verifier in the workspace after the agent:
-// /logs/verifier made afresh (so the agent can neither have removed it
+// Verify runs the task's verifier after the agent, out of the agent's
+// reach. Nothing the agent started survives into it: the agent's
+// container is restarted (every process of it killed), or, for a root
+// agent (Plan.Fresh), the verifier runs in a fresh container of the
+// task's image with the agent's working directory copied in (cleaned:
+// sandbox.Docker.CopyDir), so its tools are the image's. There
+// /logs/verifier is made afresh (the agent can neither have removed it
 // nor left a reward there), tests/ copied to /tests only now (the agent
-// never saw them), bash /tests/test.sh within [verifier] timeout_sec, and
-// the reward read from /logs/verifier/reward.txt or reward.json. A
-// verifier that writes no reward, or garbage, or a workspace the agent
-// broke (killed for its disk or memory) is reward 0 with the reason in
-// Info["reward_error"]. An error is the engine failing or ctx ending.
+// never saw them), bash /tests/test.sh runs as the verifier's user within
+// [verifier] timeout_sec, and the reward is read from
+// /logs/verifier/reward.txt or reward.json. A verifier that writes no
+// reward, or garbage, or a workspace the agent broke (killed for its disk
+// or memory) is reward 0 with the reason in Info["reward_error"]. An
+// error is the engine failing or ctx ending.
 func (r *Run) Verify(ctx context.Context) (Verdict, error) {
-	return verify(ctx, r.WS, r.Task, r.WorkDir)
+	return r.e.verify(ctx, r.WS, r.Task, r.Plan)
 }
 
-func verify(ctx context.Context, ws sandbox.Workspace, t *Task, workDir string) (Verdict, error) {
+func (e *Engine) verify(ctx context.Context, ws sandbox.Workspace, t *Task, p Plan) (Verdict, error) {
 	v := Verdict{Info: map[string]any{}}
 	zero := func(why string) (Verdict, error) {
 		v.Reward = 0
 		v.Info["reward_error"] = why
 		return v, nil
 	}
-	// Nothing the agent left running (a loop rewriting reward.txt, a
-	// process editing the tests once they are copied in) may outlive it
-	// into the verifier.
-	if err := ws.KillAll(ctx); err != nil {
-		if ctx.Err() != nil {
-			return v, ctx.Err()
+	began := time.Now()
+	if p.Fresh {
+		fresh, err := e.D.Open(ctx, p.VerifierSpec)
+		if err != nil {
+			return v, fmt.Errorf("task %s: opening the verifier's container: %w", t.Name, err)
 		}
-		return zero("what the agent left running could not be stopped: " + err.Error())
+		defer fresh.Close(context.WithoutCancel(ctx))
+		if err := e.D.CopyDir(ctx, ws, fresh, p.Agent.WorkDir, t.Config.StorageMB<<20); err != nil {
+			if ctx.Err() != nil {
+				return v, ctx.Err()
+			}
+			return zero("the agent's working directory could not be copied into the verifier's container: " + err.Error())
+		}
+		v.Info["verified_in"] = "fresh container"
+		ws = fresh
+	} else {
+		// Nothing the agent left running (a loop rewriting reward.txt,
+		// a process waiting for the tests, one that ptraced the idle
+		// process) may outlive it into the verifier.
+		if err := ws.KillAll(ctx); err != nil {
+			if ctx.Err() != nil {
+				return v, ctx.Err()
+			}
+			return zero("what the agent left running could not be stopped: " + err.Error())
+		}
+		v.Info["verified_in"] = "restarted container"
 	}
-	prep := fmt.Sprintf("rm -rf %s %s %s && mkdir -p %s /logs/agent", VerifierLogDir, TestsMount, RewardRLLM, VerifierLogDir)
-	res, err := ws.Exec(ctx, sandbox.ExecRequest{Command: []string{"sh", "-c", prep}, Dir: "/", Limits: sandbox.Limits{WallTime: time.Minute, CPUTime: time.Minute}})
+	v.Info["verifier_setup_seconds"] = time.Since(began).Seconds()
+	return runVerifier(ctx, ws, t, p, v)
+}
+
+// runVerifier runs the verifier in ws, which nothing of the agent runs
+// in any more.
+func runVerifier(ctx context.Context, ws sandbox.Workspace, t *Task, p Plan, v Verdict) (Verdict, error) {
+	zero := func(why string) (Verdict, error) {
+		v.Reward = 0
+		v.Info["reward_error"] = why
+		return v, nil
+	}
+	workDir := p.Agent.WorkDir
+	prep := fmt.Sprintf("rm -rf %s %s %s && mkdir -p %s /logs/agent", VerifierLogDir, TestsMount, path.Dir(RewardRLLM), VerifierLogDir)
+	res, err := ws.Exec(ctx, sandbox.ExecRequest{Command: []string{"sh", "-c", prep}, Dir: "/", User: p.VerifierUser,
+		Limits: sandbox.Limits{WallTime: time.Minute, CPUTime: time.Minute}})
 	if err != nil {
 		if ctx.Err() != nil {
 			return v, ctx.Err()
@@ -270,8 +394,8 @@ func verify(ctx context.Context, ws sandbox.Workspace, t *Task, workDir string) 
 	}
 	began := time.Now()
 	to := t.Config.VerifierTimeout
-	res, err = ws.Exec(ctx, sandbox.ExecRequest{Command: []string{"bash", path.Join(TestsMount, "test.sh")}, Dir: workDir,
-		Env: envList(t.Config.VerifierEnv), Limits: sandbox.Limits{WallTime: to, CPUTime: to, OutputBytes: verifierOutput}})
+	res, err = ws.Exec(ctx, sandbox.ExecRequest{Command: []string{"bash", path.Join(TestsMount, "test.sh")}, Dir: workDir, User: p.VerifierUser,
+		Env: append([]string{"HOME=" + p.VerifierHome}, envList(t.Config.VerifierEnv)...), Limits: sandbox.Limits{WallTime: to, CPUTime: to, OutputBytes: verifierOutput}})
 	v.Info["verifier_seconds"] = time.Since(began).Seconds()
 	if err != nil {
 		if ctx.Err() != nil {

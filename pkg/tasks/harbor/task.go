@@ -1,8 +1,10 @@
 // Package harbor reads tasks in the Harbor task format (the format rLLM
 // runs SWE-bench Verified, Terminal-Bench, SWE-smith and R2E-Gym from) and
 // runs them in containers: env.name=task runs an agent in the task's
-// container, then the task's verifier in the same container, and takes the
-// reward the verifier writes.
+// container (as an unprivileged user unless the task asks for root), then
+// the task's verifier out of the agent's reach (the container restarted,
+// or after a root agent a fresh container with the agent's working
+// directory copied in), and takes the reward the verifier writes.
 //
 // A task is a directory:
 //
@@ -75,6 +77,20 @@ type Config struct {
 	VerifierTimeout time.Duration
 	// VerifierEnv is [verifier.env]: the verifier's environment.
 	VerifierEnv map[string]string
+	// AgentUser is [agent] user (Harbor's key; a name or a UID): who
+	// the agent runs as. Empty: an unprivileged user of rllm's
+	// (DefaultAgentUser) when the image's USER is root, else the image's
+	// USER. "root" (or 0) is root, and its work is verified in a fresh
+	// container.
+	AgentUser string
+	// VerifierUser is [verifier] user (Harbor's key): who the verifier
+	// runs as; empty is the image's USER.
+	VerifierUser string
+	// SystemState is [verifier] system_state (rllm's key): the verifier
+	// checks the agent's container (packages installed, services,
+	// files outside the working directory), so it runs there, restarted,
+	// with whatever tools the agent left, even when the agent is root.
+	SystemState bool
 	// BuildTimeout is [environment] build_timeout_sec.
 	BuildTimeout time.Duration
 	// DockerImage is [environment] docker_image: an image used instead
@@ -233,10 +249,17 @@ func ParseConfig(file string, data []byte) (Config, error) {
 	}
 	if a := r.table(c.Raw, "", "agent"); a != nil {
 		r.seconds(a, "agent", "timeout_sec", &c.AgentTimeout)
+		c.AgentUser = r.user(a, "agent", "user")
 	}
 	if v := r.table(c.Raw, "", "verifier"); v != nil {
 		r.seconds(v, "verifier", "timeout_sec", &c.VerifierTimeout)
 		c.VerifierEnv = r.env(v, "verifier", "env")
+		c.VerifierUser = r.user(v, "verifier", "user")
+		if b, ok := v["system_state"]; ok {
+			if c.SystemState, ok = b.(bool); !ok {
+				r.fail("verifier", "system_state", "write true (the verifier checks the agent's container) or false", "is a %s, not a boolean", kind(b))
+			}
+		}
 	}
 	if s := r.table(c.Raw, "", "solution"); s != nil {
 		c.SolutionEnv = r.env(s, "solution", "env")
@@ -308,6 +331,26 @@ func (r *reader) str(m map[string]any, table, key string) string {
 		return fmt.Sprint(s) // version = 1.0
 	}
 	r.fail(table, key, "write it as a string", "is a %s", kind(v))
+	return ""
+}
+
+// user reads a user key: a name, or a UID (a number, as UID:UID).
+func (r *reader) user(m map[string]any, table, key string) string {
+	v, ok := m[key]
+	if !ok {
+		return ""
+	}
+	switch u := v.(type) {
+	case int64:
+		if u >= 0 && u < 1<<31 {
+			return fmt.Sprintf("%d:%d", u, u)
+		}
+	case string:
+		if u != "" && !strings.ContainsAny(u, " \t\n\x00") {
+			return u
+		}
+	}
+	r.fail(table, key, `name a user of the image ("root", "app") or give a UID (1000)`, "is %v", fmtValue(v))
 	return ""
 }
 

@@ -95,6 +95,20 @@ ORACLE = "yes"
 		{name: "memory garbage", toml: "[environment]\nmemory = \"lots\"\n", err: `task.toml:2: environment.memory is "lots": not a size`},
 		{name: "gpus", toml: "[environment]\ngpus = 1\n", err: "task.toml:2: environment.gpus asks for 1 GPUs"},
 		{name: "agent not a table", toml: "agent = 5\n", err: "task.toml:1: agent is a number, not a table"},
+		{name: "users and system state", toml: "[agent]\nuser = \"root\"\n[verifier]\nuser = 1000\nsystem_state = true\n", check: func(t *testing.T, c Config) {
+			if c.AgentUser != "root" || c.VerifierUser != "1000:1000" || !c.SystemState {
+				t.Errorf("%+v", c)
+			}
+		}},
+		{name: "no user named", toml: "[agent]\ntimeout_sec = 5\n", check: func(t *testing.T, c Config) {
+			if c.AgentUser != "" || c.VerifierUser != "" || c.SystemState {
+				t.Errorf("%+v", c)
+			}
+		}},
+		{name: "user a list", toml: "[agent]\nuser = [\"root\"]\n", err: `task.toml:2: agent.user is [root]; name a user of the image`},
+		{name: "user empty", toml: "[verifier]\n\nuser = \"\"\n", err: `task.toml:3: verifier.user is ""`},
+		{name: "negative uid", toml: "[agent]\nuser = -1\n", err: `task.toml:2: agent.user is -1`},
+		{name: "system_state a string", toml: "[verifier]\nsystem_state = \"yes\"\n", err: `task.toml:2: verifier.system_state is a string, not a boolean`},
 		{name: "env value a table", toml: "[environment.env]\nX = { a = 1 }\n", err: "environment.env.X is a table"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -136,6 +136,34 @@ open("done", "w")`, timeoutS: 60, reason: episode.TerminationEnvDone, reward: 1,
 	}
 }
 
+// TestHarnessVerifierModules: the modules a harness leaves in its
+// workspace or its home are not the ones workflow.args.verifier's Python
+// imports: a unittest.py in the workspace and a .pth in the user site,
+// each exiting 0 at once, do not score 1 for a verifier that fails.
+func TestHarnessVerifierModules(t *testing.T) {
+	for _, tc := range []struct{ name, then string }{
+		{"unittest.py in the workspace", `open("unittest.py", "w").write("import os\nos._exit(0)\n")`},
+		{"sitecustomize.py and a .pth in the user site", `
+import os, sys, site
+d = site.getusersitepackages()
+os.makedirs(d, exist_ok=True)
+open(os.path.join(d, "zz.pth"), "w").write("import os; os._exit(0)\n")
+open(os.path.join(d, "sitecustomize.py"), "w").write("import os\nos._exit(0)\n")`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := fakeWorkflow(t, tc.then, 60)
+			w.p.Verifier = "python3 -m unittest no_such_test_module"
+			ep, err := w.Run(context.Background(), episode.Task{"instruction": "do it"}, "t:0")
+			if err != nil || ep.TerminationReason != episode.TerminationEnvDone {
+				t.Fatalf("%s: %v", ep.TerminationReason, err)
+			}
+			if ep.Metrics["reward"] != 0 {
+				t.Fatalf("reward %v: the verifier imported the harness's module", ep.Metrics["reward"])
+			}
+		})
+	}
+}
+
 // fakeTask is a task env's side of the hook: its own workdir and files,
 // and a verifier that reads what the harness left in the same workspace.
 type fakeTask struct{ opener sandbox.Opener }

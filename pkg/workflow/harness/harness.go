@@ -38,7 +38,7 @@ type Params struct {
 	Dir            string  `arg:"dir" doc:"where harnesses are installed; empty: rllm's cache ($XDG_CACHE_HOME/rllm/harnesses; /var/cache/rllm/harnesses for root)"`
 	Workspace      string  `arg:"workspace" doc:"a host directory copied into each episode's fresh workspace (the repository the harness works on); empty: an empty workspace"`
 	WorkDir        string  `arg:"workdir" default:"/work" doc:"where the workspace is inside the sandbox; the harness starts there"`
-	Verifier       string  `arg:"verifier" doc:"a command run by /bin/sh -c in the same workspace after the harness: exit status 0 is reward 1, any other 0; empty: env.name scores the harness's final answer"`
+	Verifier       string  `arg:"verifier" doc:"a command run by /bin/sh -c in the same workspace after the harness (its Python with PYTHONSAFEPATH=1 and PYTHONNOUSERSITE=1: nothing of the workspace ahead of the host's modules): exit status 0 is reward 1, any other 0; empty: env.name scores the harness's final answer"`
 	TimeoutS       float64 `arg:"timeout_s" default:"600" range:"(0,)" doc:"seconds the harness may run; then its sandbox is killed and the episode ends with timeout"`
 	MaxCalls       int     `arg:"max_calls" default:"64" range:"[1,)" doc:"model calls the harness may make per episode; the next one gets 429 and the harness is stopped"`
 	Sandbox        string  `arg:"sandbox" default:"bwrap" doc:"the sandbox the harness runs in, its only network its session: bwrap (the host's /usr, the workspace writable, the rest read-only) or docker (a container of the local base image; harnesses that bring their own Node or are native binaries)"`
@@ -355,6 +355,14 @@ func (w *Workflow) Run(ctx context.Context, task episode.Task, episodeID string)
 
 var errMaxCalls = errors.New("max calls")
 
+// VerifierPythonEnv is workflow.args.verifier's Python: the workspace
+// the harness wrote is never ahead of the host's modules. Python 3.11+
+// puts neither the current directory nor the script's ahead of them
+// (python3 -m pytest in the workspace imports no pytest.py or
+// unittest.py of the harness's), and reads no user site of the home the
+// harness could write (no .pth, no sitecustomize.py there).
+var VerifierPythonEnv = []string{"PYTHONSAFEPATH=1", "PYTHONNOUSERSITE=1"}
+
 // attach makes the traces the episode's trajectories and marks the
 // auxiliary calls (zero loss mask unless train_auxiliary).
 func (w *Workflow) attach(ep *episode.Episode, traces []gateway.Trace, episodeID string) {
@@ -399,7 +407,7 @@ func (w *Workflow) reward(ctx context.Context, ws sandbox.Workspace, task episod
 			return 0, false, nil, fmt.Errorf("stopping what the harness left running: %w", err)
 		}
 		res, err := ws.Exec(ctx, sandbox.ExecRequest{Command: []string{"/bin/sh", "-c", w.p.Verifier},
-			Env: []string{"HOME=" + sandbox.HomeDir}, Limits: sandbox.Limits{WallTime: 10 * time.Minute, CPUTime: 10 * time.Minute}})
+			Env: append([]string{"HOME=" + sandbox.HomeDir}, VerifierPythonEnv...), Limits: sandbox.Limits{WallTime: 10 * time.Minute, CPUTime: 10 * time.Minute}})
 		if err != nil {
 			return 0, false, nil, fmt.Errorf("running workflow.args.verifier: %w", err)
 		}
