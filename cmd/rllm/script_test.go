@@ -78,6 +78,7 @@ func TestScripts(t *testing.T) {
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
 			"jsonlines":  cmdJSONLines,
 			"fakedocker": cmdFakeDocker,
+			"fakewandb":  cmdFakeWandB,
 		},
 		Condition: func(cond string) (bool, error) {
 			switch cond {
