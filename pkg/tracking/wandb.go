@@ -290,7 +290,7 @@ func (w *wandbSink) ensureRun(ctx context.Context) error {
 		}
 	}
 	cfg, _ := json.Marshal(wandbConfig(w.config))
-	vars := map[string]any{"name": w.runID, "project": w.project, "config": string(cfg), "program": "rllm train"}
+	vars := map[string]any{"name": w.runID, "project": w.project, "config": string(cfg), "program": "rllm"}
 	if w.entity != "" {
 		vars["entity"] = w.entity
 	}
