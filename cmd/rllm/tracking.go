@@ -96,7 +96,15 @@ func openSideTracking(ctx context.Context, a *App, c *config.Config, kind string
 	spec.Notify = func(line string) { a.infof("%s", line) }
 	b, _ := json.Marshal(c.Redacted())
 	json.Unmarshal(b, &spec.Config)
-	return tracking.Open(ctx, spec)
+	set, err := tracking.Open(ctx, spec)
+	if err != nil {
+		return nil, err
+	}
+	if err := set.Ready(ctx); err != nil {
+		closeSideTracking(ctx, set, err, nil)
+		return nil, err
+	}
+	return set, nil
 }
 
 // closeSideTracking ends the side run: KILLED after Ctrl-C, FAILED after

@@ -77,21 +77,23 @@ func openMLflow(ctx context.Context, spec Spec, st *stateFile) (Sink, error) {
 		m.runID, m.resume, m.experimentID = d.RunID, true, d.ExperimentID
 	}
 	m.params = mlflowParams(spec.Config, &m.truncated, &m.lastTruncatedKey)
-	sctx, cancel := context.WithTimeout(ctx, spec.StartTimeout)
-	defer cancel()
-	if err := m.ensureRun(sctx); err != nil {
-		if !retryable(err) {
-			if _, ok := err.(*usererr.Error); ok {
-				return nil, err
-			}
-			return nil, usererr.Errorf("mlflow: %v", err)
-		}
-		spec.Notify(fmt.Sprintf("warning: mlflow: %v; training goes on, the run is created when MLflow answers", err))
-	}
 	if m.truncated > 0 {
 		spec.Notify(fmt.Sprintf("mlflow: %d config values longer than %d characters are logged cut to that length (e.g. %s)", m.truncated, mlflowMaxParamVal, m.lastTruncatedKey))
 	}
-	return newQueue(m, spec), nil
+	return newQueue(m, spec, m.begin), nil
+}
+
+// begin is the queue's first call: the experiment found or created (which
+// checks the credentials), then the run created or resumed.
+func (m *mlflowSink) begin(ctx context.Context) error {
+	err := m.ensureRun(ctx)
+	if err != nil && !retryable(err) {
+		if _, ok := err.(*usererr.Error); ok {
+			return err
+		}
+		return usererr.Errorf("mlflow: %v", err)
+	}
+	return err
 }
 
 // checkMLflow refuses MLflow settings that cannot work, without sending

@@ -1,7 +1,6 @@
 package tracking
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -30,7 +29,7 @@ func TestMLflowRun(t *testing.T) {
 	spec, _, out := testSpec(t, t.TempDir(), MLflow)
 	spec.Config = bigConfig()
 	spec.MLflow = MLflowSettings{TrackingURI: fake.URL, Token: "tok"}
-	set, err := Open(context.Background(), spec)
+	set, err := openReady(spec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +93,7 @@ func TestMLflowResume(t *testing.T) {
 	dir := t.TempDir()
 	spec, _, out := testSpec(t, dir, MLflow)
 	spec.MLflow = MLflowSettings{TrackingURI: fake.URL}
-	set, err := Open(context.Background(), spec)
+	set, err := openReady(spec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +104,7 @@ func TestMLflowResume(t *testing.T) {
 	}
 	spec.ResumedAt = 3
 	spec.Config["rollout"].(map[string]any)["n"] = 16.0 // changed on resume
-	set, err = Open(context.Background(), spec)
+	set, err = openReady(spec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,7 +146,7 @@ func TestMLflowWrongToken(t *testing.T) {
 	} {
 		spec, _, out := testSpec(t, t.TempDir(), MLflow)
 		spec.MLflow = set
-		_, err := Open(context.Background(), spec)
+		_, err := openReady(spec)
 		var ue *usererr.Error
 		if !errors.As(err, &ue) || ue.ExitCode() != 2 || !strings.Contains(err.Error(), "MLFLOW_TRACKING_") {
 			t.Errorf("err = %v", err)
@@ -166,7 +165,7 @@ func TestMLflowKilledWithFullQueue(t *testing.T) {
 	var once sync.Once
 	spec, _, _ := testSpec(t, t.TempDir(), MLflow)
 	spec.MLflow = MLflowSettings{TrackingURI: fake.URL}
-	set, err := Open(context.Background(), spec)
+	set, err := openReady(spec)
 	if err != nil {
 		t.Fatal(err)
 	}

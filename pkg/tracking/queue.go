@@ -81,6 +81,9 @@ func parseRetryAfter(v string, now time.Time) time.Duration {
 	return min(max(d, 0), 10*time.Minute)
 }
 
+// closeGrace is how long Close waits for a tracker that is down.
+const closeGrace = 3 * time.Second
+
 // backoff is the wait before retry n (0-based): 1s doubling to 60s.
 func backoff(n int) time.Duration {
 	d := time.Second << min(n, 6)
@@ -107,16 +110,67 @@ type queue struct {
 	refused  int // rows the tracker refused
 	sent     int
 
+	started      chan struct{} // closed when the start call returned
+	startErr     error
+	startTimeout time.Duration
+	startBy      time.Time
+	// healthy is false from a failed call until the next success (and
+	// while the first call has not answered): Close then waits only
+	// closeGrace for a tracker that is down.
+	healthy bool
+
 	ctx    context.Context // cancelled when Close's time is up
 	cancel context.CancelFunc
 	done   chan struct{}
 }
 
-func newQueue(r remote, spec Spec) *queue {
-	q := &queue{r: r, bound: spec.QueueRows, sleep: spec.Sleep, notify: spec.Notify, wake: make(chan struct{}, 1), done: make(chan struct{})}
+// newQueue starts the queue's goroutine, whose first call is start (the
+// tracker's auth check and run), bounded by spec.StartTimeout: Ready
+// waits for it, so the check overlaps what the program does meanwhile.
+func newQueue(r remote, spec Spec, start func(context.Context) error) *queue {
+	q := &queue{r: r, bound: spec.QueueRows, sleep: spec.Sleep, notify: spec.Notify, wake: make(chan struct{}, 1), done: make(chan struct{}),
+		started: make(chan struct{}), startTimeout: spec.StartTimeout, startBy: time.Now().Add(spec.StartTimeout)}
 	q.ctx, q.cancel = context.WithCancel(context.Background())
-	go q.run()
+	go func() {
+		sctx, cancel := context.WithTimeout(q.ctx, q.startTimeout)
+		err := start(sctx)
+		cancel()
+		q.mu.Lock()
+		q.startErr = err
+		q.healthy = err == nil
+		q.mu.Unlock()
+		close(q.started)
+		if err != nil && retryable(err) && q.ctx.Err() == nil {
+			q.notify(fmt.Sprintf("warning: %s: %v; training goes on, its rows wait (up to %d) and are sent when it answers", r.name(), err, q.bound))
+		}
+		if err != nil && !retryable(err) {
+			close(q.done) // refused: Ready reports it, nothing is sent
+			return
+		}
+		q.run()
+	}()
 	return q
+}
+
+// ready waits for the start call (at most until StartTimeout from Open)
+// and returns its refusal, if any.
+func (q *queue) ready(ctx context.Context) error {
+	t := time.NewTimer(time.Until(q.startBy))
+	defer t.Stop()
+	select {
+	case <-q.started:
+	case <-t.C:
+		q.notify(fmt.Sprintf("warning: %s: no answer in %s; training goes on, its rows wait (up to %d) and are sent when it answers", q.r.name(), q.startTimeout, q.bound))
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.startErr != nil && !retryable(q.startErr) {
+		return q.startErr
+	}
+	return nil
 }
 
 func (q *queue) Name() string { return q.r.name() }
@@ -160,13 +214,28 @@ func (q *queue) Close(ctx context.Context, s Summary) error {
 	}
 	q.mu.Unlock()
 	q.poke()
-	select {
-	case <-q.done:
-	case <-ctx.Done():
-		q.cancel()
-		<-q.done
+	grace := time.NewTimer(closeGrace)
+	defer grace.Stop()
+wait:
+	for {
+		select {
+		case <-q.done:
+			break wait
+		case <-ctx.Done():
+			break wait
+		case <-grace.C:
+			q.mu.Lock()
+			down := !q.healthy
+			q.mu.Unlock()
+			if down {
+				// A tracker that is down when the run ends is not
+				// waited for: what it did not take is counted.
+				break wait
+			}
+		}
 	}
 	q.cancel()
+	<-q.done
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	var lost []string
@@ -275,6 +344,9 @@ func (q *queue) retry(f func() error, failing *string, attempt *int) error {
 // outage reports the first failure of an outage and waits before the
 // next try (the tracker's Retry-After when it gave one).
 func (q *queue) outage(err error, failing *string, attempt *int) {
+	q.mu.Lock()
+	q.healthy = false
+	q.mu.Unlock()
 	if *failing == "" {
 		*failing = err.Error()
 		q.notify(fmt.Sprintf("warning: %s is not answering (%v); training goes on, its rows wait (up to %d) and are sent when it answers", q.r.name(), err, q.bound))
@@ -289,6 +361,9 @@ func (q *queue) outage(err error, failing *string, attempt *int) {
 }
 
 func (q *queue) recovered(failing *string, attempt *int) {
+	q.mu.Lock()
+	q.healthy = true
+	q.mu.Unlock()
 	if *failing != "" {
 		q.notify(fmt.Sprintf("%s answers again after %d failed tries; sending what waited", q.r.name(), *attempt))
 	}

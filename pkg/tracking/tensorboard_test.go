@@ -1,7 +1,6 @@
 package tracking
 
 import (
-	"context"
 	"encoding/binary"
 	"hash/crc32"
 	"io"
@@ -170,7 +169,7 @@ func TestTensorBoardReadBack(t *testing.T) {
 	dir := t.TempDir()
 	spec, _, _ := testSpec(t, dir, TensorBoard)
 	spec.Hostname, spec.PID = "box", 42
-	set, err := Open(context.Background(), spec)
+	set, err := openReady(spec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,7 +180,7 @@ func TestTensorBoardReadBack(t *testing.T) {
 
 	// The resumed run writes a second file that starts at step 3.
 	spec.ResumedAt = 2
-	set, err = Open(context.Background(), spec)
+	set, err = openReady(spec)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -204,10 +204,9 @@ func (set *Set) drain() {
 	}
 }
 
-// Open opens the sinks spec.Loggers names. Each remote tracker is asked
-// once who the key belongs to: a refused key is a usage error naming the
-// tracker and the variable; a tracker that does not answer within
-// StartTimeout is warned about and training goes on without waiting.
+// Open opens the sinks spec.Loggers names, refusing settings that cannot
+// work. Each remote tracker is asked once, from its queue, who the key
+// belongs to; Ready reports the answer.
 func Open(ctx context.Context, spec Spec) (*Set, error) {
 	spec.defaults()
 	set := &Set{notify: spec.Notify}
@@ -291,6 +290,26 @@ func (set *Set) abort() {
 	for _, s := range set.sinks {
 		s.Close(ctx, Summary{Status: Failed})
 	}
+}
+
+// Ready waits until every remote tracker answered its first call (the
+// key checked, the run created), at most StartTimeout from Open, so the
+// check overlaps what the program does meanwhile. A refused key is a
+// usage error naming the tracker and the variable; a tracker that does
+// not answer in time is warned about and the run goes on.
+func (set *Set) Ready(ctx context.Context) error {
+	if set == nil {
+		return nil
+	}
+	defer set.drain()
+	for _, s := range set.sinks {
+		if q, ok := s.(*queue); ok {
+			if err := q.ready(ctx); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // Kept are the validation rows a resumed run's metrics.jsonl kept (step

@@ -76,6 +76,19 @@ func testSpec(t *testing.T, dir string, loggers ...string) (Spec, *fakeClock, *l
 	}, clk, out
 }
 
+// openReady opens the sinks and waits for the trackers' first answers.
+func openReady(spec Spec) (*Set, error) {
+	set, err := Open(context.Background(), spec)
+	if err != nil {
+		return nil, err
+	}
+	if err := set.Ready(context.Background()); err != nil {
+		set.Close(context.Background(), Summary{Status: Failed})
+		return nil, err
+	}
+	return set, nil
+}
+
 func rows(from, to int) []Row {
 	var out []Row
 	for s := from; s <= to; s++ {
@@ -111,7 +124,7 @@ func TestWandBRun(t *testing.T) {
 	fake := trackingtest.NewWandB(t, testKey)
 	spec, _, out := testSpec(t, t.TempDir(), WandB)
 	spec.WandB = WandBSettings{APIKey: testKey, BaseURL: fake.URL, Tags: []string{"grpo", "arith"}}
-	set, err := Open(context.Background(), spec)
+	set, err := openReady(spec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,7 +174,7 @@ func TestWandBWrongKey(t *testing.T) {
 	for _, from := range []string{"WANDB_API_KEY", "~/.netrc"} {
 		spec, _, out := testSpec(t, t.TempDir(), Console, WandB)
 		spec.WandB = WandBSettings{APIKey: "wrong-key-0000", KeyFrom: from, BaseURL: fake.URL}
-		_, err := Open(context.Background(), spec)
+		_, err := openReady(spec)
 		var ue *usererr.Error
 		if !errors.As(err, &ue) || ue.ExitCode() != 2 {
 			t.Fatalf("err = %v, want a usage error", err)
@@ -199,7 +212,7 @@ func TestNoKeyOrURL(t *testing.T) {
 			}
 			spec, _, _ := testSpec(t, t.TempDir(), tc.lg...)
 			spec.WandB, spec.MLflow = tc.w, tc.m
-			if _, err := Open(context.Background(), spec); !errors.As(err, &ue) || !strings.Contains(err.Error(), tc.want) {
+			if _, err := openReady(spec); !errors.As(err, &ue) || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("Open: %v", err)
 			}
 		})
@@ -219,14 +232,14 @@ func TestWandBResume(t *testing.T) {
 		dir := t.TempDir()
 		spec, _, out := testSpec(t, dir, WandB)
 		spec.WandB = WandBSettings{APIKey: testKey, BaseURL: fake.URL}
-		set, err := Open(context.Background(), spec)
+		set, err := openReady(spec)
 		if err != nil {
 			t.Fatal(err)
 		}
 		logAll(set, rows(1, 5))
 		closeSet(t, set, Killed) // killed after step 5; its checkpoint is step 3
 		spec.ResumedAt = 3
-		set, err = Open(context.Background(), spec)
+		set, err = openReady(spec)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -268,7 +281,7 @@ func TestWandBTwoRuns(t *testing.T) {
 			defer wg.Done()
 			spec, _, _ := testSpec(t, t.TempDir(), WandB)
 			spec.WandB = WandBSettings{APIKey: testKey, BaseURL: fake.URL}
-			set, err := Open(context.Background(), spec)
+			set, err := openReady(spec)
 			if err != nil {
 				t.Error(err)
 				return
@@ -295,7 +308,7 @@ func TestOutageRecovers(t *testing.T) {
 	fake := trackingtest.NewWandB(t, testKey)
 	spec, clk, out := testSpec(t, t.TempDir(), WandB)
 	spec.WandB = WandBSettings{APIKey: testKey, BaseURL: fake.URL}
-	set, err := Open(context.Background(), spec)
+	set, err := openReady(spec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -356,7 +369,7 @@ func TestHangingTracker(t *testing.T) {
 	spec, _, out := testSpec(t, t.TempDir(), WandB, JSONLines)
 	spec.WandB = WandBSettings{APIKey: testKey, BaseURL: fake.URL}
 	spec.StartTimeout = 100 * time.Millisecond
-	set, err := Open(context.Background(), spec)
+	set, err := openReady(spec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -390,7 +403,7 @@ func TestUnreachable(t *testing.T) {
 	fake.Close()
 	spec, _, out := testSpec(t, t.TempDir(), WandB)
 	spec.WandB = WandBSettings{APIKey: testKey, BaseURL: url}
-	set, err := Open(context.Background(), spec)
+	set, err := openReady(spec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -410,7 +423,7 @@ func TestQueueBound(t *testing.T) {
 	spec, _, out := testSpec(t, t.TempDir(), WandB)
 	spec.WandB = WandBSettings{APIKey: testKey, BaseURL: fake.URL}
 	spec.QueueRows = 10
-	set, err := Open(context.Background(), spec)
+	set, err := openReady(spec)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -124,20 +124,20 @@ func openWandB(ctx context.Context, spec Spec, st *stateFile, haveTB bool) (Sink
 	if w.runID == "" {
 		w.runID = newRunID()
 	}
-	sctx, cancel := context.WithTimeout(ctx, spec.StartTimeout)
-	defer cancel()
-	if err := w.checkKey(sctx); err != nil {
-		if !retryable(err) {
-			return nil, err
-		}
-		spec.Notify(fmt.Sprintf("warning: wandb: %v; training goes on, the run is created when W&B answers", err))
-	} else if err := w.ensureRun(sctx); err != nil {
-		if !retryable(err) {
-			return nil, usererr.Errorf("wandb: %v", err)
-		}
-		spec.Notify(fmt.Sprintf("warning: wandb: %v; training goes on, the run is created when W&B answers", err))
+	return newQueue(w, spec, w.begin), nil
+}
+
+// begin is the queue's first call: the key checked (Viewer), then the run
+// created or resumed.
+func (w *wandbSink) begin(ctx context.Context) error {
+	if err := w.checkKey(ctx); err != nil {
+		return err
 	}
-	return newQueue(w, spec), nil
+	err := w.ensureRun(ctx)
+	if err != nil && !retryable(err) {
+		return usererr.Errorf("wandb: %v", err)
+	}
+	return err
 }
 
 // checkWandB refuses W&B settings that cannot work, without sending

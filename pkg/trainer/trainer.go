@@ -412,7 +412,9 @@ func (t *Trainer) start(ctx context.Context) error {
 	if len(t.val) == 0 {
 		t.logf("no validation: data.val_files is empty and the env generates no tasks")
 	}
-	return nil
+	// The trackers' auth checks ran beside the warm-up: a refused key
+	// stops the run here, before it trains.
+	return t.track.Ready(ctx)
 }
 
 // progress is the progress display (none when the caller gave none).
