@@ -45,6 +45,17 @@ type Row struct {
 	// without a step (KindValidation), an evaluation or an SFT step; the
 	// console prints each its own way.
 	Kind string
+	// Table, when set, is a table logged with the row (a sample of
+	// validation episodes): W&B stores it as a table file; the other
+	// sinks ignore it.
+	Table *Table
+}
+
+// Table is a small table of values (strings and numbers) under a key.
+type Table struct {
+	Key     string
+	Columns []string
+	Rows    [][]any
 }
 
 // Row kinds.

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -471,14 +473,30 @@ func (w *wandbSink) send(ctx context.Context, rows []Row, events []Event) error 
 	if err := w.ensureRun(ctx); err != nil {
 		return err
 	}
-	var hist, out []string
+	var hist, out, uploaded []string
 	last := w.last
 	for _, r := range rows {
-		if r.Step <= last || r.Kind == KindEval && len(r.Metrics) == 0 {
+		if r.Step <= last {
 			continue // W&B's _step only increases
 		}
+		var extra string
+		if r.Table != nil {
+			ref, name, err := w.uploadTable(ctx, r.Step, r.Table)
+			if err != nil && retryable(err) {
+				return err
+			}
+			if err != nil {
+				w.notify(fmt.Sprintf("warning: wandb: table %s of step %d not uploaded: %v", r.Table.Key, r.Step, err))
+			} else {
+				extra, uploaded = ref, append(uploaded, name)
+			}
+		}
 		last = r.Step
-		hist = append(hist, w.historyLine(r))
+		line := w.historyLine(r)
+		if extra != "" {
+			line = line[:len(line)-1] + "," + extra + "}"
+		}
+		hist = append(hist, line)
 		w.lastRow, w.lastStep = r.Metrics, r.Step
 	}
 	for _, e := range events {
@@ -491,7 +509,7 @@ func (w *wandbSink) send(ctx context.Context, rows []Row, events []Event) error 
 	if len(hist) == 0 && len(out) == 0 {
 		return nil
 	}
-	body := fsRequest{Files: map[string]fsChunk{}}
+	body := fsRequest{Files: map[string]fsChunk{}, Uploaded: uploaded}
 	if len(hist) > 0 {
 		body.Files[wandbHistory] = fsChunk{Offset: w.history, Content: hist}
 	}
@@ -567,6 +585,31 @@ func summaryLine(m map[string]any) string {
 	}
 	b.WriteByte('}')
 	return b.String()
+}
+
+// uploadTable uploads a table file as the wandb SDK writes one
+// (media/table/<key>_<step>_<hash>.table.json: {"columns", "data"}) and
+// returns the history value that refers to it and the file's name.
+func (w *wandbSink) uploadTable(ctx context.Context, step int, t *Table) (string, string, error) {
+	data, err := json.Marshal(map[string]any{"columns": t.Columns, "data": t.Rows})
+	if err != nil {
+		return "", "", &sendError{permanent: true, msg: err.Error()}
+	}
+	sum := sha256.Sum256(data)
+	digest := hex.EncodeToString(sum[:])
+	safe := strings.Map(func(r rune) rune {
+		if r == '/' || r == '\\' || r == ' ' {
+			return '_'
+		}
+		return r
+	}, t.Key)
+	name := fmt.Sprintf("media/table/%s_%d_%s.table.json", safe, step, digest[:20])
+	if _, err := w.upload(ctx, name, data); err != nil {
+		return "", "", err
+	}
+	key, _ := json.Marshal(t.Key)
+	ref, _ := json.Marshal(map[string]any{"_type": "table-file", "path": name, "sha256": digest, "size": len(data), "ncols": len(t.Columns), "nrows": len(t.Rows)})
+	return string(key) + ":" + string(ref), name, nil
 }
 
 // configYAML is config.yaml as the wandb SDK writes it.

@@ -45,7 +45,11 @@ func (t *Trainer) openTracking(ctx context.Context, resumedAt int) error {
 
 // record hands one step's (or validation's) metrics to every sink.
 func (t *Trainer) record(step int, m map[string]float64, kind string) {
-	t.track.Log(tracking.Row{Step: step, Time: t.now(), Metrics: m, Kind: kind})
+	row := tracking.Row{Step: step, Time: t.now(), Metrics: m, Kind: kind}
+	if _, ok := m["val/pass@1"]; ok {
+		row.Table, t.valTable = t.valTable, nil // the validation's sample of episodes
+	}
+	t.track.Log(row)
 }
 
 // finishTracking flushes the sinks and ends the trackers' runs with the

@@ -100,6 +100,7 @@ type Trainer struct {
 	cfgMap              map[string]any
 	cfgProject, cfgName string
 	started             time.Time
+	valTable            *tracking.Table          // the last validation's sample of episodes
 	publisher           *rollout.WeightPublisher // rollouts on inference servers
 	prom                *promserve.Metrics       // trainer.metrics_addr
 	promSrv             *promserve.Server

@@ -407,6 +407,24 @@ func (f *WandB) fileStream(w http.ResponseWriter, entity, project, name string, 
 					f.refuse(w, http.StatusBadRequest, "wandb-history.jsonl: no _timestamp")
 					return
 				}
+				for k, v := range obj {
+					ref, ok := v.(map[string]any)
+					if !ok || ref["_type"] != "table-file" {
+						continue
+					}
+					// A table's file is uploaded before the row names it
+					// (wandb/sdk/data_types/table.py).
+					p, _ := ref["path"].(string)
+					b, ok := run.Files[p]
+					var tab struct {
+						Columns []string `json:"columns"`
+						Data    [][]any  `json:"data"`
+					}
+					if !ok || json.Unmarshal(b, &tab) != nil || ref["ncols"] != float64(len(tab.Columns)) || ref["nrows"] != float64(len(tab.Data)) || ref["size"] != float64(len(b)) {
+						f.refuse(w, http.StatusBadRequest, "wandb-history.jsonl: %s refers to a table file that is missing or does not match", k)
+						return
+					}
+				}
 				last = s
 				hist.lines = append(hist.lines, line)
 				hist.objs = append(hist.objs, obj)
