@@ -179,7 +179,9 @@ func (m *mlflowSink) ensureRun(ctx context.Context) error {
 			}
 			err = m.request(ctx, http.MethodPost, "experiments/create", map[string]any{"name": m.experiment}, &made)
 			if mlflowErrorCode(err) == "RESOURCE_ALREADY_EXISTS" {
-				return &sendError{msg: "experiment created by another run at the same time; looking it up again"}
+				// Another run created it meanwhile: take that one.
+				err = m.request(ctx, http.MethodGet, "experiments/get-by-name?experiment_name="+url.QueryEscape(m.experiment), nil, &got)
+				made.ID = got.Experiment.ID
 			}
 			if err != nil {
 				return err
