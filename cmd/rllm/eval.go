@@ -30,6 +30,7 @@ import (
 	"github.com/rllm-org/rllm-go/pkg/episodestore"
 	"github.com/rllm-org/rllm-go/pkg/reward"
 	"github.com/rllm-org/rllm-go/pkg/rollout"
+	"github.com/rllm-org/rllm-go/pkg/tracking"
 	"github.com/rllm-org/rllm-go/pkg/trainer"
 	"github.com/rllm-org/rllm-go/pkg/workflow"
 )
@@ -222,6 +223,12 @@ func runEval(ctx context.Context, a *App, opts *evalOptions) error {
 		return err
 	}
 	defer pol.close()
+	// trainer.logger's trackers (tensorboard, wandb, mlflow) get the
+	// results when it names them.
+	track, err := openSideTracking(ctx, a, c, "eval")
+	if err != nil {
+		return err
+	}
 	total := len(tasks) * k
 	prog := newEvalProgress(a.Stderr, opts.output == "json", total)
 	ro := rollout.RunnerOptionsFromConfig(c)
@@ -278,6 +285,11 @@ func runEval(ctx context.Context, a *App, opts *evalOptions) error {
 	sum := agg.Summary()
 	vk := c.Rollout.ValKwargs
 	sum.Seconds = elapsed.Seconds()
+	if track != nil {
+		em := evalMetrics(sum)
+		track.Log(tracking.Row{Step: 0, Time: time.Now(), Metrics: em, Kind: tracking.KindEval})
+		closeSideTracking(ctx, track, runErr, em)
+	}
 	rep := evalReport{EvalSummary: sum, Model: pol.model, Sampler: pol.kind, Data: opts.data,
 		Temperature: vk.Temperature, TopP: vk.TopP, TopK: vk.TopK, EpisodesOut: opts.episodes,
 		Failed: failed, SkippedLong: skipped, Interrupted: runErr != nil}

@@ -79,6 +79,7 @@ func TestScripts(t *testing.T) {
 			"jsonlines":  cmdJSONLines,
 			"fakedocker": cmdFakeDocker,
 			"fakehub":    cmdFakeHub,
+			"fakewandb":  cmdFakeWandB,
 		},
 		Condition: func(cond string) (bool, error) {
 			switch cond {

@@ -9,12 +9,14 @@ import (
 	"math/rand/v2"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/rllm-org/rllm-go/pkg/backend"
 	"github.com/rllm-org/rllm-go/pkg/dataset"
 	"github.com/rllm-org/rllm-go/pkg/episode"
+	"github.com/rllm-org/rllm-go/pkg/tracking"
 	"github.com/rllm-org/rllm-go/pkg/trainer"
 )
 
@@ -119,8 +121,23 @@ func runSFT(ctx context.Context, a *App, opts *sftOptions) error {
 	}
 	rng := rand.New(rand.NewPCG(uint64(c.Trainer.Seed), 0x736674))
 	out := sftOutput{w: a.Stdout, json: a.jsonResults()}
+	// trainer.logger's trackers (tensorboard, wandb, mlflow) get the loss
+	// of every step when it names them.
+	track, err := openSideTracking(ctx, a, c, "sft")
+	if err != nil {
+		return err
+	}
+	onStep := func(step, steps, epoch int, loss float64) {
+		out.step(step, steps, epoch, loss)
+		track.Log(tracking.Row{Step: step, Time: time.Now(), Metrics: map[string]float64{"sft/loss": loss, "sft/epoch": float64(epoch)}})
+	}
 	curve, err := trainer.SFT(ctx, be, data, trainer.SFTOptions{Epochs: opts.epochs, BatchSize: opts.batchSize, Adam: sftAdam(lr), Shuffle: rng,
-		OnStep: out.step})
+		OnStep: onStep})
+	var last map[string]float64
+	if len(curve) > 0 {
+		last = map[string]float64{"sft/loss_first": curve[0], "sft/loss_last": curve[len(curve)-1]}
+	}
+	closeSideTracking(ctx, track, err, last)
 	if err != nil {
 		return err
 	}

@@ -70,7 +70,7 @@ func runTrain(cmd *cobra.Command, a *App, opts *trainOptions) error {
 	if ld.Config.Backend.Local.Weights, err = resolveWeights(a, ld.Config, ""); err != nil {
 		return err
 	}
-	topts := trainer.Options{Log: a.Stderr, JSON: a.jsonEvents(cmd), Getenv: a.Getenv, ReadFile: a.ReadFile}
+	topts := trainer.Options{Log: a.Stderr, JSON: a.jsonEvents(cmd), Getenv: a.Getenv, ReadFile: a.ReadFile, Tracking: trackingSpec(a)}
 	// hf:// entries become local files; run.json records their commits.
 	for _, l := range []struct {
 		key   string

@@ -5,6 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/rllm-org/rllm-go/pkg/tracking"
 	"github.com/rllm-org/rllm-go/pkg/trainer"
 	"github.com/rllm-org/rllm-go/pkg/workflow"
 )
@@ -45,6 +46,11 @@ func runValidateConfig(a *App, opts *validateConfigOptions) error {
 	}
 	// What train would refuse, validate-config refuses with the same words.
 	if _, err := trainer.NewPlan(c); err != nil {
+		return err
+	}
+	// The trackers' settings, checked without sending anything.
+	ts := trackingSpec(a)
+	if err := tracking.Check(c.Trainer.Logger, ts.WandB, ts.MLflow); err != nil {
 		return err
 	}
 	// Given the data, prompts that do not fit the embedded policy's

@@ -101,7 +101,7 @@ func TestDocEveryKey(t *testing.T) {
 	}{
 		{key: "data.train_batch_size", n: 1, rangeHas: "must be at least 1"},
 		{key: "rollout.top_p", n: 1, rangeHas: "must be in (0, 1]"},
-		{key: "trainer.logger", n: 1, rangeHas: "must be one of console, jsonl"},
+		{key: "trainer.logger", n: 1, rangeHas: "must be one of console, jsonl, tensorboard, wandb, mlflow"},
 		{key: "rollout.retry", n: 3},
 		{key: "backend.local.d_ff", wantError: "backend.local.d_ff: unknown key"},
 	}

@@ -106,6 +106,10 @@ func (l *Loaded) JSON(withOrigins bool) ([]byte, error) {
 	return append(out, '\n'), nil
 }
 
+// Redacted is a copy of c with secret-looking values hidden, as config
+// show prints it: what may be sent to an experiment tracker.
+func (c *Config) Redacted() *Config { return redacted(c) }
+
 // redacted copies c with secret-looking argument values hidden.
 func redacted(c *Config) *Config {
 	cp := *c

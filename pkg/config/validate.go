@@ -20,7 +20,7 @@ var (
 	StepwiseModes = []string{"broadcast", "per_step"}
 	// RolloutISModes are verl's algorithm.rollout_correction.rollout_is levels.
 	RolloutISModes = []string{"token", "sequence"}
-	Loggers        = []string{"console", "jsonl"}
+	Loggers        = []string{"console", "jsonl", "tensorboard", "wandb", "mlflow"}
 	ResumeModes    = []string{"auto", "disable", "resume_path"}
 	BackendNames   = []string{"local", "tinker"}
 	// MaxN bounds rollout.n, rollout.val_kwargs.n and eval's --n.

@@ -111,7 +111,7 @@ func TestAsyncInterruptAndResume(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	tr.opts.Log = &cancelAfter{lines: 2, cancel: cancel}
-	tr.plan.Cadence.Console = true
+	tr.plan.Cadence.Loggers = append(tr.plan.Cadence.Loggers, "console")
 	res, err := tr.Train(ctx)
 	tr.Close()
 	if !errors.Is(err, context.Canceled) {

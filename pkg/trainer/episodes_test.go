@@ -9,9 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/rllm-org/rllm-go/pkg/backend"
 	"github.com/rllm-org/rllm-go/pkg/episode"
@@ -264,12 +262,4 @@ func BenchmarkKeepEpisodes(b *testing.B) {
 	b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/float64(step), "cpu_us/op")
 	_, n, _ := episodestore.Steps(dir)
 	b.ReportMetric(float64(n)/float64(step*32), "bytes/episode")
-}
-
-// cpuTime is the process's user and system CPU time: on a shared machine
-// a benchmark's wall time also counts other processes' turns.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

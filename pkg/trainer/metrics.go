@@ -1,187 +1,98 @@
 package trainer
 
 import (
-	"bufio"
-	"bytes"
+	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io/fs"
 	"maps"
-	"math"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
-	"github.com/rllm-org/rllm-go/internal/atomicfile"
-	"github.com/rllm-org/rllm-go/internal/jsonline"
-	"github.com/rllm-org/rllm-go/pkg/runs"
+	"github.com/rllm-org/rllm-go/pkg/tracking"
 )
 
-// metricsSink appends one JSON object per step to
-// default_local_dir/metrics.jsonl (logger "jsonl") and echoes steps to the
-// log as text or JSON (logger "console").
-type metricsSink struct {
-	file    *os.File
-	w       *bufio.Writer
-	console bool
-	opts    Options
-	// vals are the validations a resumed run kept from before (step
-	// order), for the run's summary.
-	vals []stepMetrics
-}
-
-// stepMetrics is one record of metrics.jsonl.
-type stepMetrics struct {
-	step int
-	m    map[string]float64
-}
-
 // MetricsFile is the name of the metrics log in trainer.default_local_dir.
-const MetricsFile = runs.MetricsFile
+const MetricsFile = tracking.MetricsFile
 
-// openMetrics opens metrics.jsonl: a fresh file for a new run; for a
-// resumed one (resumedAt ≥ 0) the records up to the checkpoint's step,
-// without the steps a crash made the run redo and without a line a kill
-// cut short, then appends.
-func openMetrics(p *Plan, opts Options, resumedAt int) (*metricsSink, error) {
-	s := &metricsSink{console: p.Cadence.Console, opts: opts}
-	if !p.Cadence.JSONL {
-		return s, nil
-	}
-	dir := p.Dir
-	if err := os.MkdirAll(dir, atomicfile.DirMode); err != nil {
-		return nil, err
-	}
-	path := filepath.Join(dir, MetricsFile)
-	flags := os.O_CREATE | os.O_WRONLY | os.O_TRUNC
-	if resumedAt >= 0 {
-		vals, err := truncateMetrics(path, resumedAt)
-		if err != nil {
-			return nil, err
-		}
-		s.vals = vals
-		flags = os.O_CREATE | os.O_WRONLY | os.O_APPEND
-	}
-	f, err := os.OpenFile(path, flags, atomicfile.FileMode)
-	if err != nil {
-		return nil, err
-	}
-	s.file, s.w = f, bufio.NewWriter(f)
-	return s, nil
+// Flush bounds for the trackers' queues at the end of a run: what a
+// tracker has not taken by then is counted and said.
+const (
+	trackFlush       = 30 * time.Second
+	trackFlushKilled = 10 * time.Second
+)
+
+// openTracking opens the sinks trainer.logger names (pkg/tracking): the
+// console line, metrics.jsonl, TensorBoard files, W&B and MLflow runs.
+// A resumed run (resumedAt ≥ 0) keeps metrics.jsonl up to that step and
+// continues the same tracker runs.
+func (t *Trainer) openTracking(ctx context.Context, resumedAt int) error {
+	spec := t.opts.Tracking
+	spec.Loggers = t.plan.Cadence.Loggers
+	spec.Dir = t.plan.Dir
+	spec.Project, spec.Name = t.cfgProject, t.cfgName
+	spec.Config = t.cfgMap
+	spec.ResumedAt = resumedAt
+	spec.Now = t.now
+	spec.Console = tracking.ConsoleOptions{JSON: t.opts.JSON, Out: t.opts.Log, Say: t.say,
+		StepLine: func(r tracking.Row) string { return stepLine(r.Step, t.totalSteps, r.Metrics) }}
+	spec.Notify = func(line string) { t.logf("%s", line) }
+	var err error
+	t.track, err = tracking.Open(ctx, spec)
+	return err
 }
 
-// truncateMetrics rewrites path keeping the complete records whose step is
-// at most step, in order, and returns the validations among them.
-func truncateMetrics(path string, step int) ([]stepMetrics, error) {
-	b, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
+// record hands one step's (or validation's) metrics to every sink.
+func (t *Trainer) record(step int, m map[string]float64, kind string) {
+	row := tracking.Row{Step: step, Time: t.now(), Metrics: m, Kind: kind}
+	if _, ok := m["val/pass@1"]; ok {
+		row.Table, t.valTable = t.valTable, nil // the validation's sample of episodes
 	}
-	if err != nil {
-		return nil, err
-	}
-	var vals []stepMetrics
-	var keep bytes.Buffer
-	for len(b) > 0 {
-		i := bytes.IndexByte(b, '\n')
-		if i < 0 {
-			break // a line a kill cut short
-		}
-		line := b[:i+1]
-		b = b[i+1:]
-		var rec struct {
-			Step *int     `json:"step"`
-			Val  *float64 `json:"val/pass@1"`
-		}
-		if json.Unmarshal(line, &rec) != nil || rec.Step == nil {
-			continue
-		}
-		if *rec.Step <= step {
-			keep.Write(line)
-			if rec.Val != nil {
-				vals = append(vals, stepMetrics{step: *rec.Step, m: numbers(line)})
-			}
-		}
-	}
-	return vals, atomicfile.WriteFile(path, keep.Bytes())
+	t.track.Log(row)
 }
 
-// numbers are the numeric fields of a metrics.jsonl record.
-func numbers(line []byte) map[string]float64 {
-	var all map[string]any
-	json.Unmarshal(line, &all)
-	m := make(map[string]float64, len(all))
-	for k, v := range all {
-		if f, ok := v.(float64); ok && k != "step" {
-			m[k] = f
-		}
-	}
-	return m
-}
-
-// write records one step's metrics; non-finite values are written as null
-// so the file stays valid JSON.
-func (s *metricsSink) write(step int, m map[string]float64) {
-	line := jsonLine(step, m)
-	if s.w != nil {
-		s.w.Write(line)
-		s.w.Flush()
-	}
-	if s.console && s.opts.JSON {
-		s.opts.Log.Write(line)
-	}
-}
-
-// warn records a warning as an event line of metrics.jsonl
-// ({"step", "event": "warning", "kind", "message"}) and, in JSON mode, on
-// the log.
-func (s *metricsSink) warn(w Warning) {
-	b, _ := jsonline.Marshal(struct {
-		Step    int    `json:"step"`
-		Event   string `json:"event"`
-		Kind    string `json:"kind"`
-		Message string `json:"message"`
-	}{w.Step, "warning", w.Kind, w.Message})
-	if s.w != nil {
-		s.w.Write(b)
-		s.w.Flush()
-	}
-	if s.opts.JSON {
-		s.opts.Log.Write(b)
-	}
-}
-
-func jsonLine(step int, m map[string]float64) []byte {
-	out := make(map[string]any, len(m)+1)
-	for k, v := range m {
-		if math.IsNaN(v) || math.IsInf(v, 0) {
-			out[k] = nil
-		} else {
-			out[k] = v
-		}
-	}
-	out["step"] = step
-	b, _ := jsonline.Marshal(out)
-	return b
-}
-
-func (s *metricsSink) Close() error {
-	if s.file == nil {
-		return nil
-	}
-	s.w.Flush()
-	return s.file.Close()
-}
-
-// printStep writes the readable one-line summary of a step.
-func (t *Trainer) printStep(m map[string]float64) {
-	if t.opts.JSON || !t.plan.Cadence.Console {
+// finishTracking flushes the sinks and ends the trackers' runs with the
+// run's summary: FINISHED, KILLED after Ctrl-C, FAILED after an error.
+func (t *Trainer) finishTracking(ctx context.Context, res *Result, err error) {
+	if t.track == nil {
 		return
 	}
-	t.say(stepLine(t.step, t.totalSteps, m))
+	st, wait := tracking.Finished, trackFlush
+	switch {
+	case err != nil && ctx.Err() != nil:
+		st, wait = tracking.Killed, trackFlushKilled
+	case err != nil:
+		st = tracking.Failed
+	}
+	sum := tracking.Summary{Status: st, Values: map[string]float64{}}
+	if res != nil {
+		sum.Values["steps"] = float64(res.Steps)
+		if res.last.seen {
+			sum.Values["final/val/pass@1"] = res.last.passAt1
+			sum.Values["final/step"] = float64(res.last.step)
+		}
+		if res.best.seen {
+			sum.Values["best/val/pass@1"] = res.best.passAt1
+			sum.Values["best/step"] = float64(res.best.step)
+		}
+	}
+	sum.Values["wall_time_s"] = t.now().Sub(t.started).Seconds()
+	fctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	t.track.Close(fctx, sum)
+}
+
+// configMap is the resolved configuration, secrets hidden, as nested
+// maps: what W&B gets as config and MLflow as params.
+func configMap(c any) map[string]any {
+	b, err := json.Marshal(c)
+	if err != nil {
+		return nil
+	}
+	var m map[string]any
+	json.Unmarshal(b, &m)
+	return m
 }
 
 // stepLine is the readable summary of a step, about 100 characters: what

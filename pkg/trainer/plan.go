@@ -17,6 +17,7 @@ import (
 	"github.com/rllm-org/rllm-go/pkg/rollout"
 	"github.com/rllm-org/rllm-go/pkg/sampler"
 	"github.com/rllm-org/rllm-go/pkg/tasks"
+	"github.com/rllm-org/rllm-go/pkg/tracking"
 	"github.com/rllm-org/rllm-go/pkg/usererr"
 	"github.com/rllm-org/rllm-go/pkg/workflow"
 )
@@ -241,7 +242,8 @@ type CadencePlan struct {
 	MetricsAddr             string
 	ResumeMode              string
 	ResumeFrom              string
-	Console, JSONL          bool
+	// Loggers are trainer.logger's sinks (pkg/tracking names).
+	Loggers []string
 }
 
 // WarmupPlan is the embedded policy's answer-format warm-up
@@ -477,14 +479,14 @@ func NewPlan(c *config.Config) (*Plan, error) {
 	p.Cadence = CadencePlan{
 		SaveFreq: t.SaveFreq, TestFreq: t.TestFreq, ValBeforeTrain: t.ValBeforeTrain, ValOnly: t.ValOnly,
 		MaxCkptToKeep: t.MaxCkptToKeep, ResumeMode: t.ResumeMode, MetricsAddr: t.MetricsAddr,
-		Console: slices.Contains(t.Logger, "console"), JSONL: slices.Contains(t.Logger, "jsonl"),
+		Loggers: slices.Clone(t.Logger),
 	}
 	if t.ResumeFromPath != nil {
 		p.Cadence.ResumeFrom = *t.ResumeFromPath
 	}
 	for _, l := range t.Logger {
-		if l != "console" && l != "jsonl" {
-			refuse("trainer.logger: %q is not a logger this build has; use console and/or jsonl", l)
+		if !slices.Contains(tracking.Names, l) {
+			refuse("trainer.logger: %q is not a logger this build has; use any of %s", l, strings.Join(tracking.Names, ", "))
 		}
 	}
 	if c.Backend.Name == "local" && c.Backend.Local.Weights == "" {

@@ -22,6 +22,7 @@ import (
 	"github.com/rllm-org/rllm-go/pkg/progress"
 	"github.com/rllm-org/rllm-go/pkg/promserve"
 	"github.com/rllm-org/rllm-go/pkg/rollout"
+	"github.com/rllm-org/rllm-go/pkg/tracking"
 	"github.com/rllm-org/rllm-go/pkg/usererr"
 )
 
@@ -65,6 +66,12 @@ type Options struct {
 	// data.train_files and data.val_files (already local files in the
 	// config); run.json records them.
 	DataSources []DataSource
+	// Tracking carries what the program read for the trackers
+	// trainer.logger names (WandB and MLflow settings from WANDB_*,
+	// MLFLOW_* and ~/.netrc) and, for tests, their HTTP client, clock
+	// and bounds; the trainer fills in the rest (loggers, run directory,
+	// names, config, console).
+	Tracking tracking.Spec
 }
 
 // Trainer runs the training loop over one plan. Build it with New, run it
@@ -91,14 +98,20 @@ type Trainer struct {
 	// none); pruning never removes it (checkpoint.go).
 	resumedFrom string
 
-	ws        ppo.Workspace
-	metrics   *metricsSink
-	episodes  *episodeKeeper           // the episodes kept in the run directory (episodes.go)
-	publisher *rollout.WeightPublisher // rollouts on inference servers
-	prom      *promserve.Metrics       // trainer.metrics_addr
-	promSrv   *promserve.Server
-	diag      *diagnosis
-	async     *asyncRun // the rollout producer of async_training
+	ws    ppo.Workspace
+	track *tracking.Set // trainer.logger's sinks (metrics.go)
+	// cfgMap is the resolved config, secrets hidden, for the trackers;
+	// cfgProject and cfgName are trainer.project_name and experiment_name.
+	cfgMap              map[string]any
+	cfgProject, cfgName string
+	started             time.Time
+	valTable            *tracking.Table          // the last validation's sample of episodes
+	episodes            *episodeKeeper           // the episodes kept in the run directory (episodes.go)
+	publisher           *rollout.WeightPublisher // rollouts on inference servers
+	prom                *promserve.Metrics       // trainer.metrics_addr
+	promSrv             *promserve.Server
+	diag                *diagnosis
+	async               *asyncRun // the rollout producer of async_training
 	// best is the run's best validation (across resumes: it is saved
 	// with each checkpoint); its checkpoint is written even off the
 	// trainer.save_freq cadence and never pruned.
@@ -138,6 +151,8 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Trainer, error
 	}
 	t.plan.Workflow.Deps.NewAgent, t.plan.Workflow.Deps.NewEnv = opts.NewAgent, opts.NewEnv
 	t.plan.Identity.Data = opts.DataSources
+	t.cfgMap, t.cfgProject, t.cfgName = configMap(cfg.Redacted()), cfg.Trainer.ProjectName, cfg.Trainer.ExperimentName
+	t.started = t.now()
 	if err := t.open(ctx, cfg); err != nil {
 		t.Close()
 		return nil, err
@@ -192,9 +207,13 @@ func (t *Trainer) Close() error {
 		errs = append(errs, t.promSrv.Close())
 		t.promSrv = nil
 	}
-	if t.metrics != nil {
-		errs = append(errs, t.metrics.Close())
-		t.metrics = nil
+	if t.track != nil {
+		// Train ends the trackers' runs; this only closes what a caller
+		// that never trained opened.
+		ctx, cancel := context.WithTimeout(context.Background(), trackFlushKilled)
+		errs = append(errs, t.track.Close(ctx, tracking.Summary{Status: tracking.Failed}))
+		cancel()
+		t.track = nil
 	}
 	for _, b := range []*backend.TrainingBackend{&t.ref, &t.be} {
 		if *b != nil {
@@ -231,12 +250,18 @@ type Result struct {
 // cancelled it writes a checkpoint of the last finished step and returns
 // ctx's error.
 func (t *Trainer) Train(ctx context.Context) (*Result, error) {
+	res, err := t.run(ctx)
+	t.finishTracking(ctx, res, err)
+	return res, err
+}
+
+func (t *Trainer) run(ctx context.Context) (*Result, error) {
 	res := &Result{}
 	if err := t.start(ctx); err != nil {
 		return nil, err
 	}
-	for _, v := range t.metrics.vals {
-		res.noteVal(v.step, v.m) // a resumed run's summary starts where the run did
+	for _, v := range t.track.Kept() {
+		res.noteVal(v.Step, v.Metrics) // a resumed run's summary starts where the run did
 	}
 	res.keepBest(t.best) // the checkpoint's own record, when metrics.jsonl is off
 	t.best = res.best
@@ -248,7 +273,7 @@ func (t *Trainer) Train(ctx context.Context) (*Result, error) {
 				return res, t.stopped(ctx, res, err)
 			}
 			res.Val = v
-			t.metrics.write(t.step, v)
+			t.record(t.step, v, tracking.KindValidation)
 			t.diagnose(v, res)
 		}
 	}
@@ -276,13 +301,13 @@ func (t *Trainer) Train(ctx context.Context) (*Result, error) {
 			// Interrupted after the step's optimizer call was sent: the
 			// server applied it, so the step is kept and checkpointed as
 			// done (commitStep), never trained again on resume.
-			t.metrics.write(t.step, m)
+			t.record(t.step, m, tracking.KindStep)
 			return res, t.stopped(ctx, res, ctx.Err())
 		}
 		published := t.now()
 		if err := t.publish(ctx); err != nil {
 			err = fmt.Errorf("publishing the weights of step %d: %w", t.step, err)
-			t.metrics.write(t.step, m) // the step trained (its checkpoint follows): keep its record
+			t.record(t.step, m, tracking.KindStep) // the step trained (its checkpoint follows): keep its record
 			if ctx.Err() == nil {
 				// Keep the step, so a fixed server resumes from here.
 				if dir, cerr := t.checkpoint(ctx); cerr == nil {
@@ -296,14 +321,13 @@ func (t *Trainer) Train(ctx context.Context) (*Result, error) {
 		if t.validateNow() {
 			v, err := t.validator(ctx)
 			if err != nil {
-				t.metrics.write(t.step, m) // the step is done; its record must not be lost
+				t.record(t.step, m, tracking.KindStep) // the step is done; its record must not be lost
 				return res, t.stopped(ctx, res, err)
 			}
 			res.Val = v
 			merge(m, v)
 		}
-		t.metrics.write(t.step, m)
-		t.printStep(m)
+		t.record(t.step, m, tracking.KindStep) // and the console's step line
 		t.diagnose(m, res)
 		t.observe(m)
 		steps.Add(1)
@@ -365,7 +389,7 @@ func (t *Trainer) start(ctx context.Context) error {
 	if resumed {
 		resumedAt = t.step
 	}
-	if t.metrics, err = openMetrics(t.plan, t.opts, resumedAt); err != nil {
+	if err := t.openTracking(ctx, resumedAt); err != nil {
 		return err
 	}
 	if err := t.openEpisodes(resumedAt); err != nil {
@@ -402,7 +426,9 @@ func (t *Trainer) start(ctx context.Context) error {
 	if len(t.val) == 0 {
 		t.logf("no validation: data.val_files is empty and the env generates no tasks")
 	}
-	return nil
+	// The trackers' auth checks ran beside the warm-up: a refused key
+	// stops the run here, before it trains.
+	return t.track.Ready(ctx)
 }
 
 // progress is the progress display (none when the caller gave none).
@@ -446,8 +472,11 @@ func (t *Trainer) diagnose(m map[string]float64, res *Result) {
 	t.best = res.best
 	for _, w := range t.diag.observe(t.step, m) {
 		res.Warnings = append(res.Warnings, w)
-		t.metrics.warn(w)
-		if !t.opts.JSON {
+		e := tracking.Event{Step: w.Step, Time: t.now(), Kind: w.Kind, Message: w.Message}
+		t.track.Event(e) // metrics.jsonl, W&B's console log
+		if t.opts.JSON {
+			t.opts.Log.Write(tracking.EventLine(e))
+		} else {
 			t.say(fmt.Sprintf("warning: step %d: %s", w.Step, w.Message))
 		}
 	}

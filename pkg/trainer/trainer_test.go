@@ -167,7 +167,7 @@ func TestInterruptCheckpoints(t *testing.T) {
 	defer tr.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	tr.opts.Log = &cancelAfter{lines: 2, cancel: cancel} // the second step line cancels
-	tr.plan.Cadence.Console = true
+	tr.plan.Cadence.Loggers = append(tr.plan.Cadence.Loggers, "console")
 	res, err := tr.Train(ctx)
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("err = %v, want context.Canceled", err)
