@@ -94,6 +94,9 @@ func shellWords(line string) (words []string, stdin string) {
 			flush()
 		case r == '<' && !in:
 			redirect = true
+		case r == '#' && !in: // a comment, as sh reads one
+			flush()
+			return words, stdin
 		default:
 			w.WriteRune(r)
 			in = true
@@ -165,6 +168,11 @@ func TestHelpExamplesRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer fakeTinker.Close()
+	hub, err := newFakeHub(t.TempDir()) // rllm dataset pull gsm8k
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hub.Close()
 	repo, _ := filepath.Abs(filepath.Join("..", ".."))
 	qwen3 := filepath.Join(repo, ".cache", "tokenizers", "qwen3")
 
@@ -179,6 +187,13 @@ func TestHelpExamplesRun(t *testing.T) {
 			dir := t.TempDir()
 			t.Chdir(dir)
 			writeExampleFixtures(t, dir, qwen3)
+			if c.CommandPath() == "rllm view" { // the folders its examples show
+				for _, d := range []string{"checkpoints/rllm", "runs/a", "runs/b"} {
+					if err := os.MkdirAll(d, 0o755); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
 			env := func() []string { return exampleEnv }
 			getenv := func(k string) string {
 				if k == "HF_HUB_CACHE" {
@@ -190,6 +205,9 @@ func TestHelpExamplesRun(t *testing.T) {
 				if k == "TINKER_API_KEY" {
 					return tinkerKey
 				}
+				if k == "HF_ENDPOINT" {
+					return hub.URL()
+				}
 				if k == "XDG_CACHE_HOME" { // the harness cache (writeExampleFixtures)
 					return filepath.Join(dir, "cache")
 				}
@@ -197,10 +215,16 @@ func TestHelpExamplesRun(t *testing.T) {
 			}
 			run := func(args []string, stdin string) {
 				t.Helper()
-				var stdout bytes.Buffer
 				ctx, cancel := context.WithCancel(context.Background())
 				defer cancel()
-				stderr := &syncBuffer{}
+				stdout, stderr := &syncBuffer{}, &syncBuffer{}
+				if len(args) > 0 && args[0] == "view" { // stopped once it prints its URL
+					stdout.onLine = func(s string) {
+						if strings.Contains(s, "http://") {
+							cancel()
+						}
+					}
+				}
 				if len(args) > 0 && (args[0] == "serve" || args[0] == "gateway") {
 					stderr.onLine = func(s string) {
 						if strings.Contains(s, "serving") {
@@ -208,7 +232,7 @@ func TestHelpExamplesRun(t *testing.T) {
 						}
 					}
 				}
-				a := &App{Stdout: &stdout, Stderr: stderr, Environ: env, Getenv: getenv, ReadFile: os.ReadFile}
+				a := &App{Stdout: stdout, Stderr: stderr, Environ: env, Getenv: getenv, ReadFile: os.ReadFile}
 				if stdin != "" {
 					f, err := os.Open(stdin)
 					if err != nil {
@@ -241,7 +265,7 @@ func TestHelpExamplesRun(t *testing.T) {
 					}
 					args[i] = strings.ReplaceAll(args[i], "http://gpu1:8000", fake.URL)
 				}
-				if args[0] == "serve" && !slices.Contains(args, "--port") {
+				if (args[0] == "serve" || args[0] == "view") && !slices.Contains(args, "--port") {
 					args = append(args, "--port", "0") // never the user's port 8000
 				}
 				t.Logf("rllm %s", strings.Join(args, " "))
