@@ -116,8 +116,11 @@ func Load(src Sources) (*Loaded, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := &Loaded{Config: cfg, Origins: ld.origins, Notices: ld.notices, store: ld.store}
-	if errs := append(ld.errs, validate(cfg, out.origin)...); len(errs) > 0 {
+	out := &Loaded{Config: cfg, Origins: ld.origins, store: ld.store}
+	set := func(key string) bool { o := out.origin(key); return o.Layer != "" && o.Layer != "default" }
+	notices, ferrs := judgeForeign(ld.foreign, cfg, set)
+	out.Notices = append(ld.notices, notices...)
+	if errs := append(append(ld.errs, ferrs...), validate(cfg, out.origin)...); len(errs) > 0 {
 		return nil, errs
 	}
 	return out, nil
@@ -222,6 +225,7 @@ type loader struct {
 	errs      Errors
 	notices   []string
 	notedKeys map[string]bool
+	foreign   []foreignKey
 }
 
 func (ld *loader) parseOverrides(list []string, layer string) []entry {
@@ -259,6 +263,10 @@ func (ld *loader) apply(entries []entry) {
 	defer flush()
 	s := schema()
 	for _, e := range entries {
+		if e.foreign != nil {
+			ld.foreign = append(ld.foreign, foreignKey{raw: e.rawKey, row: *e.foreign, value: e.value, origin: e.origin})
+			continue
+		}
 		if e.aliased && !ld.notedKeys[e.rawKey] {
 			ld.notedKeys[e.rawKey] = true
 			ld.notices = append(ld.notices, fmt.Sprintf("%s is the rLLM/verl name of %s; using %s", e.rawKey, e.key, e.key))
