@@ -56,7 +56,9 @@ func groupNotice(g Group, keys []string) string {
 }
 
 // engine is a prefix row of verl's placement keys.
-func engine(from string, prefix bool) Alias { return Alias{From: from, Prefix: prefix, Group: GroupEngine} }
+func engine(from string, prefix bool) Alias {
+	return Alias{From: from, Prefix: prefix, Group: GroupEngine}
+}
 
 // valueIs lets the values in ok through and refuses others with why.
 func valueIs(why string, ok ...any) func(any, *Config, func(string) bool) string {
@@ -71,12 +73,12 @@ func valueIs(why string, ok ...any) func(any, *Config, func(string) bool) string
 }
 
 const (
-	critic         = "verl trains a critic (value model) for its default estimator, gae; rllm has none and defaults to grpo: set algorithm.adv_estimator=grpo (or rloo, reinforce_plus_plus) to train without one, and drop the critic.* keys"
-	rewardModel    = "a reward model is not supported: episodes are scored by the env's reward function (env.name; rllm list rewards)"
-	multiTurn      = "verl's multi-turn tool config is not supported: rllm's tool agents take their tools from tools.builtin and tools.mcp (agent.name=tool_agent; rllm list tools)"
-	remoteRuntime  = "a remote runtime (Harbor on Daytona or Modal) is not supported: Harbor tasks run in local containers (env.name=task, sandbox.backend=docker; docs/tasks.md)"
-	longPrompts    = "rllm does not drop tasks whose prompt is longer than data.max_prompt_length: it keeps the prompt's last tokens and ends the episode max_prompt_length_exceeded (filters.compact_filtering.enable=true keeps such episodes out of the loss); remove the key or set it to false"
-	rolloutRS      = "rejection sampling by importance ratio (verl's rollout_rs) is not supported; algorithm.rollout_correction.rollout_is (truncated importance weights) is"
+	critic        = "verl trains a critic (value model) for its default estimator, gae; rllm has none and defaults to grpo: set algorithm.adv_estimator=grpo (or rloo, reinforce_plus_plus) to train without one, and drop the critic.* keys"
+	rewardModel   = "a reward model is not supported: episodes are scored by the env's reward function (env.name; rllm list rewards)"
+	multiTurn     = "verl's multi-turn tool config is not supported: rllm's tool agents take their tools from tools.builtin and tools.mcp (agent.name=tool_agent; rllm list tools)"
+	remoteRuntime = "a remote runtime (Harbor on Daytona or Modal) is not supported: Harbor tasks run in local containers (env.name=task, sandbox.backend=docker; docs/tasks.md)"
+	longPrompts   = "rllm does not drop tasks whose prompt is longer than data.max_prompt_length: it keeps the prompt's last tokens and ends the episode max_prompt_length_exceeded (filters.compact_filtering.enable=true keeps such episodes out of the loss); remove the key or set it to false"
+	rolloutRS     = "rejection sampling by importance ratio (verl's rollout_rs) is not supported; algorithm.rollout_correction.rollout_is (truncated importance weights) is"
 )
 
 // criticCheck lets critic keys through when the run chose an estimator
