@@ -26,6 +26,18 @@ func (f *configFlags) register(cmd *cobra.Command) {
 // load resolves the configuration from the defaults, the flags, the
 // environment and the bare arguments, printing notices to stderr.
 func (f *configFlags) load(a *App, args []string) (*config.Loaded, error) {
+	ld, err := f.loadAll(a, args)
+	if err != nil {
+		return nil, err
+	}
+	return ld, nil
+}
+
+// loadAll is load that also returns the configuration with the error
+// when config.LoadAll does (keys refused, values all valid), so that
+// validate-config and train can go on checking and report every problem
+// at once; such a configuration must not run.
+func (f *configFlags) loadAll(a *App, args []string) (*config.Loaded, error) {
 	for _, arg := range args {
 		if !strings.Contains(arg, "=") && !strings.HasPrefix(arg, "~") {
 			return nil, usagef("unexpected argument %q: overrides are written key=value (or --set key=value)", arg)
@@ -35,7 +47,7 @@ func (f *configFlags) load(a *App, args []string) (*config.Loaded, error) {
 	if a.Environ != nil {
 		environ = a.Environ()
 	}
-	ld, err := config.Load(config.Sources{
+	ld, err := config.LoadAll(config.Sources{
 		Context:  a.ctx,
 		Files:    f.files,
 		ReadFile: a.ReadFile,
@@ -43,7 +55,7 @@ func (f *configFlags) load(a *App, args []string) (*config.Loaded, error) {
 		Sets:     f.sets,
 		Args:     args,
 	})
-	if err != nil {
+	if ld == nil {
 		return nil, err
 	}
 	for _, n := range ld.Notices {
@@ -62,7 +74,7 @@ func (f *configFlags) load(a *App, args []string) (*config.Loaded, error) {
 			w.Args["dir"] = harnessDir(a, "")
 		}
 	}
-	return ld, nil
+	return ld, err
 }
 
 func completeConfigKeys(_ *cobra.Command, _ []string, toComplete string) ([]string, cobra.ShellCompDirective) {

@@ -1,11 +1,15 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
 
 	"github.com/spf13/cobra"
 
+	"github.com/rllm-org/rllm-go/pkg/config"
 	"github.com/rllm-org/rllm-go/pkg/trainer"
+	"github.com/rllm-org/rllm-go/pkg/usererr"
 	"github.com/rllm-org/rllm-go/pkg/workflow"
 )
 
@@ -20,7 +24,9 @@ func newValidateConfigCmd(a *App) *cobra.Command {
 		Use:   "validate-config [key=value ...]",
 		Short: "Check a configuration without running anything",
 		Long: `Resolve the configuration (defaults, --config files, RLLM_ environment
-variables, --set and key=value arguments) and report every problem at once.
+variables, --set and key=value arguments) and report every problem at once:
+what train checks before its first step (the workflow, agent and env, the
+plan, the datasets and the batches they make), without opening the backend.
 Exit code 0 when it is valid, 2 when it is not.`,
 		Example: `  rllm validate-config --config my.yaml
   rllm validate-config data.train_batch_size=8 rollout.n=4`,
@@ -35,16 +41,12 @@ Exit code 0 when it is valid, 2 when it is not.`,
 }
 
 func runValidateConfig(a *App, opts *validateConfigOptions) error {
-	ld, err := opts.config.load(a, opts.args)
-	if err != nil {
+	ld, err := opts.config.loadAll(a, opts.args)
+	if ld == nil {
 		return err
 	}
 	c := ld.Config
-	if err := checkComponents(ld); err != nil {
-		return err
-	}
-	// What train would refuse, validate-config refuses with the same words.
-	if _, err := trainer.NewPlan(c); err != nil {
+	if _, _, err := preflight(a.context(), ld, err); err != nil {
 		return err
 	}
 	// Given the data, prompts that do not fit the embedded policy's
@@ -63,4 +65,66 @@ func runValidateConfig(a *App, opts *validateConfigOptions) error {
 	_, err = fmt.Fprintf(a.Stdout, "configuration is valid: backend %s, agent %s, env %s, %d tasks x %d episodes per step\n",
 		c.Backend.Name, agent, c.Env.Name, c.Data.TrainBatchSize, c.Rollout.N)
 	return err
+}
+
+// preflight is train up to its first step, without the backend: the
+// components (workflow, agent, env, tools), the plan, the datasets and
+// the schedule over them, every problem reported at once, after loadErr,
+// the configuration's own (keys refused by loadAll). validate-config and
+// train both run it.
+func preflight(ctx context.Context, ld *config.Loaded, loadErr error) (*trainer.Plan, trainer.Schedule, error) {
+	cerr := checkComponents(ld)
+	plan, sched, perr := trainer.Preflight(ctx, ld.Config, trainer.Options{})
+	var all config.Errors
+	for _, err := range []error{loadErr, cerr, perr} {
+		var ce config.Errors
+		switch {
+		case err == nil:
+		case errors.As(err, &ce) && ce.Error() == err.Error():
+			all = append(all, dedupe(all, ce)...)
+		default:
+			all = append(all, dedupe(all, err)...)
+		}
+	}
+	if len(all) > 0 {
+		return nil, sched, all
+	}
+	return plan, sched, nil
+}
+
+// dedupe returns the errors in err (a join of them) whose text none of
+// have repeats, as config errors.
+func dedupe(have config.Errors, err error) config.Errors {
+	seen := map[string]bool{}
+	for _, e := range have {
+		seen[e.Error()] = true
+	}
+	var out config.Errors
+	var walk func(error)
+	walk = func(e error) {
+		var ue *usererr.Error
+		if errors.As(e, &ue) && ue.Error() == e.Error() {
+			if !seen[ue.Error()] {
+				seen[ue.Error()] = true
+				out = append(out, ue)
+			}
+			return
+		}
+		if j, ok := e.(interface{ Unwrap() []error }); ok {
+			for _, x := range j.Unwrap() {
+				walk(x)
+			}
+			return
+		}
+		if _, ok := e.(config.Errors); ok {
+			return
+		}
+		ue = config.KeyError("", config.Origin{}, e.Error())
+		if !seen[ue.Error()] {
+			seen[ue.Error()] = true
+			out = append(out, ue)
+		}
+	}
+	walk(err)
+	return out
 }

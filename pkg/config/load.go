@@ -57,6 +57,19 @@ type Loaded struct {
 // against the schema and validates the result. Every problem is returned
 // at once, as Errors (exit code 2).
 func Load(src Sources) (*Loaded, error) {
+	ld, err := LoadAll(src)
+	if err != nil {
+		return nil, err
+	}
+	return ld, nil
+}
+
+// LoadAll is Load that also returns the configuration when its only
+// problems are keys that were not applied (unknown, refused, of the wrong
+// type) and every value it holds passed validation: a caller can then
+// check further (the plan, the data) and report every problem at once.
+// When it returns an error the Loaded, if any, must not be used to run.
+func LoadAll(src Sources) (*Loaded, error) {
 	base, err := loadDefaults()
 	if err != nil {
 		return nil, err
@@ -120,7 +133,11 @@ func Load(src Sources) (*Loaded, error) {
 	set := func(key string) bool { o := out.origin(key); return o.Layer != "" && o.Layer != "default" }
 	notices, ferrs := judgeForeign(ld.foreign, cfg, set)
 	out.Notices = append(ld.notices, notices...)
-	if errs := append(append(ld.errs, ferrs...), validate(cfg, out.origin)...); len(errs) > 0 {
+	verrs := validate(cfg, out.origin)
+	if errs := append(append(ld.errs, ferrs...), verrs...); len(errs) > 0 {
+		if len(verrs) == 0 && len(ld.errs)+len(ferrs) > 0 {
+			return out, errs
+		}
 		return nil, errs
 	}
 	return out, nil

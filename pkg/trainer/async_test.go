@@ -410,8 +410,12 @@ func TestAsyncKeepsTheConcurrencyBound(t *testing.T) {
 	for _, async := range []string{"false", "true"} {
 		t.Run("async="+async, func(t *testing.T) {
 			g := newGate(2)
-			c := smallConfig(t, "rollout.n=8", "workflow.n_parallel_tasks=2", "data.train_batch_size=2", "trainer.total_training_steps=1",
-				"async_training.enable="+async, "async_training.staleness_threshold=1", "async_training.mini_batch_size=2", "backend.local.warmup_steps=0")
+			overrides := []string{"rollout.n=8", "workflow.n_parallel_tasks=2", "data.train_batch_size=2", "trainer.total_training_steps=1",
+				"async_training.enable=" + async, "backend.local.warmup_steps=0"}
+			if async == "true" { // refused without async_training.enable
+				overrides = append(overrides, "async_training.staleness_threshold=1", "async_training.mini_batch_size=2")
+			}
+			c := smallConfig(t, overrides...)
 			tr, err := New(context.Background(), c, Options{NewEnv: func(episode.Task) (env.Env, error) { return gateEnv{g}, nil }})
 			if err != nil {
 				t.Fatal(err)
