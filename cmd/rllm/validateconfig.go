@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
 
 	"github.com/spf13/cobra"
 
@@ -72,9 +73,21 @@ func runValidateConfig(a *App, opts *validateConfigOptions) error {
 // the schedule over them, every problem reported at once, after loadErr,
 // the configuration's own (keys refused by loadAll). validate-config and
 // train both run it.
-func preflight(ctx context.Context, ld *config.Loaded, loadErr error) (*trainer.Plan, trainer.Schedule, error) {
-	cerr := checkComponents(ld)
-	plan, sched, perr := trainer.Preflight(ctx, ld.Config, trainer.Options{})
+func preflight(ctx context.Context, ld *config.Loaded, loadErr error) (plan *trainer.Plan, sched trainer.Schedule, err error) {
+	var cerr, perr error
+	func() {
+		if loadErr != nil {
+			// The configuration holds values validation refused: checks
+			// that trip on one of them add nothing to what it said.
+			defer func() {
+				if recover() != nil {
+					cerr, perr = nil, nil
+				}
+			}()
+		}
+		cerr = checkComponents(ld)
+		plan, sched, perr = trainer.Preflight(ctx, ld.Config, trainer.Options{})
+	}()
 	var all config.Errors
 	for _, err := range []error{loadErr, cerr, perr} {
 		var ce config.Errors
@@ -92,19 +105,35 @@ func preflight(ctx context.Context, ld *config.Loaded, loadErr error) (*trainer.
 	return plan, sched, nil
 }
 
-// dedupe returns the errors in err (a join of them) whose text none of
-// have repeats, as config errors.
+// leadingKey is the key an error names first ("data.train_batch_size:
+// ..."), or "".
+var leadingKey = regexp.MustCompile(`^(?:[^ ]+:\d+: )?([a-z][a-z0-9_]*(?:\.[a-z0-9_]+)+):`)
+
+// dedupe returns the errors in err (a join of them) that none of have
+// said already (the same text, or an error about the same key: the plan
+// refuses some values validation has refused in its own words), as
+// config errors.
 func dedupe(have config.Errors, err error) config.Errors {
 	seen := map[string]bool{}
 	for _, e := range have {
 		seen[e.Error()] = true
+		if m := leadingKey.FindStringSubmatch(e.Error()); m != nil {
+			seen["key "+m[1]] = true
+		}
+	}
+	said := func(e error) bool {
+		if seen[e.Error()] {
+			return true
+		}
+		m := leadingKey.FindStringSubmatch(e.Error())
+		return m != nil && seen["key "+m[1]]
 	}
 	var out config.Errors
 	var walk func(error)
 	walk = func(e error) {
 		var ue *usererr.Error
 		if errors.As(e, &ue) && ue.Error() == e.Error() {
-			if !seen[ue.Error()] {
+			if !said(ue) {
 				seen[ue.Error()] = true
 				out = append(out, ue)
 			}
@@ -120,7 +149,7 @@ func dedupe(have config.Errors, err error) config.Errors {
 			return
 		}
 		ue = config.KeyError("", config.Origin{}, e.Error())
-		if !seen[ue.Error()] {
+		if !said(ue) {
 			seen[ue.Error()] = true
 			out = append(out, ue)
 		}

@@ -45,14 +45,18 @@ const (
 
 // groupNotice words the notice of a group of n keys.
 func groupNotice(g Group, keys []string) string {
+	these, verb, they := fmt.Sprintf("these %d keys", len(keys)), "", "they have"
+	if len(keys) == 1 {
+		these, verb, they = "this key", "s", "it has"
+	}
 	list := strings.Join(keys, ", ")
 	switch g {
 	case GroupEngine:
-		return fmt.Sprintf("these %d keys place and run the model on GPUs (parallelism, memory, offload, micro-batches, kernels, profilers), which the training engine (backend.name) decides: %s; they have no effect here", len(keys), list)
+		return fmt.Sprintf("%s place%s and run%s the model on GPUs (parallelism, memory, offload, micro-batches, kernels, profilers), which the training engine (backend.name) decides: %s; %s no effect here", these, verb, verb, list, they)
 	case GroupCritic:
-		return fmt.Sprintf("these %d keys configure verl's critic, which only algorithm.adv_estimator=gae trains and this run does not: %s; they have no effect here", len(keys), list)
+		return fmt.Sprintf("%s configure%s verl's critic, which only algorithm.adv_estimator=gae trains and this run does not: %s; %s no effect here", these, verb, list, they)
 	}
-	return fmt.Sprintf("these %d keys ask for what rllm does anyway: %s; they have no effect here", len(keys), list)
+	return fmt.Sprintf("%s ask%s for what rllm does anyway: %s; %s no effect here", these, verb, list, they)
 }
 
 // engine is a prefix row of verl's placement keys.

@@ -64,11 +64,12 @@ func Load(src Sources) (*Loaded, error) {
 	return ld, nil
 }
 
-// LoadAll is Load that also returns the configuration when its only
-// problems are keys that were not applied (unknown, refused, of the wrong
-// type) and every value it holds passed validation: a caller can then
-// check further (the plan, the data) and report every problem at once.
-// When it returns an error the Loaded, if any, must not be used to run.
+// LoadAll is Load that also returns the configuration with its errors
+// (values that failed their checks are left at what the layer below set),
+// so a caller can check further (the plan, the data) and report every
+// problem at once. When it returns an error the Loaded must not be used
+// to run, and what is checked further must not rely on the values
+// validation refused.
 func LoadAll(src Sources) (*Loaded, error) {
 	base, err := loadDefaults()
 	if err != nil {
@@ -135,10 +136,7 @@ func LoadAll(src Sources) (*Loaded, error) {
 	out.Notices = append(ld.notices, notices...)
 	verrs := validate(cfg, out.origin)
 	if errs := append(append(ld.errs, ferrs...), verrs...); len(errs) > 0 {
-		if len(verrs) == 0 && len(ld.errs)+len(ferrs) > 0 {
-			return out, errs
-		}
-		return nil, errs
+		return out, errs
 	}
 	return out, nil
 }
