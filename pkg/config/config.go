@@ -42,7 +42,7 @@ type AsyncTraining struct {
 type RolloutCorrection struct {
 	RolloutIS          *string `koanf:"rollout_is" json:"rollout_is" yaml:"rollout_is"`
 	RolloutISThreshold float64 `koanf:"rollout_is_threshold" json:"rollout_is_threshold" yaml:"rollout_is_threshold"`
-	BypassMode         bool    `koanf:"bypass_mode" json:"bypass_mode" yaml:"bypass_mode"`
+	BypassMode         *bool   `koanf:"bypass_mode" json:"bypass_mode" yaml:"bypass_mode"`
 }
 
 // Sandbox runs untrusted code: the code env's programs and the python

@@ -420,3 +420,17 @@ func (c *Config) EffectiveMaxTokens() int {
 	}
 	return c.Data.MaxResponseLength
 }
+
+// EffectiveBypass is algorithm.rollout_correction.bypass_mode, or when it
+// is null verl's default (false: decoupled PPO, verl/trainer/config/
+// algorithm.py, RolloutCorrectionConfig.bypass_mode, at verl commit
+// b178a3cd) when rollout_is asks for importance weights, and bypass
+// otherwise: without weights to apply, the sampler's logprobs serve as
+// PPO's old policy and spare a forward pass.
+func (c *Config) EffectiveBypass() bool {
+	rc := c.Algorithm.RolloutCorrection
+	if rc.BypassMode != nil {
+		return *rc.BypassMode
+	}
+	return rc.RolloutIS == nil || *rc.RolloutIS == "" || *rc.RolloutIS == "null" || *rc.RolloutIS == "none"
+}
