@@ -32,7 +32,9 @@ func TestRLLMAndVerlSpellings(t *testing.T) {
 				return c.Backend.Name == "tinker" && c.Backend.Tinker.BaseModel == "Qwen/Qwen3-8B" && c.Backend.Tinker.LoRARank == 16
 			}},
 		{name: "training.* and validation.*", args: []string{"training.group_size=16", "training.learning_rate=4e-5", "validation.group_size=2"},
-			check: func(c *Config) bool { return c.Rollout.N == 16 && f(c.Actor.Optim.LR) == 4e-5 && c.Rollout.ValKwargs.N == 2 }},
+			check: func(c *Config) bool {
+				return c.Rollout.N == 16 && f(c.Actor.Optim.LR) == 4e-5 && c.Rollout.ValKwargs.N == 2
+			}},
 		{name: "sampling.*", args: []string{"sampling.train.temperature=0.7", "sampling.val.temperature=0.3", "sampling.val.top_p=0.9"},
 			check: func(c *Config) bool {
 				return c.Rollout.Temperature == 0.7 && c.Rollout.ValKwargs.Temperature == 0.3 && c.Rollout.ValKwargs.TopP == 0.9
@@ -44,7 +46,9 @@ func TestRLLMAndVerlSpellings(t *testing.T) {
 		{name: "kl_ctrl.kl_coef", args: []string{"algorithm.kl_ctrl.kl_coef=0.05"},
 			check: func(c *Config) bool { return c.Algorithm.KLCoef == 0.05 }},
 		{name: "verl model path on tinker", args: []string{"backend.name=tinker", "actor_rollout_ref.model.path=Qwen/Qwen3-4B", "actor_rollout_ref.model.lora_rank=8"},
-			check: func(c *Config) bool { return c.Backend.Tinker.BaseModel == "Qwen/Qwen3-4B" && c.Backend.Tinker.LoRARank == 8 }},
+			check: func(c *Config) bool {
+				return c.Backend.Tinker.BaseModel == "Qwen/Qwen3-4B" && c.Backend.Tinker.LoRARank == 8
+			}},
 		{name: "one train file as a string", args: []string{"data.train_files=/data/train.parquet", "data.val_files=/data/test.parquet"},
 			check: func(c *Config) bool {
 				return slices.Equal(c.Data.TrainFiles, []string{"/data/train.parquet"}) && slices.Equal(c.Data.ValFiles, []string{"/data/test.parquet"})
