@@ -209,7 +209,7 @@ var refusedKeyRE = regexp.MustCompile(`^(?:[^ ]+:\d+: )?([A-Za-z0-9_./-]+): `)
 
 func userScriptsTable(outcomes []scriptOutcome) string {
 	var b strings.Builder
-	pass, agree := 0, 0
+	pass, agree, loggerOnly := 0, 0, 0
 	for _, o := range outcomes {
 		if o.validate == 0 && o.dryRun == 0 {
 			pass++
@@ -217,8 +217,14 @@ func userScriptsTable(outcomes []scriptOutcome) string {
 		if o.agree {
 			agree++
 		}
+		if len(o.errs) > 0 && !slices.ContainsFunc(o.errs, func(e string) bool {
+			return !strings.HasPrefix(e, "trainer.logger: ") || strings.Contains(e, "ui is rLLM's")
+		}) {
+			loggerOnly++
+		}
 	}
-	fmt.Fprintf(&b, "%d of %d scripts pass both; validate-config and train --dry-run agree on %d of %d (same exit code, errors and notices).\n\n", pass, len(outcomes), agree, len(outcomes))
+	fmt.Fprintf(&b, "%d of %d scripts pass both; validate-config and train --dry-run agree on %d of %d (same exit code, errors and notices). "+
+		"%d more are refused only for a trainer.logger this build does not have (wandb).\n\n", pass, len(outcomes), agree, len(outcomes), loggerOnly)
 	b.WriteString("| script | overrides | renamed | no effect | outcome | what refuses it |\n|---|---|---|---|---|---|\n")
 	for _, o := range outcomes {
 		outcome := "passes"

@@ -81,7 +81,7 @@ const (
 	rewardModel   = "a reward model is not supported: episodes are scored by the env's reward function (env.name; rllm list rewards)"
 	multiTurn     = "verl's multi-turn tool config is not supported: rllm's tool agents take their tools from tools.builtin and tools.mcp (agent.name=tool_agent; rllm list tools)"
 	remoteRuntime = "a remote runtime (Harbor on Daytona or Modal) is not supported: Harbor tasks run in local containers (env.name=task, sandbox.backend=docker; docs/tasks.md)"
-	longPrompts   = "rllm does not drop tasks whose prompt is longer than data.max_prompt_length: it keeps the prompt's last tokens and ends the episode max_prompt_length_exceeded (filters.compact_filtering.enable=true keeps such episodes out of the loss); remove the key or set it to false"
+	longPrompts   = "rllm keeps the last data.max_prompt_length tokens of a longer prompt (verl's truncation=left), or with data.filter_overlong_prompts=true leaves the task out of training; set one of those"
 	rolloutRS     = "rejection sampling by importance ratio (verl's rollout_rs) is not supported; algorithm.rollout_correction.rollout_is (truncated importance weights) is"
 )
 
@@ -182,9 +182,13 @@ var Aliases = []Alias{
 	// What rllm does anyway, for the values that ask for it.
 	{From: "actor_rollout_ref.rollout.val_kwargs.do_sample", Group: GroupSame, When: "true",
 		Check: valueIs("false is greedy decoding; set rollout.val_kwargs.temperature=0 instead", true)},
-	{From: "data.truncation", Group: GroupSame, When: "left",
-		Check: valueIs("rllm keeps the last data.max_prompt_length tokens of a longer prompt (verl's truncation=left); remove the key", "left")},
-	{From: "data.filter_overlong_prompts", Group: GroupSame, When: "false", Check: valueIs(longPrompts, false)},
+	{From: "data.truncation", Group: GroupSame, When: "left, or error with data.filter_overlong_prompts=true (no long prompt is left to raise on)",
+		Check: func(v any, c *Config, _ func(string) bool) string {
+			if s := fmt.Sprint(v); s == "left" || (s == "error" && c.Data.FilterOverlongPrompts) {
+				return ""
+			}
+			return longPrompts
+		}},
 	{From: "data.return_raw_chat", Group: GroupSame, When: "true (rllm renders every prompt from its messages)",
 		Check: valueIs("rllm renders every prompt from its chat messages; remove the key", true)},
 	{From: "data.prompt_key", Group: GroupSame, When: "prompt (rllm reads a row's question, problem or prompt)",

@@ -147,6 +147,9 @@ type FilterPlan struct {
 	// (filter_uniform_groups), after the estimators ran, as rLLM does.
 	DropZeroAdvantage bool
 	Compact           ppo.CompactFilter
+	// DropOverlongPrompts drops the groups of tasks whose prompt was longer
+	// than data.max_prompt_length (data.filter_overlong_prompts).
+	DropOverlongPrompts bool
 }
 
 // RemotePlan is training with rollouts from inference servers
@@ -355,8 +358,12 @@ func NewPlan(c *config.Config) (*Plan, error) {
 		p.DrawSize = c.Data.TrainBatchSize * rs.Multiplier
 	}
 	cf := c.Filters.CompactFiltering
+	if c.Data.FilterOverlongPrompts && c.Algorithm.StepwiseAdvantage.Enable {
+		refuse("data.filter_overlong_prompts: with algorithm.stepwise_advantage.enable each step's prompt holds the turns before it, so a long prompt there is not a long task; turn one of them off")
+	}
 	p.Filters = FilterPlan{
-		Rejection: rs.Enable, MinPartial: rs.MinPartialSolveTasks, DropZeroAdvantage: rs.FilterUniformGroups,
+		DropOverlongPrompts: c.Data.FilterOverlongPrompts,
+		Rejection:           rs.Enable, MinPartial: rs.MinPartialSolveTasks, DropZeroAdvantage: rs.FilterUniformGroups,
 		Compact: ppo.CompactFilter{
 			Enable:                        cf.Enable,
 			MaskMaxPromptLengthExceeded:   cf.MaskMaxPromptLengthExceeded,
@@ -609,6 +616,9 @@ func (p *Plan) Lines() []PlanLine {
 	}
 	if p.Filters.Compact.Enable {
 		filters = append(filters, "compact filtering")
+	}
+	if p.Filters.DropOverlongPrompts {
+		filters = append(filters, "drop tasks with overlong prompts")
 	}
 	if p.Assemble.OverlongFilter {
 		filters = append(filters, "overlong filter")
