@@ -90,20 +90,35 @@ func trainOneTinkerStep(url, dir string) error {
 	return tinker.WriteCheckpoint(dir, tinker.Checkpoint{WeightsPath: weights, SamplerPath: snap.(*tinker.Sampler).Path(), BaseModel: faketinker.BaseModel, BaseURL: url})
 }
 
-// TestExampleConfigsValidate: every real-model example config in
-// examples/configs passes validate-config.
+// TestExampleConfigsValidate: every example config in examples/configs
+// passes validate-config, after the data commands of its header (which,
+// like train, it reads) ran in a fresh directory.
 func TestExampleConfigsValidate(t *testing.T) {
 	files, err := filepath.Glob(filepath.Join("..", "..", "examples", "configs", "*.yaml"))
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no example configs (%v)", err)
 	}
 	for _, f := range files {
-		var out, errb bytes.Buffer
-		app := &App{Stdout: &out, Stderr: &errb, Getenv: func(string) string { return "" }, ReadFile: os.ReadFile}
-		code := app.Run(context.Background(), []string{"validate-config", "--config", f})
-		if code != 0 {
-			t.Errorf("%s: exit %d: %s", f, code, errb.String())
-		}
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			abs, err := filepath.Abs(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Chdir(t.TempDir())
+			run := func(args ...string) {
+				var out, errb bytes.Buffer
+				app := &App{Stdout: &out, Stderr: &errb, Getenv: func(string) string { return "" }, ReadFile: os.ReadFile}
+				if code := app.Run(context.Background(), args); code != 0 {
+					t.Fatalf("rllm %s: exit %d: %s", strings.Join(args, " "), code, errb.String())
+				}
+			}
+			for _, args := range configHeaderCommands(t, abs) {
+				if args[0] == "data" {
+					run(args...)
+				}
+			}
+			run("validate-config", "--config", abs)
+		})
 	}
 }
 

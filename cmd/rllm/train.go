@@ -52,19 +52,32 @@ func runTrain(cmd *cobra.Command, a *App, opts *trainOptions) error {
 	defer envexec.CloseAll()
 	defer program.CloseServers() // serving agent programs (workflow.args.mode=serve)
 	ctx := cmd.Context()
-	ld, err := opts.config.load(a, opts.args)
-	if err != nil {
+	ld, err := opts.config.loadAll(a, opts.args)
+	if ld == nil {
 		return err
 	}
-	if err := checkComponents(ld); err != nil {
+	if err != nil {
+		// Every problem at once, as validate-config reports them.
+		_, _, err = preflight(ctx, ld, err)
 		return err
 	}
 	if opts.dryRun {
-		plan, err := trainer.Describe(ctx, ld.Config)
+		plan, sched, err := preflight(ctx, ld, nil)
 		if err != nil {
 			return err
 		}
+		if a.jsonResults() {
+			lines := map[string]string{}
+			for _, l := range plan.Lines() {
+				lines[l.Key] = l.Value
+			}
+			return writeJSON(a, map[string]any{"dry_run": true, "backend": plan.Backend, "tasks_per_step": plan.BatchSize,
+				"episodes_per_task": plan.Train.N, "tasks": sched.Tasks, "steps": sched.Steps, "plan": lines})
+		}
 		_, err = fmt.Fprint(a.Stdout, plan)
+		return err
+	}
+	if err := checkComponents(ld); err != nil {
 		return err
 	}
 	if ld.Config.Backend.Local.Weights, err = resolveWeights(a, ld.Config, ""); err != nil {

@@ -42,7 +42,7 @@ type AsyncTraining struct {
 type RolloutCorrection struct {
 	RolloutIS          *string `koanf:"rollout_is" json:"rollout_is" yaml:"rollout_is"`
 	RolloutISThreshold float64 `koanf:"rollout_is_threshold" json:"rollout_is_threshold" yaml:"rollout_is_threshold"`
-	BypassMode         bool    `koanf:"bypass_mode" json:"bypass_mode" yaml:"bypass_mode"`
+	BypassMode         *bool   `koanf:"bypass_mode" json:"bypass_mode" yaml:"bypass_mode"`
 }
 
 // Sandbox runs untrusted code: the code env's programs and the python
@@ -90,10 +90,13 @@ type Data struct {
 	ValBatchSize       int      `koanf:"val_batch_size" json:"val_batch_size" yaml:"val_batch_size"`
 	MaxPromptLength    int      `koanf:"max_prompt_length" json:"max_prompt_length" yaml:"max_prompt_length"`
 	MaxResponseLength  int      `koanf:"max_response_length" json:"max_response_length" yaml:"max_response_length"`
-	Shuffle            bool     `koanf:"shuffle" json:"shuffle" yaml:"shuffle"`
-	Seed               int      `koanf:"seed" json:"seed" yaml:"seed"`
-	DropLast           bool     `koanf:"drop_last" json:"drop_last" yaml:"drop_last"`
-	DatasetsDir        string   `koanf:"datasets_dir" json:"datasets_dir" yaml:"datasets_dir"`
+	// FilterOverlongPrompts leaves out of training the tasks whose prompt
+	// is longer than MaxPromptLength (verl's data.filter_overlong_prompts).
+	FilterOverlongPrompts bool   `koanf:"filter_overlong_prompts" json:"filter_overlong_prompts" yaml:"filter_overlong_prompts"`
+	Shuffle               bool   `koanf:"shuffle" json:"shuffle" yaml:"shuffle"`
+	Seed                  int    `koanf:"seed" json:"seed" yaml:"seed"`
+	DropLast              bool   `koanf:"drop_last" json:"drop_last" yaml:"drop_last"`
+	DatasetsDir           string `koanf:"datasets_dir" json:"datasets_dir" yaml:"datasets_dir"`
 	// FieldMap maps the rows of hf:// files that are not in the catalog
 	// to task fields (pkg/hub field specs).
 	FieldMap map[string]string `koanf:"field_map" json:"field_map" yaml:"field_map"`

@@ -33,6 +33,9 @@ type entry struct {
 	raw     string // the value's text where there was one (YAML scalar, override)
 	hasRaw  bool
 	origin  Origin
+	// foreign is the row of a key without rllm counterpart (no effect or
+	// refused), judged once the configuration is decoded.
+	foreign *Alias
 }
 
 var yamlLineRE = regexp.MustCompile(`^yaml: line (\d+): `)
@@ -97,6 +100,15 @@ func (w *yamlWalker) walk(m *yaml.Node, prefix string) {
 		seen[k.Value] = k.Line
 		key, aliased := canonical(raw)
 		s := schema()
+		if row, ok := foreign(raw); ok {
+			var val any
+			if err := v.Decode(&val); err != nil {
+				w.errs.add(raw, o, "cannot read value: %v", err)
+				continue
+			}
+			w.entries = append(w.entries, entry{rawKey: raw, key: raw, value: val, origin: o, foreign: &row})
+			continue
+		}
 		switch {
 		case s.leaves[key] != nil || s.mapLeaf(key) != nil:
 			var val any
@@ -162,6 +174,10 @@ func parseMap(m map[string]any) ([]entry, Errors) {
 			}
 			key, aliased := canonical(raw)
 			s := schema()
+			if row, ok := foreign(raw); ok {
+				out = append(out, entry{rawKey: raw, key: raw, value: v, origin: o, foreign: &row})
+				continue
+			}
 			switch {
 			case s.leaves[key] != nil || s.mapLeaf(key) != nil:
 				out = append(out, entry{rawKey: raw, key: key, aliased: aliased, value: v, origin: o})
@@ -225,6 +241,17 @@ func parseOverrideAt(s string, o Origin) (entry, *usererr.Error) {
 		o = e.origin
 	}
 	s2 := schema()
+	if row, ok := foreign(key); ok {
+		e.foreign = &row
+		if e.op != opSet {
+			return e, newError(key, o, "has no counterpart in rllm, so it cannot be appended to or deleted; remove it")
+		}
+		_ = yaml.Unmarshal([]byte(val), &e.value) // judged as text when it is not YAML
+		if e.value == nil && val != "" {
+			e.value = val
+		}
+		return e, nil
+	}
 	if s2.leaves[e.key] == nil && s2.mapLeaf(e.key) == nil {
 		if s2.sections[e.key] {
 			return e, newError(e.key, o, "is a section, not a value; set one of its keys (rllm config show lists them)")
@@ -235,6 +262,11 @@ func parseOverrideAt(s string, o Origin) (entry, *usererr.Error) {
 		return e, nil
 	}
 	e.raw, e.hasRaw = val, true
+	if l := s2.leaves[e.key]; l != nil && strings.TrimSpace(val) == "" && l.kind != kindString && l.kind != kindStringList {
+		// key= with nothing after it is a shell variable that was not
+		// set, not a request for the default.
+		return e, newError(e.key, o, fmt.Sprintf("is empty (%s=); give it a value, or null for the default", key))
+	}
 	if err := yaml.Unmarshal([]byte(val), &e.value); err != nil {
 		if secret {
 			return e, newError(e.key, o, "value (not shown) is not valid YAML; quote it")

@@ -57,6 +57,20 @@ type Loaded struct {
 // against the schema and validates the result. Every problem is returned
 // at once, as Errors (exit code 2).
 func Load(src Sources) (*Loaded, error) {
+	ld, err := LoadAll(src)
+	if err != nil {
+		return nil, err
+	}
+	return ld, nil
+}
+
+// LoadAll is Load that also returns the configuration with its errors
+// (values that failed their checks are left at what the layer below set),
+// so a caller can check further (the plan, the data) and report every
+// problem at once. When it returns an error the Loaded must not be used
+// to run, and what is checked further must not rely on the values
+// validation refused.
+func LoadAll(src Sources) (*Loaded, error) {
 	base, err := loadDefaults()
 	if err != nil {
 		return nil, err
@@ -116,9 +130,13 @@ func Load(src Sources) (*Loaded, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := &Loaded{Config: cfg, Origins: ld.origins, Notices: ld.notices, store: ld.store}
-	if errs := append(ld.errs, validate(cfg, out.origin)...); len(errs) > 0 {
-		return nil, errs
+	out := &Loaded{Config: cfg, Origins: ld.origins, store: ld.store}
+	set := func(key string) bool { o := out.origin(key); return o.Layer != "" && o.Layer != "default" }
+	notices, ferrs := judgeForeign(ld.foreign, cfg, set)
+	out.Notices = append(ld.notices, notices...)
+	verrs := validate(cfg, out.origin)
+	if errs := append(append(ld.errs, ferrs...), verrs...); len(errs) > 0 {
+		return out, errs
 	}
 	return out, nil
 }
@@ -222,6 +240,7 @@ type loader struct {
 	errs      Errors
 	notices   []string
 	notedKeys map[string]bool
+	foreign   []foreignKey
 }
 
 func (ld *loader) parseOverrides(list []string, layer string) []entry {
@@ -259,6 +278,10 @@ func (ld *loader) apply(entries []entry) {
 	defer flush()
 	s := schema()
 	for _, e := range entries {
+		if e.foreign != nil {
+			ld.foreign = append(ld.foreign, foreignKey{raw: e.rawKey, row: *e.foreign, value: e.value, origin: e.origin})
+			continue
+		}
 		if e.aliased && !ld.notedKeys[e.rawKey] {
 			ld.notedKeys[e.rawKey] = true
 			ld.notices = append(ld.notices, fmt.Sprintf("%s is the rLLM/verl name of %s; using %s", e.rawKey, e.key, e.key))

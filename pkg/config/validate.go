@@ -219,6 +219,15 @@ func validate(c *Config, origin func(string) Origin) Errors {
 		v.fail("algorithm.rollout_correction.rollout_is_threshold", "must be a finite number of at least 1 (an importance weight's upper cap), got %g", th)
 	}
 	as := c.AsyncTraining
+	if !as.Enable {
+		// rLLM's async trainer is its own entry point; here the switch is
+		// async_training.enable, and these keys mean nothing without it.
+		for _, key := range []string{"async_training.staleness_threshold", "async_training.trigger_parameter_sync_step", "async_training.mini_batch_size", "async_training.partial_rollout"} {
+			if o := origin(key); o.Layer != "" && o.Layer != "default" {
+				v.fail(key, "is set, but async_training.enable is false, so training is synchronous and it has no effect; set async_training.enable=true (rLLM's fully-async trainer) or remove it")
+			}
+		}
+	}
 	if st := as.StalenessThreshold; !(st >= 0) || math.IsInf(st, 0) {
 		v.fail("async_training.staleness_threshold", "must be a finite number ≥ 0 (0: no sample older than the weights being trained), got %g", st)
 	}
@@ -239,6 +248,10 @@ func validate(c *Config, origin func(string) Origin) Errors {
 		v.fail("trainer.test_freq", "must be -1 (never) or at least 1, got %d", t.TestFreq)
 	}
 	for _, lg := range t.Logger {
+		if lg == "ui" {
+			v.fail("trainer.logger", "ui is rLLM's web UI; rllm's is rllm view, which reads the run directory (trainer.default_local_dir) whatever the loggers: remove ui")
+			continue
+		}
 		v.oneOf("trainer.logger", lg, Loggers)
 	}
 	if t.ProjectName == "" {
@@ -292,7 +305,16 @@ func validate(c *Config, origin func(string) Origin) Errors {
 	v.atLeast("filters.rejection_sample.min_partial_solve_tasks", f.RejectionSample.MinPartialSolveTasks, 0)
 
 	b := c.Backend
-	v.oneOf("backend.name", b.Name, BackendNames)
+	switch b.Name {
+	case "verl", "fireworks":
+		v.fail("backend.name", "rllm has no %s backend: a real model trains on a service speaking the Tinker API (hosted Tinker, or SkyRL or TuFT on your GPUs): set backend.name=tinker (rllm/backend=tinker)", b.Name)
+	default:
+		v.oneOf("backend.name", b.Name, BackendNames)
+	}
+	if o := origin("backend.tinker.base_model"); b.Name == "local" && o.Layer != "" && o.Layer != "default" && b.Tinker.BaseModel != "" {
+		// The embedded policy would train in its place, silently.
+		v.fail("backend.tinker.base_model", "names the model %s, but backend.name is local, the embedded policy, which cannot load it; set backend.name=tinker to train it on a Tinker-API service, or backend.local.weights=DIR to start from a local safetensors checkpoint", b.Tinker.BaseModel)
+	}
 	// The embedded policy's own bounds (pkg/backend/local Config.Validate).
 	v.between("backend.local.layers", b.Local.Layers, 1, 64)
 	v.between("backend.local.d_model", b.Local.DModel, 1, 4096)
@@ -406,4 +428,18 @@ func (c *Config) EffectiveMaxTokens() int {
 		return *c.Rollout.MaxTokens
 	}
 	return c.Data.MaxResponseLength
+}
+
+// EffectiveBypass is algorithm.rollout_correction.bypass_mode, or when it
+// is null verl's default (false: decoupled PPO, verl/trainer/config/
+// algorithm.py, RolloutCorrectionConfig.bypass_mode, at verl commit
+// b178a3cd) when rollout_is asks for importance weights, and bypass
+// otherwise: without weights to apply, the sampler's logprobs serve as
+// PPO's old policy and spare a forward pass.
+func (c *Config) EffectiveBypass() bool {
+	rc := c.Algorithm.RolloutCorrection
+	if rc.BypassMode != nil {
+		return *rc.BypassMode
+	}
+	return rc.RolloutIS == nil || *rc.RolloutIS == "" || *rc.RolloutIS == "null" || *rc.RolloutIS == "none"
 }

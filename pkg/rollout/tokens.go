@@ -52,6 +52,9 @@ type Sequence struct {
 	// Termination is the episode's reason, or the length limit this
 	// sequence hit.
 	Termination episode.TerminationReason
+	// PromptCut says the sequence's own prompt (the first turn's, for a
+	// whole trajectory) was longer than MaxPromptLength and kept its end.
+	PromptCut bool
 	// TokenMismatch says a turn's prompt did not extend the previous
 	// prompt and reply (the chat template re-tokenized history).
 	TokenMismatch bool
@@ -209,6 +212,7 @@ func limit(s Sequence, opts AssembleOptions, st *AssembleStats) Sequence {
 	if opts.MaxPromptLength > 0 && len(s.PromptIDs) > opts.MaxPromptLength {
 		s.PromptIDs = s.PromptIDs[len(s.PromptIDs)-opts.MaxPromptLength:]
 		s.Termination = episode.TerminationMaxPromptLength
+		s.PromptCut = true
 		st.PromptTruncated++
 	}
 	if opts.MaxResponseLength > 0 && len(s.ResponseIDs) > opts.MaxResponseLength {

@@ -68,7 +68,7 @@ func TestAssemble(t *testing.T) {
 			stats: AssembleStats{TruncatedDropped: 1}},
 		{name: "prompt keeps its last tokens", ep: ep(episode.TerminationEnvDone, step([]int{1, 2, 3}, []int{4}, -1)), opts: AssembleOptions{MaxPromptLength: 2},
 			want: []Sequence{{PromptIDs: []int{2, 3}, ResponseIDs: []int{4}, LossMask: []int8{1}, Logprobs: []float64{-1},
-				Reward: 1, Step: -1, Termination: episode.TerminationMaxPromptLength}},
+				Reward: 1, Step: -1, Termination: episode.TerminationMaxPromptLength, PromptCut: true}},
 			stats: AssembleStats{Sequences: 1, PromptTruncated: 1}},
 		{name: "a step's own loss mask is kept", ep: ep(episode.TerminationEnvDone, episode.Step{PromptIDs: []int{1}, ResponseIDs: []int{2, 3}, LossMask: []int8{1, 0}}),
 			want: []Sequence{{PromptIDs: []int{1}, ResponseIDs: []int{2, 3}, LossMask: []int8{1, 0}, Logprobs: []float64{0, 0},

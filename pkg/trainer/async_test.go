@@ -156,7 +156,7 @@ func TestAsyncBadInputIsRefused(t *testing.T) {
 		{[]string{"async_training.mini_batch_size=5"}, "async_training.mini_batch_size"},
 		{[]string{"async_training.trigger_parameter_sync_step=0"}, "async_training.trigger_parameter_sync_step"},
 		{[]string{"filters.rejection_sample.enable=true"}, "filters.rejection_sample.enable"},
-		{[]string{"algorithm.rollout_correction.rollout_is=token"}, "algorithm.rollout_correction.rollout_is"},
+		{[]string{"algorithm.rollout_correction.rollout_is=token", "algorithm.rollout_correction.bypass_mode=true"}, "algorithm.rollout_correction.rollout_is"},
 		{[]string{"algorithm.rollout_correction.rollout_is=geometric", "algorithm.rollout_correction.bypass_mode=false"}, "algorithm.rollout_correction.rollout_is"},
 		{[]string{"algorithm.rollout_correction.rollout_is_threshold=0.5"}, "algorithm.rollout_correction.rollout_is_threshold"},
 	} {
@@ -410,8 +410,12 @@ func TestAsyncKeepsTheConcurrencyBound(t *testing.T) {
 	for _, async := range []string{"false", "true"} {
 		t.Run("async="+async, func(t *testing.T) {
 			g := newGate(2)
-			c := smallConfig(t, "rollout.n=8", "workflow.n_parallel_tasks=2", "data.train_batch_size=2", "trainer.total_training_steps=1",
-				"async_training.enable="+async, "async_training.staleness_threshold=1", "async_training.mini_batch_size=2", "backend.local.warmup_steps=0")
+			overrides := []string{"rollout.n=8", "workflow.n_parallel_tasks=2", "data.train_batch_size=2", "trainer.total_training_steps=1",
+				"async_training.enable=" + async, "backend.local.warmup_steps=0"}
+			if async == "true" { // refused without async_training.enable
+				overrides = append(overrides, "async_training.staleness_threshold=1", "async_training.mini_batch_size=2")
+			}
+			c := smallConfig(t, overrides...)
 			tr, err := New(context.Background(), c, Options{NewEnv: func(episode.Task) (env.Env, error) { return gateEnv{g}, nil }})
 			if err != nil {
 				t.Fatal(err)
@@ -451,5 +455,32 @@ func TestCombinePartsKeysWrittenOnlyWhenNotZero(t *testing.T) {
 	}
 	if noLearningSignal(got) {
 		t.Error("a step half of whose optimizer steps trained counts as skipped")
+	}
+}
+
+// bypass_mode left null follows verl's default (decoupled) when
+// rollout_is asks for weights, so rLLM's rollout_is=sequence acts; with
+// no weights it stays in bypass mode.
+func TestBypassModeFollowsVerl(t *testing.T) {
+	for _, tc := range []struct {
+		sets      []string
+		decoupled bool
+	}{
+		{nil, false},
+		{[]string{"algorithm.rollout_correction.rollout_is=sequence"}, true},
+		{[]string{"algorithm.rollout_correction.rollout_is=token", "algorithm.rollout_correction.bypass_mode=false"}, true},
+		{[]string{"algorithm.rollout_correction.bypass_mode=false"}, true},
+	} {
+		c, err := config.FromOverrides(tc.sets)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := NewPlan(c)
+		if err != nil {
+			t.Fatalf("%v: %v", tc.sets, err)
+		}
+		if p.Update.Correction.Decoupled != tc.decoupled {
+			t.Errorf("%v: decoupled %t, want %t", tc.sets, p.Update.Correction.Decoupled, tc.decoupled)
+		}
 	}
 }

@@ -71,13 +71,14 @@ func (a AsyncPlan) String() string {
 // async_training, refusing what cannot act.
 func correctionAndAsync(c *config.Config, p *Plan, refuse func(string, ...any)) (CorrectionPlan, AsyncPlan) {
 	rc := c.Algorithm.RolloutCorrection
-	cp := CorrectionPlan{Decoupled: !rc.BypassMode, Threshold: rc.RolloutISThreshold}
+	bypass := c.EffectiveBypass()
+	cp := CorrectionPlan{Decoupled: !bypass, Threshold: rc.RolloutISThreshold}
 	if rc.RolloutIS != nil {
 		mode, err := ppo.ParseRolloutIS(*rc.RolloutIS)
 		switch {
 		case err != nil:
 			refuse("algorithm.rollout_correction.rollout_is: unknown level %q; use token, sequence or null", *rc.RolloutIS)
-		case mode != ppo.RolloutISNone && rc.BypassMode:
+		case mode != ppo.RolloutISNone && bypass:
 			refuse("algorithm.rollout_correction.rollout_is: importance weights π_old/π_rollout are all 1 in bypass mode, where the sampler's logprobs are π_old; set algorithm.rollout_correction.bypass_mode=false (decoupled PPO) or rollout_is=null")
 		default:
 			cp.IS = mode

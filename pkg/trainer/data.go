@@ -57,8 +57,11 @@ func taskSet(ctx context.Context, c *config.Config, given []episode.Task, files 
 		}
 		return all, dataset.AssignIDs(strings.Join(files, ", "), all)
 	}
+	if c.Workflow.UseWorkflow {
+		return nil, usererr.Errorf("%s is empty, and with workflow.use_workflow=true tasks come from a dataset, not an env's generator; list task files or registered datasets in %s", key, key)
+	}
 	gen, ok := tasks.GeneratorFor(c.Env.Name)
-	if !ok || c.Workflow.UseWorkflow {
+	if !ok {
 		return nil, usererr.Errorf("%s is empty and env %q cannot generate its own tasks (built-in generators: %s); list task files in %s",
 			key, c.Env.Name, strings.Join(tasks.GeneratorNames(), ", "), key)
 	}

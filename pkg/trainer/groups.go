@@ -2,6 +2,7 @@ package trainer
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/rllm-org/rllm-go/pkg/episode"
 	"github.com/rllm-org/rllm-go/pkg/ppo"
@@ -188,6 +189,20 @@ func keepGroups(groups []Group, ids []int, keep []bool, limit int) []Group {
 		}
 	}
 	return out
+}
+
+// dropOverlongPrompts drops the groups of tasks whose prompt was longer
+// than data.max_prompt_length (any sample's own prompt cut), as verl's
+// data.filter_overlong_prompts leaves such tasks out of the dataset, and
+// returns the rest and how many it dropped.
+func dropOverlongPrompts(groups []Group) ([]Group, int) {
+	kept := groups[:0:0]
+	for _, g := range groups {
+		if !slices.ContainsFunc(g.Samples, func(s Sample) bool { return s.PromptCut }) {
+			kept = append(kept, g)
+		}
+	}
+	return kept, len(groups) - len(kept)
 }
 
 // compactFilter masks samples whose termination reason the filter names

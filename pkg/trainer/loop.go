@@ -172,6 +172,14 @@ func (t *Trainer) filter(groups []Group, m map[string]float64) ([]Group, bool, e
 		return nil, false, err
 	}
 	m["batch/solve_none"], m["batch/solve_all"], m["batch/solve_partial"] = stats.Fractions()
+	if t.plan.Filters.DropOverlongPrompts {
+		var dropped int
+		groups, dropped = dropOverlongPrompts(groups)
+		m["batch/overlong_prompt_dropped"] = float64(dropped)
+		if len(groups) == 0 {
+			return groups, true, nil
+		}
+	}
 	if t.plan.Filters.Rejection {
 		if groups, _, err = rejectionSample(groups, t.plan.BatchSize, &t.ws); err != nil {
 			return nil, false, err

@@ -102,23 +102,34 @@ func (p *Plan) Schedule(train []episode.Task) (Schedule, error) {
 	return s, nil
 }
 
+// Preflight is what training checks before its first step that needs no
+// backend: the plan, the training and validation tasks (read or
+// generated as the run would) and the schedule over them. Every problem
+// is returned at once: `rllm validate-config` and `rllm train --dry-run`
+// both call it, so they refuse the same configurations with the same
+// words as New does.
+func Preflight(ctx context.Context, c *config.Config, opts Options) (*Plan, Schedule, error) {
+	p, perr := NewPlan(c)
+	train, _, derr := loadTasks(ctx, c, opts)
+	if err := errors.Join(perr, derr); err != nil {
+		return nil, Schedule{}, err
+	}
+	s, err := p.Schedule(train)
+	if err != nil {
+		return nil, Schedule{}, err
+	}
+	p.schedule = &s
+	return p, s, nil
+}
+
 // Describe is the plan as `rllm train --dry-run` prints it: the
 // configuration's plan and the schedule of the run over its training
 // tasks, read or generated as the run would.
 func Describe(ctx context.Context, c *config.Config) (string, error) {
-	p, err := NewPlan(c)
+	p, _, err := Preflight(ctx, c, Options{})
 	if err != nil {
 		return "", err
 	}
-	train, _, err := loadTasks(ctx, c, Options{})
-	if err != nil {
-		return "", err
-	}
-	s, err := p.Schedule(train)
-	if err != nil {
-		return "", err
-	}
-	p.schedule = &s
 	return p.String(), nil
 }
 
@@ -139,6 +150,9 @@ type FilterPlan struct {
 	// (filter_uniform_groups), after the estimators ran, as rLLM does.
 	DropZeroAdvantage bool
 	Compact           ppo.CompactFilter
+	// DropOverlongPrompts drops the groups of tasks whose prompt was longer
+	// than data.max_prompt_length (data.filter_overlong_prompts).
+	DropOverlongPrompts bool
 }
 
 // RemotePlan is training with rollouts from inference servers
@@ -349,8 +363,12 @@ func NewPlan(c *config.Config) (*Plan, error) {
 		p.DrawSize = c.Data.TrainBatchSize * rs.Multiplier
 	}
 	cf := c.Filters.CompactFiltering
+	if c.Data.FilterOverlongPrompts && c.Algorithm.StepwiseAdvantage.Enable {
+		refuse("data.filter_overlong_prompts: with algorithm.stepwise_advantage.enable each step's prompt holds the turns before it, so a long prompt there is not a long task; turn one of them off")
+	}
 	p.Filters = FilterPlan{
-		Rejection: rs.Enable, MinPartial: rs.MinPartialSolveTasks, DropZeroAdvantage: rs.FilterUniformGroups,
+		DropOverlongPrompts: c.Data.FilterOverlongPrompts,
+		Rejection:           rs.Enable, MinPartial: rs.MinPartialSolveTasks, DropZeroAdvantage: rs.FilterUniformGroups,
 		Compact: ppo.CompactFilter{
 			Enable:                        cf.Enable,
 			MaskMaxPromptLengthExceeded:   cf.MaskMaxPromptLengthExceeded,
@@ -545,8 +563,24 @@ func (p *Plan) Adam(s, total int) backend.AdamParams {
 // String prints the plan as `rllm train --dry-run` shows it.
 func (p *Plan) String() string {
 	var b strings.Builder
+	for _, l := range p.Lines() {
+		fmt.Fprintf(&b, "%-12s %s\n", l.Key+":", l.Value)
+	}
+	return b.String()
+}
+
+// PlanLine is one line of the plan as --dry-run prints it.
+type PlanLine struct {
+	Key   string `json:"key"`
+	Value string `json:"value"`
+}
+
+// Lines is the plan as --dry-run prints it, line by line (-o json prints
+// them as an object).
+func (p *Plan) Lines() []PlanLine {
+	var out []PlanLine
 	line := func(k, format string, args ...any) {
-		fmt.Fprintf(&b, "%-12s %s\n", k+":", fmt.Sprintf(format, args...))
+		out = append(out, PlanLine{Key: k, Value: fmt.Sprintf(format, args...)})
 	}
 	line("backend", "%s", p.Backend)
 	line("workflow", "%s", p.Workflow)
@@ -587,6 +621,9 @@ func (p *Plan) String() string {
 	}
 	if p.Filters.Compact.Enable {
 		filters = append(filters, "compact filtering")
+	}
+	if p.Filters.DropOverlongPrompts {
+		filters = append(filters, "drop tasks with overlong prompts")
 	}
 	if p.Assemble.OverlongFilter {
 		filters = append(filters, "overlong filter")
@@ -640,7 +677,7 @@ func (p *Plan) String() string {
 	}
 	line("cadence", "validate every %d, save every %d, keep %s checkpoints", p.Cadence.TestFreq, p.Cadence.SaveFreq, keepString(p.Cadence.MaxCkptToKeep))
 	line("output", "%s", p.Dir)
-	return b.String()
+	return out
 }
 
 // plural is "1 epoch", "25 epochs".

@@ -215,3 +215,31 @@ func TestWarmupDoesNotStartTheProgram(t *testing.T) {
 		}
 	}
 }
+
+// data.filter_overlong_prompts drops the group of a task whose prompt was
+// cut, whole, and keeps the others.
+func TestDropOverlongPrompts(t *testing.T) {
+	cut := Sample{}
+	cut.PromptCut = true
+	groups := []Group{
+		{TaskID: "a", Samples: []Sample{{}, {}}},
+		{TaskID: "b", Samples: []Sample{{}, cut}},
+		{TaskID: "c", Samples: []Sample{{}}},
+	}
+	kept, n := dropOverlongPrompts(groups)
+	if n != 1 || len(kept) != 2 || kept[0].TaskID != "a" || kept[1].TaskID != "c" {
+		t.Fatalf("kept %v, dropped %d; want a and c, 1", kept, n)
+	}
+	c, err := config.FromOverrides([]string{"data.filter_overlong_prompts=true"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := NewPlan(c)
+	if err != nil || !p.Filters.DropOverlongPrompts || !strings.Contains(p.String(), "drop tasks with overlong prompts") {
+		t.Fatalf("plan %v, %v: want the filter on", p, err)
+	}
+	c, _ = config.FromOverrides([]string{"data.filter_overlong_prompts=true", "algorithm.stepwise_advantage.enable=true"})
+	if _, err := NewPlan(c); err == nil || !strings.Contains(err.Error(), "data.filter_overlong_prompts") {
+		t.Fatalf("stepwise: %v", err)
+	}
+}

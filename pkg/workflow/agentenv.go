@@ -85,6 +85,18 @@ func newAgentEnv(args SingleTurnParams, deps Deps, maxSteps int) (*AgentEnv, err
 	if n := args.EnvCls; n != "" {
 		deps.Env = Component{Name: n, Args: args.EnvArgs}
 	}
+	// Empty names come from workflow mode (workflow.use_workflow), where
+	// agent.name and env.name are not read: the workflow's args name them.
+	var missing []error
+	if deps.Agent.Name == "" && deps.NewAgent == nil {
+		missing = append(missing, &usererr.Error{Subject: "workflow.args.agent_cls", Msg: "is empty, and with workflow.use_workflow=true the workflow's args name its agent: set workflow.args.agent_cls (rllm list agents)"})
+	}
+	if deps.Env.Name == "" && deps.NewEnv == nil {
+		missing = append(missing, &usererr.Error{Subject: "workflow.args.env_cls", Msg: "is empty, and with workflow.use_workflow=true the workflow's args name its env: set workflow.args.env_cls (rllm list envs)"})
+	}
+	if len(missing) > 0 {
+		return nil, errors.Join(missing...)
+	}
 	w := &AgentEnv{
 		deps: deps, maxSteps: maxSteps,
 		gamma: args.Gamma, bonus: args.RewardBonusCoeff,
