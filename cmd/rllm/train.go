@@ -58,11 +58,11 @@ func runTrain(cmd *cobra.Command, a *App, opts *trainOptions) error {
 	}
 	if err != nil {
 		// Every problem at once, as validate-config reports them.
-		_, _, err = preflight(ctx, ld, err)
+		_, _, err = preflight(ctx, a, ld, err)
 		return err
 	}
 	if opts.dryRun {
-		plan, sched, err := preflight(ctx, ld, nil)
+		plan, sched, err := preflight(ctx, a, ld, nil)
 		if err != nil {
 			return err
 		}

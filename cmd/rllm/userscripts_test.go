@@ -128,6 +128,16 @@ var errorLineRE = regexp.MustCompile(`^rllm: (?:error: )?`)
 // (with the entry point's choices), and checks that the two agree: the
 // same exit code and the same errors. docs/config.md carries the table
 // of outcomes (go test ./cmd/rllm -run TestUserScripts -update).
+// userScriptEnv is the environment of a user who runs these scripts:
+// one who logs to W&B (trainer.logger names wandb in most of them) has
+// its key set (validate-config and --dry-run send nothing to W&B).
+func userScriptEnv(k string) string {
+	if k == "WANDB_API_KEY" {
+		return "local-wandb-key-for-the-script-tests"
+	}
+	return ""
+}
+
 func TestUserScripts(t *testing.T) {
 	paths, err := filepath.Glob(filepath.Join("testdata", "userscripts", "*.txt"))
 	if err != nil || len(paths) == 0 {
@@ -148,7 +158,7 @@ func TestUserScripts(t *testing.T) {
 		run := func(cmd ...string) (int, string) {
 			var stdout, stderr bytes.Buffer
 			a := &App{Stdout: &stdout, Stderr: &stderr, Environ: func() []string { return environ },
-				Getenv: func(string) string { return "" }, ReadFile: os.ReadFile}
+				Getenv: userScriptEnv, ReadFile: os.ReadFile}
 			code := a.Run(context.Background(), append(append([]string{"-o", "text"}, cmd...), args...))
 			return code, stderr.String()
 		}

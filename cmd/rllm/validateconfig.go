@@ -48,12 +48,7 @@ func runValidateConfig(a *App, opts *validateConfigOptions) error {
 		return err
 	}
 	c := ld.Config
-	if _, _, err := preflight(a.context(), ld, err); err != nil {
-		return err
-	}
-	// The trackers' settings, checked without sending anything.
-	ts := trackingSpec(a)
-	if err := tracking.Check(c.Trainer.Logger, ts.WandB, ts.MLflow); err != nil {
+	if _, _, err := preflight(a.context(), a, ld, err); err != nil {
 		return err
 	}
 	// Given the data, prompts that do not fit the embedded policy's
@@ -79,8 +74,8 @@ func runValidateConfig(a *App, opts *validateConfigOptions) error {
 // the schedule over them, every problem reported at once, after loadErr,
 // the configuration's own (keys refused by loadAll). validate-config and
 // train both run it.
-func preflight(ctx context.Context, ld *config.Loaded, loadErr error) (plan *trainer.Plan, sched trainer.Schedule, err error) {
-	var cerr, perr error
+func preflight(ctx context.Context, a *App, ld *config.Loaded, loadErr error) (plan *trainer.Plan, sched trainer.Schedule, err error) {
+	var cerr, perr, terr error
 	func() {
 		if loadErr != nil {
 			// The configuration holds values validation refused: checks
@@ -93,9 +88,12 @@ func preflight(ctx context.Context, ld *config.Loaded, loadErr error) (plan *tra
 		}
 		cerr = checkComponents(ld)
 		plan, sched, perr = trainer.Preflight(ctx, ld.Config, trainer.Options{})
+		// The trackers' settings, checked without sending anything.
+		ts := trackingSpec(a)
+		terr = tracking.Check(ld.Config.Trainer.Logger, ts.WandB, ts.MLflow)
 	}()
 	var all config.Errors
-	for _, err := range []error{loadErr, cerr, perr} {
+	for _, err := range []error{loadErr, cerr, perr, terr} {
 		var ce config.Errors
 		switch {
 		case err == nil:

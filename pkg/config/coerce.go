@@ -52,8 +52,8 @@ func coerce(l *leaf, v any, raw string, hasRaw bool) (any, string) {
 		}
 		return nil, fmt.Sprintf("must be a string, got %s", show(v))
 	case kindStringList:
-		if str, ok := v.(string); ok && (l.key == "data.train_files" || l.key == "data.val_files") {
-			return []string{str}, "" // verl takes one file as a plain string
+		if str, ok := v.(string); ok && (l.key == "data.train_files" || l.key == "data.val_files" || l.key == "trainer.logger") {
+			return []string{str}, "" // verl takes one file, and one logger, as a plain string
 		}
 		if items, ok := asList(v); ok {
 			return anyval.ConvertList(items, listString)

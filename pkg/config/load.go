@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"maps"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -130,6 +131,7 @@ func LoadAll(src Sources) (*Loaded, error) {
 	if err != nil {
 		return nil, err
 	}
+	ld.notices = append(ld.notices, uiLogger(cfg)...)
 	out := &Loaded{Config: cfg, Origins: ld.origins, store: ld.store}
 	set := func(key string) bool { o := out.origin(key); return o.Layer != "" && o.Layer != "default" }
 	notices, ferrs := judgeForeign(ld.foreign, cfg, set)
@@ -572,4 +574,18 @@ func setLeaf(f reflect.Value, l *leaf, v any) error {
 		f.Set(reflect.ValueOf(out))
 	}
 	return nil
+}
+
+// uiLogger reads rLLM's ui logger (its web UI) as rllm's: rllm view,
+// which shows a run from its metrics.jsonl (the jsonl logger, which ui
+// turns on) and the episodes the trainer keeps.
+func uiLogger(c *Config) []string {
+	if !slices.Contains(c.Trainer.Logger, "ui") {
+		return nil
+	}
+	c.Trainer.Logger = slices.DeleteFunc(c.Trainer.Logger, func(l string) bool { return l == "ui" })
+	if !slices.Contains(c.Trainer.Logger, "jsonl") {
+		c.Trainer.Logger = append(c.Trainer.Logger, "jsonl")
+	}
+	return []string{"trainer.logger ui is rLLM's web UI; rllm's is rllm view, which shows this run from its metrics.jsonl (logger jsonl) and kept episodes: rllm view " + c.Trainer.DefaultLocalDir}
 }

@@ -248,10 +248,6 @@ func validate(c *Config, origin func(string) Origin) Errors {
 		v.fail("trainer.test_freq", "must be -1 (never) or at least 1, got %d", t.TestFreq)
 	}
 	for _, lg := range t.Logger {
-		if lg == "ui" {
-			v.fail("trainer.logger", "ui is rLLM's web UI; rllm's is rllm view, which reads the run directory (trainer.default_local_dir) whatever the loggers: remove ui")
-			continue
-		}
 		v.oneOf("trainer.logger", lg, Loggers)
 	}
 	if t.ProjectName == "" {
