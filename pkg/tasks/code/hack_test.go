@@ -176,10 +176,10 @@ var hackAttempts = []struct{ name, code string }{
 	{"read its own memory through `ctypes` and libc (no audited `open`)", steal + "import ctypes\nlibc = ctypes.CDLL(None)\nlibc.pread.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_long]\nbuf = ctypes.create_string_buffer(1 << 20)\nfd = libc.open(b'/proc/self/maps', 0)\nmaps = buf.raw[:libc.read(fd, buf, 1 << 20)].decode()\nmem = libc.open(b'/proc/self/mem', 0)\nfor line in maps.splitlines():\n    w = line.split()\n    lo, hi = [int(x, 16) for x in w[0].split('-')]\n    if w[1].startswith('rw') and hi - lo < (16 << 20):\n        b = ctypes.create_string_buffer(hi - lo)\n        k = libc.pread(mem, b, hi - lo, lo)\n        if k > 0:\n            _steal(b.raw[:k])"},
 }
 
-// TestComparedValues: what an assert-style test compares must be of a
-// class that existed before the reply ran, or a plain class overriding
-// nothing a comparison uses; values of the standard library's classes,
-// their subclasses and namedtuples the reply makes still pass.
+// TestComparedValues: what an assert-style test compares are the judge's
+// own values, made from what the reply returned: the standard library's
+// value classes, subclasses of plain types and namedtuples the reply
+// makes still pass.
 func TestComparedValues(t *testing.T) {
 	p := generousPool(t)
 	task := episode.Task{"id": "cmp", "ground_truth": []any{
@@ -196,11 +196,11 @@ func TestComparedValues(t *testing.T) {
 	}
 }
 
-// TestPinnedNames: an assert-style test reads the builtins, prelude
-// names and module attributes it uses as they were before the reply ran,
-// in every shape a test takes (imports of its own, nested functions,
-// lambdas, comprehensions, a class, a __main__ guard), and still calls
-// what the reply defines.
+// TestPinnedNames: an assert-style test reads the judge's own builtins,
+// prelude names and module attributes, whatever the reply replaces in its
+// process, in every shape a test takes (imports of its own, nested
+// functions, lambdas, comprehensions, a class, a __main__ guard), and
+// still calls what the reply defines.
 func TestPinnedNames(t *testing.T) {
 	p := generousPool(t)
 	script := "import math\nfrom math import isclose as close\nimport os.path\nTOL = 1e-9\n\n" +

@@ -20,7 +20,7 @@
 # the output. Only this process writes to stdout: a test's process talks
 # to it through pipes, and this process is non-dumpable, so no process of
 # the sandbox can reach its descriptors or memory.
-import builtins, json, os, resource, select, signal, sys, time
+import builtins, os, resource, select, signal, sys, time
 
 import rllm_wire
 
@@ -92,9 +92,9 @@ def run(cfg, code, err, prelude, load, ch):
             status = 0
     os.close(req_w)
     os.close(ans_r)
-    r = {"took": time.monotonic() - start, "cpu": cpu, "err": read(".rllm/err", 1 << 20)[-256:].decode("utf-8", "replace")}
+    r = {"took": time.monotonic() - start, "cpu": cpu, "err": rllm_wire.read(".rllm/err", 1 << 20)[-256:].decode("utf-8", "replace")}
     if not serve:
-        out = read(".rllm/out", cfg["out_cap"] + 1)
+        out = rllm_wire.read(".rllm/out", cfg["out_cap"] + 1)
         try:
             big = os.stat(".rllm/out").st_size > cfg["out_cap"]
         except OSError:
@@ -196,7 +196,7 @@ def child(cfg, code, err, prelude, serve, req_r, ans_w):
     os.closerange(3, keep[0])
     os.closerange(keep[0] + 1, keep[1])
     os.closerange(keep[1] + 1, 1 << 16)
-    lower(resource.RLIMIT_CPU, cfg["cpu_s"], cfg["cpu_s"] + 1)
+    rllm_wire.lower(resource.RLIMIT_CPU, cfg["cpu_s"], cfg["cpu_s"] + 1)
     signal.signal(signal.SIGXFSZ, signal.SIG_DFL)
     sys.stdin = open(0, "r", closefd=False)
     sys.stdout = out = open(1, "w", closefd=False)
@@ -308,14 +308,6 @@ def clean(keep):
                     pass
 
 
-def lower(which, soft, hard):
-    """Sets an rlimit no higher than the one the sandbox set."""
-    _, cur = resource.getrlimit(which)
-    if cur != resource.RLIM_INFINITY:
-        soft, hard = min(soft, cur), min(hard, cur)
-    resource.setrlimit(which, (soft, hard))
-
-
 def drain(fd):
     os.set_blocking(fd, False)
     b = b""
@@ -333,14 +325,6 @@ def drain(fd):
 def write_all(fd, b):
     while b:
         b = b[os.write(fd, b):]
-
-
-def read(path, n):
-    try:
-        with open(path, "rb") as f:
-            return f.read(n)
-    except OSError:
-        return b""
 
 
 def format_exc():

@@ -40,7 +40,7 @@ def main():
             pass
         if timed_out:
             os.waitpid(pid, 0)
-        r = {"took": time.monotonic() - start, "cpu": cpu, "err": read(".rllm/err", 1 << 20)[-256:].decode("utf-8", "replace")}
+        r = {"took": time.monotonic() - start, "cpu": cpu, "err": rllm_wire.read(".rllm/err", 1 << 20)[-256:].decode("utf-8", "replace")}
         if timed_out:
             r["timeout"] = True
         elif os.WIFSIGNALED(status):
@@ -62,7 +62,7 @@ def child(cfg, prelude, src, ch):
     os.closerange(3, keep[0])
     os.closerange(keep[0] + 1, keep[1])
     os.closerange(keep[1] + 1, 1 << 16)
-    lower(resource.RLIMIT_CPU, cfg["cpu_s"], cfg["cpu_s"] + 1)
+    rllm_wire.lower(resource.RLIMIT_CPU, cfg["cpu_s"], cfg["cpu_s"] + 1)
     sys.stdin = open(0, "r", closefd=False)
     sys.stdout = open(1, "w", closefd=False)
     sys.stderr = open(2, "w", closefd=False)
@@ -165,22 +165,6 @@ def wait(pid, timeout):
     finally:
         if pfd is not None:
             os.close(pfd)
-
-
-def lower(which, soft, hard):
-    """Sets an rlimit no higher than the one the sandbox set."""
-    _, cur = resource.getrlimit(which)
-    if cur != resource.RLIM_INFINITY:
-        soft, hard = min(soft, cur), min(hard, cur)
-    resource.setrlimit(which, (soft, hard))
-
-
-def read(path, n):
-    try:
-        with open(path, "rb") as f:
-            return f.read(n)
-    except OSError:
-        return b""
 
 
 main()

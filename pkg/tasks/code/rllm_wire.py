@@ -22,7 +22,7 @@
 # "kw": {...}, "key": v}; answers: {"ret": v} or {"raise": [type, text]};
 # while a side waits for its answer it serves the other side's requests
 # (a reply calling a function the test passed it).
-import base64, builtins, collections, decimal, fractions, json, os, sys
+import base64, builtins, collections, decimal, fractions, json, os, resource, sys
 
 if hasattr(sys, "set_int_max_str_digits"):
     sys.set_int_max_str_digits(0)  # rllm bounds the digits of a number
@@ -309,3 +309,21 @@ def remote_error(name, text):
         e = Exception("%s: %s" % (name, text))
     e.rllm_remote = name
     return e
+
+
+# What both harnesses do to a test's process.
+
+def lower(which, soft, hard):
+    """Sets an rlimit no higher than the one the sandbox set."""
+    _, cur = resource.getrlimit(which)
+    if cur != resource.RLIM_INFINITY:
+        soft, hard = min(soft, cur), min(hard, cur)
+    resource.setrlimit(which, (soft, hard))
+
+
+def read(path, n):
+    try:
+        with open(path, "rb") as f:
+            return f.read(n)
+    except OSError:
+        return b""
