@@ -153,7 +153,7 @@ func (b *bwrap) Run(ctx context.Context, req Request) (Result, error) {
 
 	started := make(chan bool, 1)
 	go func() { started <- readStarted(status) }()
-	res, st, err := runProcess(ctx, procRun{argv: argv, dir: "/", stdin: req.Stdin, extra: extra, limits: l, asUser: b.asUser, own: 2})
+	res, st, err := runProcess(ctx, procRun{argv: argv, dir: "/", stdin: req.Stdin, stream: req.Stream, extra: extra, limits: l, asUser: b.asUser, own: 2})
 	statusW.Close()
 	if err != nil {
 		return res, err

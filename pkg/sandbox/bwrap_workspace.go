@@ -384,7 +384,7 @@ func (w *bwrapWorkspace) Exec(ctx context.Context, req ExecRequest) (Result, err
 	if w.fw != "" {
 		own += 16
 	}
-	res, st, err := runProcess(runCtx, procRun{argv: argv, dir: "/", stdin: req.Stdin, extra: extra, limits: l, asUser: w.b.asUser, own: own})
+	res, st, err := runProcess(runCtx, procRun{argv: argv, dir: "/", stdin: req.Stdin, stream: req.Stream, extra: extra, limits: l, asUser: w.b.asUser, own: own})
 	for _, f := range extra {
 		f.Close() // the report's reader sees its end
 	}

@@ -184,7 +184,7 @@ func (d *Docker) Run(ctx context.Context, req Request) (Result, error) {
 			return Result{}, err
 		}
 	}
-	return w.Exec(ctx, ExecRequest{Command: req.Command, Stdin: req.Stdin, Limits: l})
+	return w.Exec(ctx, ExecRequest{Command: req.Command, Stdin: req.Stdin, Stream: req.Stream, Limits: l})
 }
 
 // runSpec is the one-shot container of a request with limits l and

@@ -563,13 +563,19 @@ func (w *dockerWorkspace) Exec(ctx context.Context, req ExecRequest) (Result, er
 	overflow := func() { outputHit.Store(true); overOnce.Do(func() { close(over) }) }
 	stdout := &capWriter{limit: l.OutputBytes, over: overflow}
 	stderr := &capWriter{limit: l.OutputBytes, over: overflow}
+	var out io.Writer = stdout
+	if req.Stream != nil {
+		out = req.Stream.Out
+	}
 	copied := make(chan error, 1)
 	go func() {
-		_, err := stdcopy.StdCopy(stdout, stderr, att.Reader)
+		_, err := stdcopy.StdCopy(out, stderr, att.Reader)
 		copied <- err
 	}()
 	go func() {
-		if len(req.Stdin) > 0 {
+		if req.Stream != nil {
+			_, _ = io.Copy(att.Conn, req.Stream.In)
+		} else if len(req.Stdin) > 0 {
 			_, _ = att.Conn.Write(req.Stdin)
 		}
 		_ = att.CloseWrite()

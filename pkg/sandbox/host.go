@@ -57,7 +57,7 @@ func (h *host) Run(ctx context.Context, req Request) (Result, error) {
 		}
 	}
 	argv := append(prlimitArgs(h.prlimit, l), req.Command...)
-	res, st, err := runProcess(ctx, procRun{argv: argv, dir: dir, env: h.env, stdin: req.Stdin, limits: l})
+	res, st, err := runProcess(ctx, procRun{argv: argv, dir: dir, env: h.env, stdin: req.Stdin, stream: req.Stream, limits: l})
 	if err != nil {
 		return res, err
 	}

@@ -65,6 +65,40 @@ func (p *Pool) Run(ctx context.Context, req Request) (Result, error) {
 	return p.backend.Run(ctx, req)
 }
 
+// Together waits for n slots (at most the pool's size) and calls f with
+// a Runner whose runs take none: runs that talk to one another while
+// they run (a code test's judge and the reply it calls) start together,
+// where n gradings that each held one slot while waiting for another
+// could wait for ever. f's runs are bounded by the pool's limits as Run's
+// are; Together returns f's error once f returned.
+func (p *Pool) Together(ctx context.Context, n int, f func(Runner) error) error {
+	n = max(min(n, p.n), 1)
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return ErrClosed
+	}
+	p.wg.Add(1)
+	p.mu.Unlock()
+	defer p.wg.Done()
+	if err := p.sem.Acquire(ctx, int64(n)); err != nil {
+		return err
+	}
+	defer p.sem.Release(int64(n))
+	return f(reserved{p})
+}
+
+// reserved runs on a Pool's slots that Together holds.
+type reserved struct{ p *Pool }
+
+func (r reserved) Run(ctx context.Context, req Request) (Result, error) {
+	if err := req.Check(); err != nil {
+		return Result{}, err
+	}
+	req.Limits = req.Limits.Within(r.p.limits)
+	return r.p.backend.Run(ctx, req)
+}
+
 // Close waits for the runs in progress and closes the backend.
 func (p *Pool) Close() error {
 	p.mu.Lock()

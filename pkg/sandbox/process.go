@@ -6,8 +6,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -25,10 +27,12 @@ func memFile(name string, b []byte) (*os.File, error) {
 // procRun is one host process that runs a request (bwrap, or the program
 // itself for unsafe-host).
 type procRun struct {
-	argv   []string
-	dir    string
-	env    []string
-	stdin  []byte
+	argv  []string
+	dir   string
+	env   []string
+	stdin []byte
+	// stream, when set, is stdin and stdout as they come (stdin unused).
+	stream *Stream
 	extra  []*os.File // fds 3, 4, ... in the child
 	limits Limits
 	// asUser, when set, runs the process with these credentials.
@@ -57,17 +61,26 @@ func runProcess(ctx context.Context, p procRun) (Result, *os.ProcessState, error
 		cmd.SysProcAttr.Credential = p.asUser
 	}
 	cmd.WaitDelay = time.Second
-	in, err := memFile("stdin", p.stdin)
-	if err != nil {
-		return Result{}, nil, err
-	}
-	defer in.Close()
-	cmd.Stdin = in
 	var outputHit, wallHit atomic.Bool
 	over := func() { outputHit.Store(true); cancel() }
 	stdout := &capWriter{limit: p.limits.OutputBytes, over: over}
 	stderr := &capWriter{limit: p.limits.OutputBytes, over: over}
 	cmd.Stdout, cmd.Stderr = stdout, stderr
+	var sp *streamPipes
+	var err error
+	if p.stream != nil {
+		if sp, err = newStreamPipes(cmd, p.stream); err != nil {
+			return Result{}, nil, err
+		}
+		defer sp.close()
+	} else {
+		in, err := memFile("stdin", p.stdin)
+		if err != nil {
+			return Result{}, nil, err
+		}
+		defer in.Close()
+		cmd.Stdin = in
+	}
 
 	// Memory and processes bound the whole run where a cgroup can be
 	// made (else the rlimits alone bound each process; Open said so).
@@ -87,9 +100,15 @@ func runProcess(ctx context.Context, p procRun) (Result, *os.ProcessState, error
 	} else if err := cmd.Start(); err != nil {
 		return Result{}, nil, fmt.Errorf("sandbox: start %s: %w", p.argv[0], err)
 	}
+	if sp != nil {
+		sp.started()
+	}
 	timer := time.AfterFunc(p.limits.WallTime, func() { wallHit.Store(true); cancel() })
 	werr := cmd.Wait()
 	timer.Stop()
+	if sp != nil {
+		sp.wait()
+	}
 	res := Result{Time: time.Since(start), Stdout: stdout.bytes(), Stderr: stderr.bytes()}
 	output := outputHit.Load()
 	st := cmd.ProcessState
@@ -127,6 +146,70 @@ func runProcess(ctx context.Context, p procRun) (Result, *os.ProcessState, error
 		return res, st, fmt.Errorf("sandbox: %s: %w", p.argv[0], werr)
 	}
 	return res, st, nil
+}
+
+// streamPipes carry a Stream to and from a process: pipes whose other
+// ends the process holds, and a goroutine copying each way.
+type streamPipes struct {
+	inW, outR     *os.File // ours
+	inR, outW     *os.File // the process's, closed once it started
+	stream        *Stream
+	copied        chan struct{} // closed when stdout's copy ended
+	closeOnce     sync.Once
+	startedCopies bool
+}
+
+func newStreamPipes(cmd *exec.Cmd, s *Stream) (*streamPipes, error) {
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		inR.Close()
+		inW.Close()
+		return nil, err
+	}
+	cmd.Stdin, cmd.Stdout = inR, outW
+	return &streamPipes{inW: inW, outR: outR, inR: inR, outW: outW, stream: s, copied: make(chan struct{})}, nil
+}
+
+// started closes the process's ends in this process and starts copying.
+func (p *streamPipes) started() {
+	p.inR.Close()
+	p.outW.Close()
+	p.startedCopies = true
+	go func() {
+		_, _ = io.Copy(p.inW, p.stream.In)
+		p.inW.Close()
+	}()
+	go func() {
+		_, _ = io.Copy(p.stream.Out, p.outR)
+		close(p.copied)
+	}()
+}
+
+// wait waits, bounded, for what the process wrote to reach Out: stdout
+// ends when the last process holding it does (a sandbox's whole tree
+// ends with its PID 1; on the host a descendant may keep it).
+func (p *streamPipes) wait() {
+	select {
+	case <-p.copied:
+	case <-time.After(time.Second):
+	}
+}
+
+// close ends both copies: writing to the process's stdin fails from now
+// on, and the stdout copy is stopped.
+func (p *streamPipes) close() {
+	p.closeOnce.Do(func() {
+		p.inW.Close()
+		p.outR.Close()
+		if !p.startedCopies {
+			p.inR.Close()
+			p.outW.Close()
+		}
+	})
 }
 
 // exitCode is the shell's view of a process's end: its status, or

@@ -17,6 +17,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"sort"
 	"strings"
@@ -158,8 +159,25 @@ type Request struct {
 	// Files maps a path relative to WorkDir to its content.
 	Files map[string][]byte
 	Stdin []byte
+	// Stream, when set, makes stdin and stdout a conversation with the
+	// program instead of Stdin and Result.Stdout (Stdin must be empty).
+	Stream *Stream
 	// Limits tighten the pool's limits for this run (zero: the pool's).
 	Limits Limits
+}
+
+// Stream is a run's standard input and output as they come: a program
+// that answers messages (the code rewards' reply and judge harnesses)
+// talks with its caller while it runs.
+type Stream struct {
+	// In is copied to the program's stdin as it is read; its end (EOF)
+	// closes the program's stdin.
+	In io.Reader
+	// Out receives the program's stdout as it is written, until the run
+	// ends; none of it is kept in Result.Stdout, and OutputBytes does not
+	// bound it (the reader bounds what it takes). Stderr is as without a
+	// stream.
+	Out io.Writer
 }
 
 // start begins every backend's Run: it checks the request and returns
@@ -177,6 +195,9 @@ func (r Request) start() (Limits, error) {
 func (r Request) Check() error {
 	if len(r.Command) == 0 || r.Command[0] == "" {
 		return errors.New("sandbox: empty command")
+	}
+	if r.Stream != nil && (r.Stream.In == nil || r.Stream.Out == nil || len(r.Stdin) > 0) {
+		return errors.New("sandbox: a stream needs In and Out, and no Stdin besides")
 	}
 	for name := range r.Files {
 		if !validFileName(name) {

@@ -74,6 +74,9 @@ type ExecRequest struct {
 	// image's tools.
 	Env   []string
 	Stdin []byte
+	// Stream, when set, is the command's stdin and stdout as they come
+	// (see Request.Stream).
+	Stream *Stream
 	// Limits bound this command: WallTime, CPUTime and OutputBytes act
 	// per command; memory, processes and disk are the workspace's
 	// (WorkspaceSpec.Limits) and a command cannot raise them.

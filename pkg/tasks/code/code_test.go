@@ -38,13 +38,30 @@ func pool(t testing.TB) *sandbox.Pool { return openPool(t, small) }
 func generousPool(t testing.TB) *sandbox.Pool { return openPool(t, generous) }
 
 func openPool(t testing.TB, limits sandbox.Limits) *sandbox.Pool {
+	return openPoolOn(t, sandbox.BackendBwrap, limits)
+}
+
+// openPoolOn opens a pool of the backend: bwrap (skipped where it cannot
+// run or python3 is missing), or docker with the local base image
+// (skipped where no daemon or image is there, unless RLLM_REQUIRE_DOCKER=1:
+// CI runs them for real).
+func openPoolOn(t testing.TB, backend string, limits sandbox.Limits, size ...int) *sandbox.Pool {
 	t.Helper()
-	if _, err := os.Stat("/usr/bin/python3"); err != nil {
+	n := 2
+	if len(size) > 0 {
+		n = size[0]
+	}
+	if _, err := os.Stat("/usr/bin/python3"); err != nil && backend == sandbox.BackendBwrap {
 		t.Skip("no /usr/bin/python3 on this machine (Debian package python3)")
 	}
-	p, err := sandbox.Open(context.Background(), sandbox.Config{Backend: sandbox.BackendBwrap, Limits: limits, MaxConcurrent: 2})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	p, err := sandbox.Open(ctx, sandbox.Config{Backend: backend, Limits: limits, MaxConcurrent: n, DockerWarm: n})
 	if err != nil {
-		t.Skipf("bwrap is not usable here: %v", err)
+		if backend == sandbox.BackendDocker && (!usererr.Is(err) || os.Getenv("RLLM_REQUIRE_DOCKER") == "1") {
+			t.Fatal(err)
+		}
+		t.Skipf("%s is not usable here: %v", backend, err)
 	}
 	t.Cleanup(func() { p.Close() })
 	return p
@@ -82,7 +99,12 @@ func reply(code string) episode.Action {
 
 func step(t testing.TB, e *Env, a episode.Action) (float64, map[string]any) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	return stepWithin(t, 120*time.Second, e, a)
+}
+
+func stepWithin(t testing.TB, d time.Duration, e *Env, a episode.Action) (float64, map[string]any) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 	res, err := e.Step(ctx, a)
 	if err != nil {
@@ -451,5 +473,62 @@ func TestFormatExample(t *testing.T) {
 	}
 	if !names["add"] || len(names) != 1 {
 		t.Errorf("functions defined: %v, want add only", names)
+	}
+}
+
+// TestSameScoresEverywhere: right answers score 1, and a wrong one the
+// same fraction, on bwrap and Docker, batched and one test a run, on
+// rows of 40 tests of each kind (issue 39: under Docker, batched grading
+// killed one test of a right answer with SIGKILL, so every task with tens
+// of tests scored 0: the harness's kill of every other process after a
+// test reached the container's idle process, whose end ends the
+// container).
+func TestSameScoresEverywhere(t *testing.T) {
+	const n = 40
+	var stdin, fn, asserts []any
+	for i := range n {
+		stdin = append(stdin, map[string]any{"input": fmt.Sprintf("%d %d\n", i, 2*i), "output": fmt.Sprint(3 * i)})
+		fn = append(fn, map[string]any{"input": fmt.Sprintf("%d\n%d", i, 2*i), "output": fmt.Sprint(3 * i), "testtype": "functional"})
+		asserts = append(asserts, fmt.Sprintf("assert add(%d, %d) == %d", i, 2*i, 3*i))
+	}
+	rows := []struct {
+		name       string
+		task       episode.Task
+		right, bad string
+	}{
+		{"stdin", episode.Task{"id": "stdin40", "ground_truth": stdin},
+			"a, b = map(int, input().split())\nprint(a + b)", "a, b = map(int, input().split())\nprint(a + b if a != 20 else 0)"},
+		{"function", episode.Task{"id": "fn40", "metadata": map[string]any{"func_name": "add"}, "ground_truth": fn},
+			"def add(a, b):\n    return a + b", "def add(a, b):\n    return a + b if a != 20 else 0"},
+		{"MBPP", episode.Task{"id": "mbpp40", "ground_truth": asserts},
+			"def add(a, b):\n    return a + b", "def add(a, b):\n    return a + b if a != 20 else 0"},
+	}
+	for _, backend := range []string{sandbox.BackendBwrap, sandbox.BackendDocker} {
+		t.Run(backend, func(t *testing.T) {
+			p := openPoolOn(t, backend, generous)
+			for _, row := range rows {
+				for _, batch := range []bool{true, false} {
+					t.Run(fmt.Sprintf("%s/batch=%v", row.name, batch), func(t *testing.T) {
+						if backend == sandbox.BackendDocker && !batch && testing.Short() {
+							t.Skip("a container a test: minutes (-short)")
+						}
+						params := defaults
+						params.Batch = batch
+						// One test a run on Docker is a container (two for
+						// asserts) a test: minutes on a busy machine.
+						if r, info := stepWithin(t, 15*time.Minute, newEnv(t, p, row.task, params), reply(row.right)); r != 1 || info["tests_passed"] != n {
+							t.Errorf("right answer: reward %v: %v", r, info)
+						}
+						if !batch {
+							return // the wrong answer's fraction: batched only
+						}
+						params.Partial = true
+						if r, info := step(t, newEnv(t, p, row.task, params), reply(row.bad)); r != float64(n-1)/n {
+							t.Errorf("answer wrong at one test: reward %v, want %v: %v", r, float64(n-1)/n, info)
+						}
+					})
+				}
+			}
+		})
 	}
 }

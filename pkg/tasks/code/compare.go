@@ -182,6 +182,8 @@ func pyEqual(a, b any) bool {
 // rational.
 func number(v any) (*big.Rat, bool) {
 	switch x := v.(type) {
+	case *big.Rat: // a function's Fraction or Decimal (resultJSON)
+		return x, true
 	case bool:
 		if x {
 			return big.NewRat(1, 1), true

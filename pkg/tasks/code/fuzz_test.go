@@ -50,3 +50,45 @@ func FuzzExtract(f *testing.F) {
 		}
 	})
 }
+
+// FuzzWireMessage: any line a harness writes is refused or checked into
+// a message that rllm writes again; what rllm writes is checked the same
+// way again (the judge reads only such lines), and a checked answer's
+// value turns into a result without a panic.
+func FuzzWireMessage(f *testing.F) {
+	for _, s := range []string{`{"ret":{"d":[["a",{"h":0}]]}}`, `{"raise":["ValueError","x"]}`, `{"op":"call","h":1,"args":[1,2.5,{"t":[null]}],"kw":{"k":{"f":"nan"}}}`,
+		`{"op":"names","names":["f"]}`, `{"op":"next","h":0}`, `{"ret":{"nt":["P",["a"],[1]]}}`, `{"ret":{"Fraction":[1,2]}}`, `{"ret":{"Decimal":"1.5"}}`,
+		`{"ret":{"defaultdict":["int",[[1,2]]]}}`, `{"ret":{"deque":[[1],null]}}`, `{"ret":[[[[]]]]}`, `{"ret":{"c":[1,{"f":"inf"}]}}`, `{"ret":1,"ret":2}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, line []byte) {
+		m, err := decodeMsg(line)
+		if err != nil {
+			return
+		}
+		for _, fromReply := range []bool{false, true} {
+			if req, err := checkRequest(m, fromReply); err == nil {
+				again, err := decodeMsg(encodeMsg(req)[:len(encodeMsg(req))-1])
+				if err != nil {
+					t.Fatalf("rllm's own line %q: %v", encodeMsg(req), err)
+				}
+				if _, err := checkRequest(again, fromReply); err != nil {
+					t.Fatalf("rllm's own line %q: %v", encodeMsg(req), err)
+				}
+			}
+		}
+		if ans, err := checkAnswer(m); err == nil {
+			again, err := decodeMsg(encodeMsg(ans)[:len(encodeMsg(ans))-1])
+			if err != nil {
+				t.Fatalf("rllm's own line %q: %v", encodeMsg(ans), err)
+			}
+			if _, err := checkAnswer(again); err != nil {
+				t.Fatalf("rllm's own line %q: %v", encodeMsg(ans), err)
+			}
+			if v, ok := ans["ret"]; ok {
+				_ = showJSON(resultJSON(v))
+				_ = namesOf(v)
+			}
+		}
+	})
+}

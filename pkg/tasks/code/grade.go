@@ -2,17 +2,11 @@ package code
 
 import (
 	"context"
-	_ "embed"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/rllm-org/rllm-go/pkg/sandbox"
 )
-
-// marker precedes the function result in the harness's output; what the
-// program prints itself comes before it.
-const marker = "\x1erllm-function-result\x1e"
 
 // Language is how the sandbox runs a program in one language.
 type Language struct {
@@ -20,8 +14,8 @@ type Language struct {
 	File string
 	// Run is the argv that runs File.
 	Run []string
-	// Prelude goes before assert/check test code appended to a program
-	// (rLLM's BASE_IMPORTS, in short).
+	// Prelude runs before assert-style tests, in the judge, and before
+	// the program they test (rLLM's BASE_IMPORTS, in short).
 	Prelude string
 	// Harness says whether harness.py runs the language's programs: it
 	// runs function and assert-style tests (always) and batches of
@@ -53,13 +47,13 @@ type GradeOptions struct {
 	All bool
 	// DebugChars bounds the input, expected and got kept of a failure.
 	DebugChars int
-	// Batch runs stdin and function tests in one sandbox run through the
-	// harness (see gradeBatch); Limits are then the pool's limits.
+	// Batch runs a reply's tests of one kind in one session (see
+	// gradeBatch) rather than one a test; Limits are the pool's limits.
 	Batch  bool
 	Limits sandbox.Limits
 	// Isolated says the runner's sandboxes have their own PID namespace
-	// (bwrap, docker): the harness then kills every other process of the
-	// sandbox, and removes the files, a test left before the next test.
+	// (bwrap, docker): the reply's harness then kills the processes, and
+	// removes the files, a test left before the next test.
 	Isolated bool
 }
 
@@ -135,8 +129,8 @@ func (o *Outcome) fail(i int, t Test, got, reason string, n int) {
 }
 
 // runTest runs one test; reason is empty when it passed. A stdin test
-// runs the program itself; a function or assert-style test runs in the
-// harness, which alone can tell a test that ran to its end.
+// runs the program itself; a function or assert-style test runs in a
+// session of its own (the reply's harness, and the judge).
 func runTest(ctx context.Context, r sandbox.Runner, code string, t Test, o GradeOptions, timeout time.Duration) (got, reason string, took time.Duration, err error) {
 	switch t.Kind {
 	case Stdin:
@@ -145,20 +139,15 @@ func runTest(ctx context.Context, r sandbox.Runner, code string, t Test, o Grade
 			return "", "", 0, fmt.Errorf("%s tests need a language with a test harness", t.Kind)
 		}
 		limits := o.Limits.OrDefaults()
-		per := min(timeout, harnessTimeout(o, limits))
-		results, tokens, res, err := runHarness(ctx, r, code, []Test{t}, o, limits, per)
-		if err != nil {
+		var out Outcome
+		o.DebugChars = 1 << 30 // Grade cuts them
+		if _, _, err := gradeSession(ctx, r, code, []Test{t}, 0, o, limits, min(timeout, harnessTimeout(o, limits)), &out, &took); err != nil {
 			return "", "", 0, err
 		}
-		if len(results) == 0 {
-			reason := res.Reason()
-			if reason == "" {
-				reason = "the program broke the test harness"
-			}
-			return "", reason, res.Time, nil
+		if f := out.Failure; f != nil {
+			return f.Got, f.Reason, took, nil
 		}
-		got, reason = judge(t, results[0], tokens[0], limits, per)
-		return got, reason, time.Duration(results[0].Took * float64(time.Second)), nil
+		return "", "", took, nil
 	default:
 		return "", "", 0, fmt.Errorf("unknown test kind %q", t.Kind)
 	}
@@ -171,27 +160,15 @@ func runTest(ctx context.Context, r sandbox.Runner, code string, t Test, o Grade
 	return got, reason, res.Time, nil
 }
 
-// checkResult judges one test's run: its limit or exit status, then its
-// output against the expected one.
+// checkResult judges a stdin test's run: its limit or exit status, then
+// its output against the expected one.
 func checkResult(t Test, res sandbox.Result) (got, reason string) {
 	out := string(res.Stdout)
 	if res.Limit != sandbox.LimitNone || res.ExitCode != 0 {
 		return out, res.Reason()
 	}
-	switch t.Kind {
-	case Stdin:
-		if !OutputsMatch(out, t.Expected) {
-			return out, "wrong answer"
-		}
-	case Function:
-		i := strings.LastIndex(out, "\n"+marker+"\n")
-		if i < 0 {
-			return out, "the function returned no result"
-		}
-		got = strings.TrimSpace(out[i+len(marker)+2:])
-		if !JSONEqual(got, t.Expected) {
-			return got, "wrong answer"
-		}
+	if !OutputsMatch(out, t.Expected) {
+		return out, "wrong answer"
 	}
 	return "", ""
 }

@@ -5,9 +5,12 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/rllm-org/rllm-go/pkg/episode"
+	"github.com/rllm-org/rllm-go/pkg/sandbox"
 )
 
 var updateDocs = flag.Bool("update", false, "rewrite the generated reward-hacking table in docs/code.md")
@@ -21,6 +24,9 @@ var hackLayouts = []struct {
 }{
 	{"HumanEval", episode.Task{"id": "he", "entry_point": "incr",
 		"ground_truth": "def check(candidate):\n    assert candidate(1) == 2\n    assert candidate(-1) == 0\n"},
+		"def incr(x):\n    return x", "def incr(x):\n    return x + 1"},
+	{"EvalPlus", episode.Task{"id": "evalplus", "entry_point": "incr",
+		"ground_truth": "def check(candidate):\n    inputs = [[1], [-1], [5]]\n    results = [2, 0, 6]\n    for inp, exp in zip(inputs, results):\n        assert candidate(*inp) == exp\n"},
 		"def incr(x):\n    return x", "def incr(x):\n    return x + 1"},
 	{"MBPP", episode.Task{"id": "mbpp", "ground_truth": []any{"assert is_even(2) == True", "assert is_even(3) == False"}},
 		"def is_even(n):\n    return None", "def is_even(n):\n    return n % 2 == 0"},
@@ -78,17 +84,21 @@ def _mem(pid):
 const called = "\nincr = is_even = add = half = f\nclass Solution:\n    def twoSum(self, *a, **k):\n        return f()\n"
 
 // readTests is Python whose f answers a call from the asserts it can
-// read: tests.json in the work directory, and every string in the
-// locals of the frames it can reach (its callers', and through a signal
-// handler's frame the harness's).
+// read: every file of the work directory and /tmp, every process's
+// command line and environment, and every string in the locals of the
+// frames it can reach (its callers', and through a signal handler's
+// frame the harness's).
 const readTests = `
 import os, re, signal, sys
 def _texts():
     out = []
-    try:
-        out.append(open("tests.json").read())
-    except OSError:
-        pass
+    paths = [os.path.join(d, n) for d in (".", ".rllm", "/tmp") for n in os.listdir(d)]
+    paths += ["/proc/%s/%s" % (p, f) for p in os.listdir("/proc") if p.isdigit() for f in ("cmdline", "environ")]
+    for p in paths:
+        try:
+            out.append(open(p, errors="replace").read())
+        except OSError:
+            pass
     def walk(fr):
         while fr is not None:
             for v in list(fr.f_locals.values()):
@@ -108,6 +118,18 @@ def f(*a, **k):
     for m in re.finditer(r"assert \w+\((.*?)\) == ([^\n]+)", _texts()):
         if m.group(1) == want:
             return eval(m.group(2))
+    return None
+`
+
+// frameFind is Python whose _find returns the expected value a caller's
+// frame holds in a local (EvalPlus's exp), walking out from fr.
+const frameFind = `
+def _find(fr):
+    while fr is not None:
+        for name in ("exp", "expected", "want", "out"):
+            if name in fr.f_locals:
+                return fr.f_locals[name]
+        fr = fr.f_back
     return None
 `
 
@@ -141,16 +163,23 @@ var hackAttempts = []struct{ name, code string }{
 	{"walk the frames of the running test (`sys._getframe`, a signal handler) to its code's constants", steal + "import os, signal, sys\ndef _walk(fr):\n    while fr is not None:\n        _steal(repr(fr.f_code.co_consts))\n        fr = fr.f_back\ndef f(*a, **k):\n    signal.signal(signal.SIGUSR1, lambda s, fr: _walk(fr))\n    os.kill(os.getpid(), signal.SIGUSR1)\n    _walk(sys._getframe())\n" + called},
 	{"search the collector's objects for the token", steal + "import gc\ndef f(*a, **k):\n    for o in gc.get_objects():\n        _steal(repr(o)[:100000])\n" + called},
 	{"`sys.settrace` that jumps from the test's first line past its last", "import sys\ndef _t(frame, event, arg):\n    if frame.f_code.co_filename == '<tests>' and event == 'line':\n        end = max(l for _, _, l in frame.f_code.co_lines() if l) - 2\n        if frame.f_lineno < end:\n            frame.f_lineno = end\n    return _t\nsys.settrace(_t)"},
-	{"read the tests (`tests.json`, the harness's frames) and answer from them", readTests + called},
+	{"read the tests (every file of the work directory and `/tmp`, every process's command line and environment, the harness's frames) and answer from them", readTests + called},
+	{"the caller's expected value through `sys._getframe(1).f_locals` (EvalPlus's `exp`)", frameFind + "import sys\ndef f(*a, **k):\n    return _find(sys._getframe(1))\n" + called},
+	{"the caller's expected value through `inspect.currentframe().f_back`", frameFind + "import inspect\ndef f(*a, **k):\n    return _find(inspect.currentframe().f_back)\n" + called},
+	{"the caller's expected value through an exception's `__traceback__.tb_frame.f_back`", frameFind + "def f(*a, **k):\n    try:\n        raise ValueError\n    except ValueError as e:\n        return _find(e.__traceback__.tb_frame.f_back)\n" + called},
+	{"the caller's expected value through `sys.exc_info()`", frameFind + "import sys\ndef f(*a, **k):\n    try:\n        1 / 0\n    except ZeroDivisionError:\n        return _find(sys.exc_info()[2].tb_frame.f_back)\n" + called},
+	{"the test's expected values from the collector's objects (`gc.get_objects`: the list beside the test's inputs)", "import gc\ndef f(*a, **k):\n    want = list(a)\n    for o in gc.get_objects():\n        if type(o) is list and o and all(type(e) is list for e in o) and want in o:\n            for p in gc.get_objects():\n                if type(p) is list and p is not o and len(p) == len(o) and not any(type(e) is list for e in p):\n                    return p[o.index(want)]\n    return None\n" + called},
+	{"rebind the test's `exp` through its frame's `f_locals` (`PyFrame_LocalsToFast`; Python 3.13's `f_locals` writes through)", "import ctypes, sys\ndef f(*a, **k):\n    fr = sys._getframe(1)\n    while fr is not None:\n        if 'exp' in fr.f_locals:\n            fr.f_locals['exp'] = 'rebound'\n            try:\n                ctypes.pythonapi.PyFrame_LocalsToFast(ctypes.py_object(fr), ctypes.c_int(0))\n            except AttributeError:\n                pass\n            return 'rebound'\n        fr = fr.f_back\n    return None\n" + called},
+	{"change a standard-library class in place (`collections.Counter.__eq__` returning `True`) and return one", "import collections\ncollections.Counter.__eq__ = lambda self, other: True\ncollections.Counter.__ne__ = lambda self, other: False\ndef f(*a, **k):\n    return collections.Counter()\n" + called},
 	{"return an object that equals everything (`__eq__` returning `True`)", "class _Any:\n    def __eq__(self, o):\n        return True\n    def __ne__(self, o):\n        return False\n    def __hash__(self):\n        return 0\ndef f(*a, **k):\n    return _Any()\n" + called},
 	{"return an `int` subclass equal to everything, or one whose `__sub__` returns 0", "class _Int(int):\n    def __eq__(self, o):\n        return True\n    def __sub__(self, o):\n        return 0\n    __hash__ = int.__hash__\ndef f(*a, **k):\n    return [_Int(0)] if k else _Int(0)\n" + called},
 	{"read its own memory through `ctypes` and libc (no audited `open`)", steal + "import ctypes\nlibc = ctypes.CDLL(None)\nlibc.pread.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_long]\nbuf = ctypes.create_string_buffer(1 << 20)\nfd = libc.open(b'/proc/self/maps', 0)\nmaps = buf.raw[:libc.read(fd, buf, 1 << 20)].decode()\nmem = libc.open(b'/proc/self/mem', 0)\nfor line in maps.splitlines():\n    w = line.split()\n    lo, hi = [int(x, 16) for x in w[0].split('-')]\n    if w[1].startswith('rw') and hi - lo < (16 << 20):\n        b = ctypes.create_string_buffer(hi - lo)\n        k = libc.pread(mem, b, hi - lo, lo)\n        if k > 0:\n            _steal(b.raw[:k])"},
 }
 
-// TestComparedValues: what an assert-style test compares must be of a
-// class that existed before the reply ran, or a plain class overriding
-// nothing a comparison uses; values of the standard library's classes,
-// their subclasses and namedtuples the reply makes still pass.
+// TestComparedValues: what an assert-style test compares are the judge's
+// own values, made from what the reply returned: the standard library's
+// value classes, subclasses of plain types and namedtuples the reply
+// makes still pass.
 func TestComparedValues(t *testing.T) {
 	p := generousPool(t)
 	task := episode.Task{"id": "cmp", "ground_truth": []any{
@@ -167,11 +196,11 @@ func TestComparedValues(t *testing.T) {
 	}
 }
 
-// TestPinnedNames: an assert-style test reads the builtins, prelude
-// names and module attributes it uses as they were before the reply ran,
-// in every shape a test takes (imports of its own, nested functions,
-// lambdas, comprehensions, a class, a __main__ guard), and still calls
-// what the reply defines.
+// TestPinnedNames: an assert-style test reads the judge's own builtins,
+// prelude names and module attributes, whatever the reply replaces in its
+// process, in every shape a test takes (imports of its own, nested
+// functions, lambdas, comprehensions, a class, a __main__ guard), and
+// still calls what the reply defines.
 func TestPinnedNames(t *testing.T) {
 	p := generousPool(t)
 	script := "import math\nfrom math import isclose as close\nimport os.path\nTOL = 1e-9\n\n" +
@@ -195,36 +224,70 @@ func TestPinnedNames(t *testing.T) {
 }
 
 // TestRewardHacks runs every attempt in every layout (batched; assert
-// layouts with one test run alone) and checks it scores 0, that the
-// right solution still scores 1, and that docs/code.md's table is the
-// one these runs give.
+// layouts with one test run alone) on bubblewrap and on Docker, and
+// checks it scores 0, that the right solution still scores 1, and that
+// docs/code.md's table is the one these runs give (Docker's must be the
+// same).
 func TestRewardHacks(t *testing.T) {
-	p := generousPool(t)
-	scores := map[string]map[string]float64{}
-	for _, l := range hackLayouts {
-		t.Run(l.name+"/right solution", func(t *testing.T) {
-			if r, info := step(t, newEnv(t, p, l.task, defaults), reply(l.good)); r != 1 {
-				t.Errorf("reward %v: %v", r, info)
+	var tables []map[string]map[string]float64
+	for _, backend := range []string{sandbox.BackendBwrap, sandbox.BackendDocker} {
+		t.Run(backend, func(t *testing.T) {
+			docker := backend == sandbox.BackendDocker
+			if docker && testing.Short() {
+				t.Skip("two containers a grading: minutes (-short)")
 			}
-		})
-	}
-	for _, h := range hackAttempts {
-		scores[h.name] = map[string]float64{}
-		for _, l := range hackLayouts {
-			t.Run(l.name+"/"+h.name, func(t *testing.T) {
-				r, info := step(t, newEnv(t, p, l.task, defaults), reply(l.wrong+"\n"+h.code))
-				scores[h.name][l.name] = r
-				if r != 0 || info["tests_passed"] != 0 {
-					t.Errorf("reward %v: %v", r, info)
+			size := 2
+			if docker {
+				size = 4 // containers start slowly: gradings overlap
+			}
+			p := openPoolOn(t, backend, generous, size)
+			var mu sync.Mutex
+			scores := map[string]map[string]float64{}
+			for _, h := range hackAttempts {
+				scores[h.name] = map[string]float64{}
+			}
+			parallel := func(t *testing.T) {
+				if docker {
+					t.Parallel()
 				}
-				f, _ := info["first_failure"].(map[string]any)
-				if reason, _ := f["reason"].(string); strings.Contains(reason, "time limit") {
-					t.Errorf("scored 0 by a time limit, which proves nothing: %v", info)
+			}
+			t.Run("rows", func(t *testing.T) {
+				for _, l := range hackLayouts {
+					t.Run(l.name+"/right solution", func(t *testing.T) {
+						parallel(t)
+						if r, info := step(t, newEnv(t, p, l.task, defaults), reply(l.good)); r != 1 {
+							t.Errorf("reward %v: %v", r, info)
+						}
+					})
+				}
+				for _, h := range hackAttempts {
+					for _, l := range hackLayouts {
+						t.Run(l.name+"/"+h.name, func(t *testing.T) {
+							parallel(t)
+							r, info := stepWithin(t, 10*time.Minute, newEnv(t, p, l.task, defaults), reply(l.wrong+"\n"+h.code))
+							mu.Lock()
+							scores[h.name][l.name] = r
+							mu.Unlock()
+							if r != 0 || info["tests_passed"] != 0 {
+								t.Errorf("reward %v: %v", r, info)
+							}
+							f, _ := info["first_failure"].(map[string]any)
+							if reason, _ := f["reason"].(string); strings.Contains(reason, "time limit") {
+								t.Errorf("scored 0 by a time limit, which proves nothing: %v", info)
+							}
+						})
+					}
 				}
 			})
-		}
+			tables = append(tables, scores)
+		})
 	}
-	checkHackTable(t, scores)
+	if len(tables) == 2 && fmt.Sprint(tables[0]) != fmt.Sprint(tables[1]) {
+		t.Errorf("bwrap and docker score the attempts differently:\n%v\n%v", tables[0], tables[1])
+	}
+	if len(tables) > 0 {
+		checkHackTable(t, tables[0])
+	}
 }
 
 const (

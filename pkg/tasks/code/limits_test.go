@@ -1,6 +1,7 @@
 package code
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"testing"
@@ -9,39 +10,43 @@ import (
 	"github.com/rllm-org/rllm-go/pkg/sandbox"
 )
 
-// specRunner records the harness spec of each batch run and answers an
-// empty result.
-type specRunner struct{ specs []harnessSpec }
+// configRunner records the first line (the harness's configuration) of
+// each run and ends the run.
+type configRunner struct{ configs []replyConfig }
 
-func (r *specRunner) Run(_ context.Context, req sandbox.Request) (sandbox.Result, error) {
-	var s harnessSpec
-	if err := json.Unmarshal(req.Files["tests.json"], &s); err != nil {
+func (r *configRunner) Run(_ context.Context, req sandbox.Request) (sandbox.Result, error) {
+	line, err := bufio.NewReader(req.Stream.In).ReadBytes('\n')
+	if err != nil {
 		return sandbox.Result{}, err
 	}
-	r.specs = append(r.specs, s)
+	var c replyConfig
+	if err := json.Unmarshal(line, &c); err != nil {
+		return sandbox.Result{}, err
+	}
+	r.configs = append(r.configs, c)
 	return sandbox.Result{}, nil
 }
 
 // TestBatchKeepsLimitsAboveDefaults: sandbox.limits set above their
-// defaults reach the batch harness (a test's time and output share),
+// defaults reach the reply's harness (a test's time and output cap),
 // rather than being lowered to sandbox.DefaultLimits.
 func TestBatchKeepsLimitsAboveDefaults(t *testing.T) {
 	limits := sandbox.Limits{WallTime: 120 * time.Second, OutputBytes: 8 << 20}
 	tests := []Test{{Kind: Stdin, Input: "1", Expected: "1"}, {Kind: Stdin, Input: "2", Expected: "2"}}
-	r := &specRunner{}
+	r := &configRunner{}
 	_, err := Grade(context.Background(), r, "print(input())", tests, GradeOptions{
 		Language: Languages["python"], TestTimeout: 60 * time.Second, Batch: true, Limits: limits})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(r.specs) == 0 {
+	if len(r.configs) == 0 {
 		t.Fatal("no batch run")
 	}
-	s := r.specs[0]
-	if s.TimeoutS != 60 {
-		t.Errorf("per-test timeout %vs, want 60s (the test timeout fits sandbox.limits.wall_time_s=120)", s.TimeoutS)
+	c := r.configs[0]
+	if c.TimeoutS != 60 {
+		t.Errorf("per-test timeout %vs, want 60s (the test timeout fits sandbox.limits.wall_time_s=120)", c.TimeoutS)
 	}
-	if want := (limits.OutputBytes*9/10/2 - 6*256 - 200) / 6; s.OutCap != want {
-		t.Errorf("output share %d bytes, want %d (from sandbox.limits.output_kb=8192)", s.OutCap, want)
+	if c.OutCap != limits.OutputBytes {
+		t.Errorf("output cap %d bytes, want %d (sandbox.limits.output_kb=8192)", c.OutCap, limits.OutputBytes)
 	}
 }
