@@ -1,4 +1,4 @@
-# rllm developer targets. The README's test command is `go test -race ./...`.
+# rllm developer targets. The README's test command is `go test -race -timeout 30m ./...` (the code rewards' Docker tests take minutes under -race).
 GO      ?= go
 BIN     ?= bin/rllm
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
@@ -10,7 +10,7 @@ build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w -X main.version=$(VERSION)" -o $(BIN) ./cmd/rllm
 
 test:
-	$(GO) test -race ./...
+	$(GO) test -race -timeout 30m ./...
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
