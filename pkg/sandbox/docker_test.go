@@ -879,6 +879,16 @@ func TestDockerWorkspaceImageVolume(t *testing.T) {
 	if res.OK() {
 		t.Fatal("40 MB went into the image's volume past an 8 MiB disk limit")
 	}
+	// KillAll restarts the container, which empties a tmpfs volume: what
+	// it held (the image's and the agent's) is there after it.
+	execWS(t, w, ExecRequest{Command: []string{"sh", "-c", "rm -f /data/fill; echo agent > /data/made"}})
+	if err := w.KillAll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	res = execWS(t, w, ExecRequest{Command: []string{"sh", "-c", "cat /data/sub/seed /data/made && stat -c '%u %a' /data/sub"}})
+	if out := string(res.Stdout); out != "seed\nagent\n65534 751\n" {
+		t.Fatalf("the volume after KillAll's restart: %q %q", res.Stdout, res.Stderr)
+	}
 }
 
 // TestDockerWorkspaceUser: a workspace of an unprivileged user runs its

@@ -11,6 +11,7 @@ import (
 	"io"
 	"io/fs"
 	"maps"
+	"os"
 	"path"
 	"path/filepath"
 	"slices"
@@ -767,6 +768,18 @@ func (w *dockerWorkspace) KillAll(ctx context.Context) error {
 	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), dockerTimeout)
 	defer cancel()
+	// A restart empties the image's VOLUMEs (tmpfs volumes): what they
+	// hold is kept on the host across it and put back.
+	saved, err := w.saveVolumes(cctx)
+	defer func() {
+		for _, f := range saved {
+			f.Close()
+			os.Remove(f.Name())
+		}
+	}()
+	if err != nil {
+		return err
+	}
 	now := 0
 	if _, err := w.d.cli.ContainerRestart(cctx, w.id, client.ContainerRestartOptions{Signal: "KILL", Timeout: &now}); err != nil {
 		if e := w.ended(); e != nil {
@@ -774,7 +787,42 @@ func (w *dockerWorkspace) KillAll(ctx context.Context) error {
 		}
 		return errDaemon("restart "+w.ID(), err)
 	}
+	for i, v := range w.spec.Volumes {
+		if _, err := saved[i].Seek(0, io.SeekStart); err != nil {
+			return err
+		}
+		if _, err := w.d.cli.CopyToContainer(cctx, w.id, client.CopyToContainerOptions{DestinationPath: v, Content: saved[i]}); err != nil {
+			return errDaemon("put "+v+" back into "+w.ID()+" after its restart", err)
+		}
+	}
 	return nil
+}
+
+// saveVolumes copies what each of the image's VOLUMEs holds into a
+// temporary host file (a tar), bounded by the workspace's disk limit.
+func (w *dockerWorkspace) saveVolumes(ctx context.Context) ([]*os.File, error) {
+	var saved []*os.File
+	for _, v := range w.spec.Volumes {
+		f, err := os.CreateTemp("", "rllm-volume-*.tar")
+		if err != nil {
+			return saved, err
+		}
+		saved = append(saved, f)
+		from, err := w.d.cli.CopyFromContainer(ctx, w.id, client.CopyFromContainerOptions{SourcePath: v + "/."})
+		if err != nil {
+			return saved, errDaemon("keep "+v+" of "+w.ID()+" across its restart", err)
+		}
+		limit := w.spec.Limits.DiskBytes + 64<<20 // the volume's tmpfs, and tar's headers
+		n, err := io.Copy(f, io.LimitReader(from.Content, limit+1))
+		from.Content.Close()
+		if err != nil {
+			return saved, errDaemon("keep "+v+" of "+w.ID()+" across its restart", err)
+		}
+		if n > limit {
+			return saved, fmt.Errorf("sandbox: docker: %s of %s holds more than its disk limit of %d MiB", v, w.ID(), w.spec.Limits.DiskBytes>>20)
+		}
+	}
+	return saved, nil
 }
 
 // ErrNoSuchUser is the error of a workspace whose WorkspaceSpec.User the
