@@ -121,6 +121,14 @@ func usagef(format string, args ...any) error { return usererr.Errorf(format, ar
 // Run executes the command line and returns the process exit code.
 func (a *App) Run(ctx context.Context, args []string) int {
 	a.ctx = ctx
+	// The logger, the progress printer and the envs' relayed lines all
+	// write to stderr from their own goroutines: one lock for them all
+	// (a test's buffer is not safe for concurrent writes; os.Stderr is).
+	if a.Stderr != nil {
+		orig := a.Stderr
+		a.Stderr = &lockedWriter{w: orig}
+		defer func() { a.Stderr = orig }()
+	}
 	defer packageLoggers()()
 	// Errors before the flags are parsed (an unknown command) must already
 	// honour --output json.
@@ -290,3 +298,15 @@ const (
 	exitUsage       = usererr.ExitUsage
 	exitInterrupted = usererr.ExitInterrupted
 )
+
+// lockedWriter serializes the writes of several goroutines to one writer.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}

@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 )
 
 // Permission policy for everything rllm writes.
@@ -349,3 +350,33 @@ func isUnsupported(err error) bool {
 	var pe *os.PathError
 	return errors.As(err, &pe) && (strings.Contains(pe.Err.Error(), "not supported") || strings.Contains(pe.Err.Error(), "invalid argument"))
 }
+
+// Move puts a finished file written elsewhere in place (a download kept
+// under another name so that it can be resumed): its data is synced, it
+// is renamed over path, and the rename is made durable.
+func Move(from, path string) error {
+	if err := syncFile(from); err != nil {
+		return err
+	}
+	if err := os.Rename(from, path); err != nil {
+		return err
+	}
+	return syncDir(filepath.Dir(path))
+}
+
+// Symlink makes path a symbolic link to target, replacing whatever link
+// was there in one step (a link under a name of its own, renamed over
+// path): a reader sees the old link or the new one, never none.
+func Symlink(target, path string) error {
+	tmp := fmt.Sprintf("%s.%d.%d.tmp", path, os.Getpid(), symlinkSeq.Add(1))
+	if err := os.Symlink(target, tmp); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	return syncDir(filepath.Dir(path))
+}
+
+var symlinkSeq atomic.Uint64

@@ -14,7 +14,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync/atomic"
 
 	"github.com/rllm-org/rllm-go/internal/atomicfile"
 )
@@ -89,8 +88,6 @@ func (c *Client) writeRef(repo, rev, commit string) error {
 	return cacheErr(atomicfile.WriteFile(p, []byte(commit)))
 }
 
-var linkSeq atomic.Int64
-
 // link points snapshots/<commit>/<path> at blobs/<etag> with a relative
 // symlink, replaced atomically.
 func (c *Client) link(repo, commit, path, etag string) (string, error) {
@@ -106,12 +103,7 @@ func (c *Client) link(repo, commit, path, etag string) (string, error) {
 	if err := os.MkdirAll(filepath.Dir(dst), atomicfile.DirMode); err != nil {
 		return "", cacheErr(err)
 	}
-	tmp := fmt.Sprintf("%s.%d.%d.tmp", dst, os.Getpid(), linkSeq.Add(1)) // unique per process and call
-	if err := os.Symlink(rel, tmp); err != nil {
-		return "", cacheErr(err)
-	}
-	if err := os.Rename(tmp, dst); err != nil {
-		os.Remove(tmp)
+	if err := atomicfile.Symlink(rel, dst); err != nil {
 		return "", cacheErr(err)
 	}
 	return dst, nil

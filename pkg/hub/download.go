@@ -173,7 +173,7 @@ func (c *Client) fetchBlob(ctx context.Context, repo, path string, m FileMeta) e
 			err = fmt.Errorf("%s hashes to %.12s…, not %.12s…: %w", inc, sum, m.ETag, ErrMismatch)
 		}
 		if err == nil {
-			return cacheErr(os.Rename(inc, blob))
+			return cacheErr(atomicfile.Move(inc, blob))
 		}
 		os.Remove(inc) // a bad prefix from an earlier run: start over once
 		if !errors.Is(err, ErrMismatch) {
