@@ -89,13 +89,8 @@ func num(x float64) *float64 {
 }
 
 func (s *Server) apiEpisode(w http.ResponseWriter, req *http.Request) {
-	r, ok := s.runOf(w, req)
+	r, phase, step, ok := s.runStep(w, req)
 	if !ok {
-		return
-	}
-	phase, step, err := phaseStep(req)
-	if err != nil {
-		badRequest(w, "%v", err)
 		return
 	}
 	i, err := intParam(req, "i", 0, 0, math.MaxInt32)

@@ -448,6 +448,20 @@ func (s *Server) apiSteps(w http.ResponseWriter, req *http.Request) {
 }
 
 // request's phase and step.
+// runStep reads a request's run, phase and step, answering the request
+// itself when one is wrong (ok false).
+func (s *Server) runStep(w http.ResponseWriter, req *http.Request) (r *run, phase string, step int, ok bool) {
+	if r, ok = s.runOf(w, req); !ok {
+		return nil, "", 0, false
+	}
+	phase, step, err := phaseStep(req)
+	if err != nil {
+		badRequest(w, "%v", err)
+		return nil, "", 0, false
+	}
+	return r, phase, step, true
+}
+
 func phaseStep(req *http.Request) (string, int, error) {
 	phase := req.URL.Query().Get("phase")
 	switch phase {
@@ -514,13 +528,8 @@ type listed struct {
 }
 
 func (s *Server) apiEpisodes(w http.ResponseWriter, req *http.Request) {
-	r, ok := s.runOf(w, req)
+	r, phase, step, ok := s.runStep(w, req)
 	if !ok {
-		return
-	}
-	phase, step, err := phaseStep(req)
-	if err != nil {
-		badRequest(w, "%v", err)
 		return
 	}
 	f, err := parseFilter(req)
@@ -571,13 +580,8 @@ func (s *Server) apiEpisodes(w http.ResponseWriter, req *http.Request) {
 }
 
 func (s *Server) apiPassK(w http.ResponseWriter, req *http.Request) {
-	r, ok := s.runOf(w, req)
+	r, phase, step, ok := s.runStep(w, req)
 	if !ok {
-		return
-	}
-	phase, step, err := phaseStep(req)
-	if err != nil {
-		badRequest(w, "%v", err)
 		return
 	}
 	entries, _, err := s.entries(r, phase, step)
