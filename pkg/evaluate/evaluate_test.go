@@ -280,9 +280,6 @@ func TestRun(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if ev.Tasks() != 4 {
-				t.Errorf("%d tasks prepared, want 4", ev.Tasks())
-			}
 			if _, err := os.Stat(eps); err == nil {
 				t.Errorf("the episodes file exists before the run")
 			}

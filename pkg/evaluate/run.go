@@ -81,9 +81,6 @@ func Prepare(ctx context.Context, p *Plan, o Options) (*Eval, error) {
 	return e, nil
 }
 
-// Tasks is the number of tasks that will run.
-func (e *Eval) Tasks() int { return len(e.tasks) }
-
 // Close discards the episodes file unless Run wrote it.
 func (e *Eval) Close() {
 	if e.out != nil {
