@@ -19,6 +19,7 @@ import (
 
 	"github.com/rllm-org/rllm-go/internal/fakevllm"
 	"github.com/rllm-org/rllm-go/pkg/episode"
+	"github.com/rllm-org/rllm-go/pkg/evaluate"
 )
 
 // evalTasks are four arith tasks in two data sources; the fake's scripted
@@ -130,7 +131,7 @@ func TestEvalAgainstFakeServer(t *testing.T) {
 			if err := runEval(context.Background(), testApp(&stdout, &stderr), opts); err != nil {
 				t.Fatalf("runEval: %v\nstderr: %s", err, stderr.String())
 			}
-			var rep evalReport
+			var rep evaluate.Report
 			if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
 				t.Fatalf("stdout is not one JSON object: %v\n%s", err, stdout.String())
 			}
@@ -284,7 +285,7 @@ func TestEvalEveryEpisodeFails(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "every episode failed") || !strings.Contains(err.Error(), "401") {
 		t.Fatalf("error %v, want every episode failed with the 401", err)
 	}
-	var rep evalReport
+	var rep evaluate.Report
 	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil || rep.Failed != len(evalTasks) || rep.Terminations[episode.TerminationError] != len(evalTasks) {
 		t.Errorf("report %+v (%v)", rep, err)
 	}
@@ -431,7 +432,7 @@ func TestEvalTextOnly(t *testing.T) {
 	srv := plainOpenAI(t, "sk-test")
 	args := []string{"rollout.engine=openai", "rollout.endpoints=[" + srv.URL + "/v1]", "rollout.model=gpt-test",
 		"rollout.api_key_env=TEST_KEY", "workflow.retry_limit=1"}
-	run := func(textOnly bool, key string) (evalReport, string, error) {
+	run := func(textOnly bool, key string) (evaluate.Report, string, error) {
 		var stdout, stderr bytes.Buffer
 		a := testApp(&stdout, &stderr)
 		a.Getenv = func(k string) string {
@@ -442,7 +443,7 @@ func TestEvalTextOnly(t *testing.T) {
 		}
 		opts := &evalOptions{data: []string{writeEvalTasks(t)}, n: 1, output: "json", textOnly: textOnly, args: args}
 		err := runEval(context.Background(), a, opts)
-		var rep evalReport
+		var rep evaluate.Report
 		json.Unmarshal(stdout.Bytes(), &rep)
 		return rep, stderr.String(), err
 	}
@@ -491,7 +492,7 @@ func TestEvalContextTooSmall(t *testing.T) {
 	if !strings.Contains(stderr.String(), `"failed":4`) {
 		t.Errorf("the progress does not count the refused episodes as failed:\n%s", stderr.String())
 	}
-	var rep evalReport
+	var rep evaluate.Report
 	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil || rep.Failed != 4 || rep.Client == nil || rep.Client.Failures != 4 || rep.Client.Refused != 4 {
 		t.Errorf("report %+v client %+v (%v): want 4 failed episodes and 4 failed, refused requests", rep, rep.Client, err)
 	}
@@ -509,7 +510,7 @@ func TestEvalRetryLayersCounted(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "6 requests to the server in all: the episode was run 3 times, workflow.retry_limit=3") {
 		t.Fatalf("error %v, want the requests of both retry layers counted", err)
 	}
-	var rep evalReport
+	var rep evaluate.Report
 	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil || rep.Client == nil || rep.Client.Sent != 24 || rep.Client.Requests != 12 || rep.Client.Failures != 12 {
 		t.Errorf("report client %+v (%v): want 24 requests sent for 12 calls, all failed", rep.Client, err)
 	}

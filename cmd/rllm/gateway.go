@@ -15,7 +15,7 @@ import (
 
 	"github.com/rllm-org/rllm-go/internal/atomicfile"
 	"github.com/rllm-org/rllm-go/pkg/gateway"
-	"github.com/rllm-org/rllm-go/pkg/trainer"
+	"github.com/rllm-org/rllm-go/pkg/rollout"
 )
 
 type gatewayOptions struct {
@@ -122,9 +122,9 @@ func runGateway(ctx context.Context, a *App, opts *gatewayOptions) error {
 	if err != nil {
 		return err
 	}
-	defer pol.close()
+	defer pol.Close()
 	gw := gateway.New(gateway.Options{
-		Sampler: pol.sampler, Params: trainer.TrainParams(c), ChatTemplateKwargs: c.Rollout.ChatTemplateKwargs,
+		Sampler: pol.Sampler, Params: rollout.TrainParams(c), ChatTemplateKwargs: c.Rollout.ChatTemplateKwargs,
 		Model: opts.modelName, MaxBodyBytes: int64(opts.maxBodyMB) << 20, MaxSessions: opts.maxSessions,
 		MaxCalls: opts.maxCalls, AdminToken: admin,
 	})
@@ -145,7 +145,7 @@ func runGateway(ctx context.Context, a *App, opts *gatewayOptions) error {
 		defer os.Remove(keyFile)
 		a.infof("gateway admin key written to %s (mode 0600); session management needs it as Authorization: Bearer", keyFile)
 	}
-	a.infof("gateway serving %s (%s) on http://%s; create a session with POST /sessions and the admin key", pol.where, pol.kind, ln.Addr())
+	a.infof("gateway serving %s (%s) on http://%s; create a session with POST /sessions and the admin key", pol.Where, pol.Kind, ln.Addr())
 	if opts.ready != nil {
 		opts.ready(ln.Addr().String())
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/rllm-org/rllm-go/internal/fakevllm"
 	"github.com/rllm-org/rllm-go/internal/repotest"
+	"github.com/rllm-org/rllm-go/pkg/evaluate"
 )
 
 // rllm eval runs an agent program (examples/programs/stdlib_agent.py) per
@@ -38,7 +39,7 @@ func TestEvalAgentProgram(t *testing.T) {
 	if err := runEval(context.Background(), testApp(&stdout, &stderr), opts); err != nil {
 		t.Fatalf("runEval: %v\nstderr: %s", err, stderr.String())
 	}
-	var rep evalReport
+	var rep evaluate.Report
 	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
 		t.Fatalf("%v\n%s", err, stdout.String())
 	}

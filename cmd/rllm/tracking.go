@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -11,7 +10,6 @@ import (
 	"time"
 
 	"github.com/rllm-org/rllm-go/pkg/config"
-	"github.com/rllm-org/rllm-go/pkg/rollout"
 	"github.com/rllm-org/rllm-go/pkg/tracking"
 )
 
@@ -125,15 +123,3 @@ func closeSideTracking(ctx context.Context, set *tracking.Set, err error, values
 	set.Close(fctx, tracking.Summary{Status: st, Values: values})
 }
 
-// evalMetrics are an eval's numbers as one tracker row: pass@1, pass@k
-// and mean reward overall and per data source.
-func evalMetrics(s rollout.EvalSummary) map[string]float64 {
-	m := map[string]float64{"eval/pass@1": s.PassAt1, fmt.Sprintf("eval/pass@%d", s.K): s.PassAtK, "eval/mean_reward": s.MeanReward,
-		"eval/tasks": float64(s.Tasks), "eval/episodes": float64(s.Episodes), "eval/seconds": s.Seconds}
-	for src, ss := range s.BySource {
-		m["eval/"+src+"/pass@1"] = ss.PassAt1
-		m[fmt.Sprintf("eval/%s/pass@%d", src, s.K)] = ss.PassAtK
-		m["eval/"+src+"/mean_reward"] = ss.MeanReward
-	}
-	return m
-}

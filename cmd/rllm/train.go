@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	envexec "github.com/rllm-org/rllm-go/pkg/env/exec"
+	"github.com/rllm-org/rllm-go/pkg/policy"
 	"github.com/rllm-org/rllm-go/pkg/progress"
 	"github.com/rllm-org/rllm-go/pkg/trainer"
 )
@@ -109,15 +110,18 @@ func runTrain(cmd *cobra.Command, a *App, opts *trainOptions) error {
 		if _, err := trainer.NewPlan(c); err != nil {
 			return err
 		}
-		pol, err := openServerPolicy(ctx, a, c, false)
-		if err != nil {
-			return err
-		}
-		defer pol.close()
+		// The key authenticates the rollouts and the weight updates alike.
 		if topts.APIKey, err = readAPIKey(a, c.Rollout.APIKeyEnv, c.Rollout.APIKeyFile); err != nil {
 			return err
 		}
-		topts.Rollouts = pol.client
+		o := policyOptions(a, false)
+		o.APIKey = topts.APIKey
+		pol, err := policy.OpenServer(ctx, c, o)
+		if err != nil {
+			return err
+		}
+		defer pol.Close()
+		topts.Rollouts = pol.Client
 	}
 	t, err := trainer.New(ctx, ld.Config, topts)
 	if err != nil {

@@ -1,17 +1,11 @@
 package rollout
 
 import (
-	"bufio"
-	"encoding/json"
-	"io"
 	"maps"
-	"math"
-	"os"
 	"slices"
 	"strings"
 
 	"github.com/rllm-org/rllm-go/pkg/episode"
-	"github.com/rllm-org/rllm-go/pkg/openaiwire"
 )
 
 // PassAtK is the unbiased pass@k estimator of the Codex paper (Chen et
@@ -183,83 +177,3 @@ func (s EvalSummary) Sources() []string {
 	return slices.Sorted(maps.Keys(s.BySource))
 }
 
-// EpisodeWriter writes episodes as JSON lines, one object a line; Flush
-// when done. JSON has no infinities, so -inf logprobs are written as
-// -9999.0, vLLM's own convention, which the decoders read back as -inf.
-type EpisodeWriter struct {
-	bw  *bufio.Writer
-	enc *json.Encoder
-}
-
-// NewEpisodeWriter writes to w.
-func NewEpisodeWriter(w io.Writer) *EpisodeWriter {
-	bw := bufio.NewWriter(w)
-	return &EpisodeWriter{bw: bw, enc: json.NewEncoder(bw)}
-}
-
-// Write writes one episode (nil is skipped).
-func (w *EpisodeWriter) Write(ep *episode.Episode) error {
-	if ep == nil {
-		return nil
-	}
-	return w.enc.Encode(finiteLogprobs(ep))
-}
-
-// Flush writes out what is buffered.
-func (w *EpisodeWriter) Flush() error { return w.bw.Flush() }
-
-// finiteLogprobs returns ep, or a copy whose non-finite logprobs are
-// replaced, leaving the caller's episode untouched.
-func finiteLogprobs(ep *episode.Episode) *episode.Episode {
-	clean := true
-	for _, tr := range ep.Trajectories {
-		for _, st := range tr.Steps {
-			for _, lp := range st.Logprobs {
-				if math.IsInf(lp, 0) || math.IsNaN(lp) {
-					clean = false
-				}
-			}
-		}
-	}
-	if clean {
-		return ep
-	}
-	cp := *ep
-	cp.Trajectories = make([]episode.Trajectory, len(ep.Trajectories))
-	for i, tr := range ep.Trajectories {
-		tr.Steps = append([]episode.Step(nil), tr.Steps...)
-		for j := range tr.Steps {
-			lps := make([]float64, len(tr.Steps[j].Logprobs))
-			for k, lp := range tr.Steps[j].Logprobs {
-				if math.IsInf(lp, 0) || math.IsNaN(lp) {
-					lp = openaiwire.NegInfLogprob
-				}
-				lps[k] = lp
-			}
-			tr.Steps[j].Logprobs = lps
-		}
-		cp.Trajectories[i] = tr
-	}
-	return &cp
-}
-
-// IsEpisodesFile reports whether path starts with an episode as
-// WriteEpisodes writes it, so a command may replace it without losing a
-// file of the user's.
-func IsEpisodesFile(path string) (bool, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return false, err
-	}
-	defer f.Close()
-	var first struct {
-		ID           *string          `json:"id"`
-		Termination  *string          `json:"termination_reason"`
-		Trajectories *json.RawMessage `json:"trajectories"`
-	}
-	dec := json.NewDecoder(io.LimitReader(f, 64<<20))
-	if err := dec.Decode(&first); err != nil {
-		return false, nil
-	}
-	return first.ID != nil && first.Termination != nil && first.Trajectories != nil, nil
-}

@@ -53,6 +53,33 @@ func RunnerOptionsFromConfig(c *config.Config) RunnerOptions {
 	return o
 }
 
+// TrainParams are the sampling parameters of training rollouts (and of
+// the gateway's default requests).
+func TrainParams(c *config.Config) sampler.Params {
+	p := sampler.Params{
+		Temperature: c.Rollout.Temperature,
+		TopP:        c.Rollout.TopP,
+		TopK:        c.Rollout.TopK,
+		MaxTokens:   c.EffectiveMaxTokens(),
+		Stop:        c.Rollout.Stop,
+	}
+	if c.Rollout.Seed != nil {
+		seed := int64(*c.Rollout.Seed)
+		p.Seed = &seed
+	}
+	return p
+}
+
+// ValParams are the sampling parameters of validation and rllm eval
+// (rollout.val_kwargs).
+func ValParams(c *config.Config) sampler.Params {
+	p := TrainParams(c)
+	p.Temperature = c.Rollout.ValKwargs.Temperature
+	p.TopP = c.Rollout.ValKwargs.TopP
+	p.TopK = c.Rollout.ValKwargs.TopK
+	return p
+}
+
 // NewRunner is the one way to build an engine for a rollout phase: the
 // workflows of spec sampling from smp with params, n episodes per task,
 // tasks named by their dataset id. onEvent may be nil.

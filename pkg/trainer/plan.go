@@ -289,8 +289,8 @@ func NewPlan(c *config.Config) (*Plan, error) {
 		Shuffle: c.Data.Shuffle, DropLast: c.Data.DropLast, DataSeed: uint64(c.Data.Seed),
 		TotalEpochs: c.Trainer.TotalEpochs, TotalSteps: c.Trainer.TotalTrainingSteps,
 		Workflow:       workflow.SpecFromConfig(c),
-		Train:          RolloutPlan{N: c.Rollout.N, Params: seededParams(TrainParams(c), c)},
-		Val:            RolloutPlan{N: c.Rollout.ValKwargs.N, Params: seededParams(ValParams(c), c)},
+		Train:          RolloutPlan{N: c.Rollout.N, Params: seededParams(rollout.TrainParams(c), c)},
+		Val:            RolloutPlan{N: c.Rollout.ValKwargs.N, Params: seededParams(rollout.ValParams(c), c)},
 		Runner:         rollout.RunnerOptionsFromConfig(c),
 		ValBatchSize:   c.Data.ValBatchSize,
 		MaxResponseLen: c.Data.MaxResponseLength,
@@ -702,22 +702,6 @@ func keepString(k *int) string {
 	return fmt.Sprint(*k)
 }
 
-// TrainParams are the sampling parameters of training rollouts.
-func TrainParams(c *config.Config) sampler.Params {
-	p := sampler.Params{
-		Temperature: c.Rollout.Temperature,
-		TopP:        c.Rollout.TopP,
-		TopK:        c.Rollout.TopK,
-		MaxTokens:   c.EffectiveMaxTokens(),
-		Stop:        c.Rollout.Stop,
-	}
-	if c.Rollout.Seed != nil {
-		seed := int64(*c.Rollout.Seed)
-		p.Seed = &seed
-	}
-	return p
-}
-
 // seededParams seeds training and validation sampling: rollout.seed, or
 // trainer.seed when rollout.seed is unset, so that a fixed trainer.seed
 // reproduces a run. Each request gets its own seed derived from it, the
@@ -730,12 +714,3 @@ func seededParams(p sampler.Params, c *config.Config) sampler.Params {
 	return p
 }
 
-// ValParams are the sampling parameters of validation
-// (rollout.val_kwargs).
-func ValParams(c *config.Config) sampler.Params {
-	p := TrainParams(c)
-	p.Temperature = c.Rollout.ValKwargs.Temperature
-	p.TopP = c.Rollout.ValKwargs.TopP
-	p.TopK = c.Rollout.ValKwargs.TopK
-	return p
-}
