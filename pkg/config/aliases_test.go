@@ -87,7 +87,9 @@ func TestRLLMAndVerlSpellings(t *testing.T) {
 			}},
 		{name: "dapo buffer off", args: []string{"reward_model.reward_manager=dapo", "+reward_model.reward_kwargs.overlong_buffer_cfg.enable=false",
 			"+reward_model.reward_kwargs.overlong_buffer_cfg.len=4096"},
-			check: func(c *Config) bool { return !c.Reward.OverlongBuffer.Enable && c.EffectiveMaxRespLen() == c.Data.MaxResponseLength }},
+			check: func(c *Config) bool {
+				return !c.Reward.OverlongBuffer.Enable && c.EffectiveMaxRespLen() == c.Data.MaxResponseLength
+			}},
 		{name: "other reward managers", args: []string{"reward_model.reward_manager=prime"}, wantErr: `reward.manager: is "prime", a verl reward manager rllm does not have`},
 		{name: "overlong buffer without dapo", args: []string{"+reward_model.reward_kwargs.overlong_buffer_cfg.enable=True"},
 			wantErr: "reward.overlong_buffer.enable: is set, but reward.manager is naive"},

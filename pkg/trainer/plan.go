@@ -161,9 +161,9 @@ type FilterPlan struct {
 type RewardPlan struct {
 	// Overlong adds ppo.OverlongPenalty of each sample's response length
 	// to its reward (reward.overlong_buffer.enable with manager dapo).
-	Overlong          bool
-	MaxRespLen, Len   int
-	PenaltyFactor     float64
+	Overlong        bool
+	MaxRespLen, Len int
+	PenaltyFactor   float64
 	// Log logs the step means batch/overlong_reward and batch/overlong.
 	Log bool
 }
