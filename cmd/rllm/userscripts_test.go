@@ -143,8 +143,13 @@ func TestUserScripts(t *testing.T) {
 	if err != nil || len(paths) == 0 {
 		t.Fatalf("no scripts: %v", err)
 	}
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
 	var outcomes []scriptOutcome
 	for _, p := range paths {
+		p := filepath.Join(wd, p)
 		s := readUserScript(t, p)
 		dir := t.TempDir()
 		vars := map[string]string{"HOME": filepath.Join(dir, "home"), "PWD": dir, "RLLM_DIR": filepath.Join(dir, "rllm")}
@@ -155,6 +160,9 @@ func TestUserScripts(t *testing.T) {
 			args = append(args, expand(o))
 		}
 		environ := []string{"RLLM_DATA__DATASETS_DIR=" + filepath.Join(dir, "datasets")}
+		// The script runs where its user is ($PWD): relative data files
+		// such as data/train.parquet are read from there.
+		t.Chdir(dir)
 		run := func(cmd ...string) (int, string) {
 			var stdout, stderr bytes.Buffer
 			a := &App{Stdout: &stdout, Stderr: &stderr, Environ: func() []string { return environ },
@@ -189,6 +197,7 @@ func TestUserScripts(t *testing.T) {
 		}
 		outcomes = append(outcomes, o)
 	}
+	t.Chdir(wd)
 	checkUserScriptsDoc(t, userScriptsTable(outcomes))
 }
 

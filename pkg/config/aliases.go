@@ -82,7 +82,6 @@ const (
 	multiTurn     = "verl's multi-turn tool config is not supported: rllm's tool agents take their tools from tools.builtin and tools.mcp (agent.name=tool_agent; rllm list tools)"
 	remoteRuntime = "a remote runtime (Harbor on Daytona or Modal) is not supported: Harbor tasks run in local containers (env.name=task, sandbox.backend=docker; docs/tasks.md)"
 	longPrompts   = "rllm keeps the last data.max_prompt_length tokens of a longer prompt (verl's truncation=left), or with data.filter_overlong_prompts=true leaves the task out of training; set one of those"
-	rolloutRS     = "rejection sampling by importance ratio (verl's rollout_rs) is not supported; algorithm.rollout_correction.rollout_is (truncated importance weights) is"
 )
 
 // criticCheck lets critic keys through when the run chose an estimator
@@ -209,16 +208,19 @@ var Aliases = []Alias{
 	{From: "trainer.log_val_generations", Group: GroupSame, When: "any (every validation episode is kept in the run directory: rllm view)",
 		Check: func(any, *Config, func(string) bool) string { return "" }},
 
+	// verl's DAPO reward manager and its arguments (the other reward_model
+	// keys are refused below).
+	{From: "reward_model.reward_manager", To: "reward.manager"},
+	{From: "reward_model.reward_kwargs.overlong_buffer_cfg", To: "reward.overlong_buffer", Prefix: true},
+	{From: "reward_model.reward_kwargs.max_resp_len", To: "reward.max_resp_len"},
+	{From: "reward_model.reward_kwargs", Prefix: true, Refused: "of the reward managers' arguments rllm has the dapo manager's: overlong_buffer_cfg.enable, len, penalty_factor, log and max_resp_len (reward.*)"},
+
 	// What rllm lacks.
 	{From: "reward_model", Prefix: true, Refused: rewardModel},
 	{From: "custom_reward_function", Prefix: true, Refused: "a reward function in a Python file is not supported: use a registered reward (env.name; rllm list rewards) or an env in another process (env.name=exec)"},
 	{From: "actor_rollout_ref.rollout.multi_turn", Prefix: true, Refused: multiTurn},
 	{From: "rllm.remote_runtime", Prefix: true, Refused: remoteRuntime},
 	{From: "rllm.gateway.sampling_params_priority", Refused: "the gateway always samples with the run's rollout.* parameters"},
-	{From: "algorithm.rollout_correction.rollout_rs", Prefix: false, Refused: rolloutRS},
-	{From: "algorithm.rollout_correction.rollout_rs_threshold", Refused: rolloutRS},
-	{From: "algorithm.rollout_correction.rollout_is_batch_normalize", Refused: "normalising importance weights over the batch is not supported; algorithm.rollout_correction.rollout_is_threshold caps them"},
-	{From: "algorithm.rollout_correction.loss_type", Refused: "the loss of bypass mode is actor.policy_loss (ppo clips against the sampler's logprobs); remove the key"},
 	{From: "actor_rollout_ref.model.lora.alpha", Refused: "the LoRA alpha is the training service's (backend.tinker); only the rank is set here (backend.tinker.lora_rank)"},
 	{From: "actor_rollout_ref.model.lora_alpha", Refused: "the LoRA alpha is the training service's (backend.tinker); only the rank is set here (backend.tinker.lora_rank)"},
 	{From: "data.gen_batch_size", Refused: "rllm draws data.train_batch_size × filters.rejection_sample.multiplier tasks for rejection sampling to choose from: set filters.rejection_sample.multiplier"},

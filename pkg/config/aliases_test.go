@@ -65,7 +65,39 @@ func TestRLLMAndVerlSpellings(t *testing.T) {
 		{name: "critic for verl's default gae", args: []string{"critic.optim.lr=1e-5"}, wantErr: "critic.optim.lr: verl trains a critic"},
 		{name: "greedy validation", args: []string{"actor_rollout_ref.rollout.val_kwargs.do_sample=False"}, wantErr: "rollout.val_kwargs.temperature=0"},
 		{name: "reward model", args: []string{"reward_model.enable=True"}, wantErr: "a reward model is not supported"},
-		{name: "rollout_rs", args: []string{"algorithm.rollout_correction.rollout_rs=token"}, wantErr: "verl's rollout_rs) is not supported"},
+		{name: "rollout_rs with an old verl mode", args: []string{"algorithm.rollout_correction.rollout_rs=token"}, wantErr: `has the unknown criterion "token"; use one or more (comma-separated) of token_k1`},
+		{name: "verl's rollout correction", args: []string{"algorithm.rollout_correction.rollout_is=sequence", "algorithm.rollout_correction.rollout_is_batch_normalize=true",
+			"algorithm.rollout_correction.rollout_rs=token_k1,seq_max_k2", "algorithm.rollout_correction.rollout_rs_threshold=0.5_2.0,0.1",
+			"algorithm.rollout_correction.bypass_mode=true", "algorithm.rollout_correction.loss_type=reinforce"},
+			check: func(c *Config) bool {
+				rc := c.Algorithm.RolloutCorrection
+				return *rc.RolloutIS == "sequence" && rc.RolloutISBatchNormalize && *rc.RolloutRS == "token_k1,seq_max_k2" &&
+					*rc.RolloutRSThreshold == "0.5_2.0,0.1" && *rc.BypassMode && rc.LossType == "reinforce"
+			}},
+		{name: "rollout_rs_threshold as a number", args: []string{"algorithm.rollout_correction.rollout_rs=token_k2", "algorithm.rollout_correction.rollout_rs_threshold=2.0"},
+			check: func(c *Config) bool { return *c.Algorithm.RolloutCorrection.RolloutRSThreshold == "2.0" }},
+		{name: "loss_type unknown", args: []string{"algorithm.rollout_correction.loss_type=vanilla"}, wantErr: "loss_type: must be one of ppo_clip, reinforce"},
+		{name: "dapo reward manager", args: []string{"reward_model.reward_manager=dapo", "+reward_model.reward_kwargs.overlong_buffer_cfg.enable=True",
+			"+reward_model.reward_kwargs.overlong_buffer_cfg.len=512", "+reward_model.reward_kwargs.overlong_buffer_cfg.penalty_factor=1.5",
+			"+reward_model.reward_kwargs.overlong_buffer_cfg.log=True", "+reward_model.reward_kwargs.max_resp_len=2048"},
+			check: func(c *Config) bool {
+				r := c.Reward
+				return r.Manager == "dapo" && r.OverlongBuffer == OverlongBuffer{Enable: true, Len: 512, PenaltyFactor: 1.5, Log: true} && *r.MaxRespLen == 2048 &&
+					c.EffectiveMaxRespLen() == 2048
+			}},
+		{name: "dapo buffer off", args: []string{"reward_model.reward_manager=dapo", "+reward_model.reward_kwargs.overlong_buffer_cfg.enable=false",
+			"+reward_model.reward_kwargs.overlong_buffer_cfg.len=4096"},
+			check: func(c *Config) bool {
+				return !c.Reward.OverlongBuffer.Enable && c.EffectiveMaxRespLen() == c.Data.MaxResponseLength
+			}},
+		{name: "other reward managers", args: []string{"reward_model.reward_manager=prime"}, wantErr: `reward.manager: is "prime", a verl reward manager rllm does not have`},
+		{name: "overlong buffer without dapo", args: []string{"+reward_model.reward_kwargs.overlong_buffer_cfg.enable=True"},
+			wantErr: "reward.overlong_buffer.enable: is set, but reward.manager is naive"},
+		{name: "other reward kwargs", args: []string{"reward_model.reward_manager=dapo", "+reward_model.reward_kwargs.format_score=0.1"}, wantErr: "reward_model.reward_kwargs.format_score: of the reward managers' arguments rllm has the dapo manager's"},
+		{name: "buffer longer than the response", args: []string{"reward_model.reward_manager=dapo", "reward_model.reward_kwargs.overlong_buffer_cfg.enable=true",
+			"reward_model.reward_kwargs.overlong_buffer_cfg.len=4096", "data.max_response_length=1024"}, wantErr: "reward.overlong_buffer.len: (4096) is longer than data.max_response_length (1024)"},
+		{name: "buffer of no length", args: []string{"reward_model.reward_manager=dapo", "reward_model.reward_kwargs.overlong_buffer_cfg.enable=true"},
+			wantErr: "reward.overlong_buffer.len: must be at least 1"},
 		{name: "multi-turn tool config", args: []string{"actor_rollout_ref.rollout.multi_turn.tool_config_path=x.yaml"}, wantErr: "multi-turn tool config is not supported"},
 		{name: "remote runtime", args: []string{"rllm.remote_runtime.enabled=true"}, wantErr: "a remote runtime"},
 		{name: "long prompts dropped", args: []string{"data.filter_overlong_prompts=True", "data.truncation=error"},
@@ -119,7 +151,7 @@ func TestHintsNameTheCounterpart(t *testing.T) {
 		{"sampling.val.temperature=0.5", "rollout.val_kwargs.temperature"},
 		{"training.group_size=4", "rollout.n"},
 		{"reward_model.enable=True", "reward model is not supported"},
-		{"algorithm.rollout_correction.rollout_rs=token", "rollout_rs) is not supported"},
+		{"algorithm.rollout_correction.rollout_rs=token", "use one or more (comma-separated) of token_k1"},
 		{"actor_rollout_ref.actor.clip_ratio_hgh=0.2", "did you mean actor.clip_ratio_high"},
 	} {
 		ld, err := Load(Sources{Args: []string{tc.key, "backend.name=tinker"}})

@@ -21,6 +21,7 @@ type Config struct {
 	Backend   Backend   `koanf:"backend" json:"backend" yaml:"backend"`
 	Tools     Tools     `koanf:"tools" json:"tools" yaml:"tools"`
 	Sandbox   Sandbox   `koanf:"sandbox" json:"sandbox" yaml:"sandbox"`
+	Reward    Reward    `koanf:"reward" json:"reward" yaml:"reward"`
 	// AsyncTraining overlaps rollouts with the update (rLLM's
 	// rllm.async_training).
 	AsyncTraining AsyncTraining `koanf:"async_training" json:"async_training" yaml:"async_training"`
@@ -42,7 +43,38 @@ type AsyncTraining struct {
 type RolloutCorrection struct {
 	RolloutIS          *string `koanf:"rollout_is" json:"rollout_is" yaml:"rollout_is"`
 	RolloutISThreshold float64 `koanf:"rollout_is_threshold" json:"rollout_is_threshold" yaml:"rollout_is_threshold"`
+	// RolloutISBatchNormalize divides the truncated weights by their
+	// batch mean (verl's rollout_is_batch_normalize).
+	RolloutISBatchNormalize bool `koanf:"rollout_is_batch_normalize" json:"rollout_is_batch_normalize" yaml:"rollout_is_batch_normalize"`
+	// RolloutRS and RolloutRSThreshold are verl's rejection sampling:
+	// comma-separated criteria (token_k1, seq_mean_k3, ...) and their
+	// thresholds (a number, or lower_upper for the k1 criteria).
+	RolloutRS          *string `koanf:"rollout_rs" json:"rollout_rs" yaml:"rollout_rs"`
+	RolloutRSThreshold *string `koanf:"rollout_rs_threshold" json:"rollout_rs_threshold" yaml:"rollout_rs_threshold"`
 	BypassMode         *bool   `koanf:"bypass_mode" json:"bypass_mode" yaml:"bypass_mode"`
+	// LossType is the loss of bypass mode: ppo_clip or reinforce.
+	LossType string `koanf:"loss_type" json:"loss_type" yaml:"loss_type"`
+}
+
+// Reward shapes the env's rewards before advantages are computed (verl's
+// reward_model.reward_manager and reward_model.reward_kwargs).
+type Reward struct {
+	// Manager is verl's reward manager: naive (the reward as the env
+	// gives it) or dapo (with DAPO's overlong penalty).
+	Manager        string         `koanf:"manager" json:"manager" yaml:"manager"`
+	OverlongBuffer OverlongBuffer `koanf:"overlong_buffer" json:"overlong_buffer" yaml:"overlong_buffer"`
+	// MaxRespLen is the response length the overlong buffer ends at;
+	// null is data.max_response_length.
+	MaxRespLen *int `koanf:"max_resp_len" json:"max_resp_len" yaml:"max_resp_len"`
+}
+
+// OverlongBuffer is DAPO's soft overlong punishment (verl's
+// reward_kwargs.overlong_buffer_cfg).
+type OverlongBuffer struct {
+	Enable        bool    `koanf:"enable" json:"enable" yaml:"enable"`
+	Len           int     `koanf:"len" json:"len" yaml:"len"`
+	PenaltyFactor float64 `koanf:"penalty_factor" json:"penalty_factor" yaml:"penalty_factor"`
+	Log           bool    `koanf:"log" json:"log" yaml:"log"`
 }
 
 // Sandbox runs untrusted code: the code env's programs and the python

@@ -20,6 +20,16 @@ var (
 	StepwiseModes = []string{"broadcast", "per_step"}
 	// RolloutISModes are verl's algorithm.rollout_correction.rollout_is levels.
 	RolloutISModes = []string{"token", "sequence"}
+	// RolloutRSOptions are verl's algorithm.rollout_correction.rollout_rs
+	// criteria (pkg/ppo's RolloutRSOptions).
+	RolloutRSOptions = []string{"token_k1", "token_k2", "token_k3", "seq_sum_k1", "seq_sum_k2", "seq_sum_k3",
+		"seq_mean_k1", "seq_mean_k2", "seq_mean_k3", "seq_max_k2", "seq_max_k3"}
+	// RolloutLossTypes are verl's algorithm.rollout_correction.loss_type
+	// values (the loss of bypass mode).
+	RolloutLossTypes = []string{"ppo_clip", "reinforce"}
+	// RewardManagers are the verl reward managers rllm has
+	// (reward.manager, verl's reward_model.reward_manager).
+	RewardManagers = []string{"naive", "dapo"}
 	Loggers        = []string{"console", "jsonl", "tensorboard", "wandb", "mlflow"}
 	ResumeModes    = []string{"auto", "disable", "resume_path"}
 	BackendNames   = []string{"local", "tinker"}
@@ -217,6 +227,43 @@ func validate(c *Config, origin func(string) Origin) Errors {
 	}
 	if th := al.RolloutCorrection.RolloutISThreshold; !(th >= 1) || math.IsInf(th, 0) {
 		v.fail("algorithm.rollout_correction.rollout_is_threshold", "must be a finite number of at least 1 (an importance weight's upper cap), got %g", th)
+	}
+	if rs := al.RolloutCorrection.RolloutRS; rs != nil && *rs != "" && *rs != "null" {
+		for _, o := range strings.Split(*rs, ",") {
+			if o = strings.TrimSpace(o); o != "" && !slices.Contains(RolloutRSOptions, o) {
+				v.fail("algorithm.rollout_correction.rollout_rs", "has the unknown criterion %q; use one or more (comma-separated) of %s, or null", o, strings.Join(RolloutRSOptions, ", "))
+			}
+		}
+	}
+	v.oneOf("algorithm.rollout_correction.loss_type", al.RolloutCorrection.LossType, RolloutLossTypes)
+
+	rw := c.Reward
+	if !slices.Contains(RewardManagers, rw.Manager) {
+		v.fail("reward.manager", "is %q, a verl reward manager rllm does not have; naive (the env's reward as it is) and dapo (with DAPO's overlong penalty) are (episodes are scored by the env's reward function: env.name; rllm list rewards)", rw.Manager)
+	}
+	if rw.Manager != "dapo" {
+		// verl's other managers take no such arguments.
+		for _, key := range []string{"reward.overlong_buffer.enable", "reward.overlong_buffer.len", "reward.overlong_buffer.penalty_factor", "reward.overlong_buffer.log", "reward.max_resp_len"} {
+			if o := origin(key); o.Layer != "" && o.Layer != "default" {
+				v.fail(key, "is set, but reward.manager is %s; the overlong buffer is the dapo reward manager's: set reward.manager=dapo (reward_model.reward_manager=dapo) or remove it", rw.Manager)
+			}
+		}
+	}
+	if ob := rw.OverlongBuffer; ob.Enable {
+		v.atLeast("reward.overlong_buffer.len", ob.Len, 1)
+		if !(ob.PenaltyFactor >= 0) || math.IsInf(ob.PenaltyFactor, 0) {
+			v.fail("reward.overlong_buffer.penalty_factor", "must be a finite number of 0 or more (the penalty at max_resp_len), got %g", ob.PenaltyFactor)
+		}
+		maxLen, key := c.EffectiveMaxRespLen(), "data.max_response_length"
+		if rw.MaxRespLen != nil {
+			key = "reward.max_resp_len"
+		}
+		if ob.Len >= 1 && maxLen < ob.Len {
+			v.fail("reward.overlong_buffer.len", "(%d) is longer than %s (%d), where the buffer ends; verl requires max_resp_len >= overlong_buffer.len", ob.Len, key, maxLen)
+		}
+	}
+	if rw.MaxRespLen != nil {
+		v.atLeast("reward.max_resp_len", *rw.MaxRespLen, 1)
 	}
 	as := c.AsyncTraining
 	if !as.Enable {
@@ -422,6 +469,15 @@ func (c *Config) EffectiveMiniBatch() int {
 func (c *Config) EffectiveMaxTokens() int {
 	if c.Rollout.MaxTokens != nil {
 		return *c.Rollout.MaxTokens
+	}
+	return c.Data.MaxResponseLength
+}
+
+// EffectiveMaxRespLen is reward.max_resp_len, or data.max_response_length
+// when it is null.
+func (c *Config) EffectiveMaxRespLen() int {
+	if c.Reward.MaxRespLen != nil {
+		return *c.Reward.MaxRespLen
 	}
 	return c.Data.MaxResponseLength
 }

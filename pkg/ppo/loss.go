@@ -20,6 +20,11 @@ const (
 	LossCISPO PolicyLossKind = "cispo"
 	// LossGSPO uses one length-normalised ratio per sequence (verl "gspo").
 	LossGSPO PolicyLossKind = "gspo"
+	// LossReinforce is the plain policy gradient −A·lp of verl's bypass
+	// mode with algorithm.rollout_correction.loss_type=reinforce (verl
+	// core_algos.py, compute_policy_loss_reinforce). It is chosen by that
+	// key, not by actor.policy_loss, so ParsePolicyLoss does not take it.
+	LossReinforce PolicyLossKind = "reinforce"
 )
 
 var policyLosses = map[string]PolicyLossKind{
@@ -91,7 +96,7 @@ func DefaultLossConfig() LossConfig {
 
 // Validate reports settings that cannot be right.
 func (c *LossConfig) Validate() error {
-	if _, err := ParsePolicyLoss(string(c.Loss)); err != nil {
+	if _, err := ParsePolicyLoss(string(c.Loss)); err != nil && c.Loss != LossReinforce {
 		return err
 	}
 	if _, err := ParseAggMode(string(c.AggMode)); err != nil {
@@ -130,6 +135,10 @@ type LossInput struct {
 	OldLogprobs []float64
 	Advantages  []float64
 	Mask        []float64
+	// PGMask, when set, is the mask of the policy-gradient term alone;
+	// the KL and entropy terms keep Mask. verl's bypass mode rejects
+	// tokens (rollout_rs) inside the policy loss only.
+	PGMask      []float64
 	RefLogprobs []float64
 	Entropies   []float64
 }
@@ -279,6 +288,12 @@ func (in *LossInput) validate(cfg *LossConfig, grad []float64) error {
 		name string
 		l    int
 	}{{"old logprobs", len(in.OldLogprobs)}, {"advantages", len(in.Advantages)}, {"mask", len(in.Mask)}}
+	if in.PGMask != nil {
+		checks = append(checks, struct {
+			name string
+			l    int
+		}{"policy-gradient mask", len(in.PGMask)})
+	}
 	for _, c := range checks {
 		if err := sameLen(c.name, c.l, "logprobs", n); err != nil {
 			return err
@@ -303,7 +318,7 @@ func (in *LossInput) nonFinite() error {
 	for _, c := range []struct {
 		name string
 		xs   []float64
-	}{{"logprobs", in.Logprobs}, {"old logprobs", in.OldLogprobs}, {"advantages", in.Advantages}, {"mask", in.Mask}, {"ref logprobs", in.RefLogprobs}, {"entropies", in.Entropies}} {
+	}{{"logprobs", in.Logprobs}, {"old logprobs", in.OldLogprobs}, {"advantages", in.Advantages}, {"mask", in.Mask}, {"policy-gradient mask", in.PGMask}, {"ref logprobs", in.RefLogprobs}, {"entropies", in.Entropies}} {
 		if err := checkFinite(c.name, c.xs); err != nil {
 			return err
 		}
@@ -338,6 +353,13 @@ func (in *LossInput) nonFinite() error {
 // stop-gradient form), l = max(−A·s, −A·clip(s, 1−low, 1+high)), always
 // aggregated seq-mean-token-mean as verl forces.
 //
+// REINFORCE, verl compute_policy_loss_reinforce (bypass mode, loss_type
+// reinforce): l = −A·lp, so ∂l/∂lp = −A; verl's importance weights
+// w = π_θ/π_rollout multiply it, which the caller folds into A.
+//
+// With PGMask set, the policy-gradient term is masked and aggregated by
+// it, the KL and entropy terms by Mask.
+//
 // Then, as verl's dp_actor adds them: loss = pg_loss − EntropyCoeff ·
 // agg(entropy) + KLCoef · agg(KL(lp, ref)). Entropies are inputs, so their
 // term adds nothing to grad: its gradient flows through the logits, which
@@ -355,18 +377,26 @@ func PolicyLoss(in *LossInput, cfg *LossConfig, grad []float64) (LossResult, err
 	if cfg.Loss == LossGSPO {
 		mode = AggSeqMeanTokenMean
 	}
-	plan := planAgg(mode, in.Offsets, in.Mask, cfg.NormLength)
+	pg := in
+	if in.PGMask != nil {
+		cp := *in
+		cp.Mask = in.PGMask
+		pg = &cp
+	}
+	plan := planAgg(mode, pg.Offsets, pg.Mask, cfg.NormLength)
 	var res LossResult
 	var chk float64
 	switch cfg.Loss {
 	case LossPPO:
-		chk = ppoLoss(in, cfg, &plan, grad, &res)
+		chk = ppoLoss(pg, cfg, &plan, grad, &res)
 	case LossImportanceSampling:
-		chk = isLoss(in, &plan, grad, &res)
+		chk = isLoss(pg, &plan, grad, &res)
 	case LossCISPO:
-		chk = cispoLoss(in, cfg, &plan, grad, &res)
+		chk = cispoLoss(pg, cfg, &plan, grad, &res)
 	case LossGSPO:
-		chk = gspoLoss(in, cfg, &plan, grad, &res)
+		chk = gspoLoss(pg, cfg, &plan, grad, &res)
+	case LossReinforce:
+		chk = reinforceLoss(pg, &plan, grad, &res)
 	}
 	m := &res.Metrics
 	m.Tokens = plan.tokens
@@ -382,7 +412,7 @@ func PolicyLoss(in *LossInput, cfg *LossConfig, grad []float64) (LossResult, err
 	res.Loss = m.PGLoss
 
 	user := plan
-	if mode != cfg.AggMode {
+	if mode != cfg.AggMode || in.PGMask != nil {
 		user = planAgg(cfg.AggMode, in.Offsets, in.Mask, cfg.NormLength)
 	}
 	if cfg.KLCoef != 0 {
@@ -538,6 +568,33 @@ func isLoss(in *LossInput, plan *aggPlan, grad []float64, res *LossResult) float
 				if r > rmax {
 					rmax = r
 				}
+			}
+		}
+		loss += w * seqLoss
+	}
+	res.Metrics = LossMetrics{PGLoss: loss, PPOKL: kl, RatioMean: rsum, RatioMin: rmin, RatioMax: rmax}
+	return chk
+}
+
+func reinforceLoss(in *LossInput, plan *aggPlan, grad []float64, res *LossResult) float64 {
+	var chk, loss, kl, rsum float64
+	rmin, rmax := math.Inf(1), math.Inf(-1)
+	for i := 0; i+1 < len(in.Offsets); i++ {
+		lo, hi := in.Offsets[i], in.Offsets[i+1]
+		lp, old, adv, mask, g := in.Logprobs[lo:hi], in.OldLogprobs[lo:hi], in.Advantages[lo:hi], in.Mask[lo:hi], grad[lo:hi]
+		w := weightFor(plan, mask)
+		var seqLoss float64
+		for t := range lp {
+			m, a := mask[t], adv[t]
+			chk += lp[t]*0 + old[t]*0 + a*0 + m*0
+			x, _ := logRatio(lp[t], old[t])
+			seqLoss += -a * lp[t] * m
+			g[t] = w * m * -a
+			kl -= (lp[t] - old[t]) * m // verl's ppo_kl here is unclamped
+			if m != 0 {
+				r := math.Exp(x)
+				rsum += r * m
+				rmin, rmax = min(rmin, r), max(rmax, r)
 			}
 		}
 		loss += w * seqLoss

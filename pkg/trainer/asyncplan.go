@@ -2,7 +2,10 @@ package trainer
 
 import (
 	"fmt"
+	"maps"
 	"math"
+	"slices"
+	"strings"
 
 	"github.com/rllm-org/rllm-go/pkg/config"
 	"github.com/rllm-org/rllm-go/pkg/ppo"
@@ -19,18 +22,58 @@ type CorrectionPlan struct {
 	// π_old (verl's bypass mode).
 	Decoupled bool
 	// IS and Threshold weight each token's loss by the truncated ratio
-	// π_old/π_rollout (ppo.RolloutISWeights); IS needs Decoupled.
-	IS        ppo.RolloutISMode
-	Threshold float64
+	// π_train/π_rollout (ppo.RolloutCorrection), π_train being π_old in
+	// decoupled mode and π_θ in bypass mode (with Reinforce only: PPO's
+	// ratio is the weight there); BatchNormalize divides them by their
+	// batch mean. RS leaves the tokens it rejects out of the loss.
+	IS             ppo.RolloutISMode
+	Threshold      float64
+	BatchNormalize bool
+	RS             []ppo.RSCriterion
+	// Reinforce is bypass mode's loss_type=reinforce: the policy loss is
+	// −A·log π_θ (ppo.LossReinforce) instead of actor.policy_loss.
+	Reinforce bool
+	// Metrics logs verl's rollout_corr/ metrics: always in decoupled
+	// mode, and in bypass mode when bypass_mode is set true or a
+	// correction is on (verl's bypass_mode loss computes them each step).
+	Metrics bool
+}
+
+// Active reports whether the correction changes the loss: weights or a
+// rejection mask.
+func (c CorrectionPlan) Active() bool { return c.IS != ppo.RolloutISNone || len(c.RS) > 0 }
+
+// ppo is the correction as pkg/ppo takes it.
+func (c CorrectionPlan) ppo() ppo.Correction {
+	return ppo.Correction{IS: c.IS, Threshold: c.Threshold, BatchNormalize: c.BatchNormalize, RS: c.RS}
 }
 
 func (c CorrectionPlan) String() string {
+	var s string
 	if !c.Decoupled {
-		return "bypass: the sampler's logprobs are PPO's old policy (ratio π_θ/π_rollout)"
+		s = "bypass: the sampler's logprobs are PPO's old policy (ratio π_θ/π_rollout)"
+		if c.Reinforce {
+			s = "bypass with loss_type reinforce: −A·log π_θ"
+		}
+	} else {
+		s = "decoupled PPO: ratio π_θ/π_old, π_old from a forward pass at the start of each step"
 	}
-	s := "decoupled PPO: ratio π_θ/π_old, π_old from a forward pass at the start of each step"
+	train := "π_old"
+	if !c.Decoupled {
+		train = "π_θ"
+	}
 	if c.IS != ppo.RolloutISNone {
-		s += fmt.Sprintf("; %s-level importance weights min(π_old/π_rollout, %g)", c.IS, c.Threshold)
+		s += fmt.Sprintf("; %s-level importance weights min(%s/π_rollout, %g)", c.IS, train, c.Threshold)
+		if c.BatchNormalize {
+			s += " normalised to mean 1"
+		}
+	}
+	if len(c.RS) > 0 {
+		names := make([]string, len(c.RS))
+		for i, r := range c.RS {
+			names[i] = r.Option
+		}
+		s += fmt.Sprintf("; rejection sampling by %s (%s vs π_rollout)", strings.Join(names, ", "), train)
 	}
 	return s
 }
@@ -72,21 +115,61 @@ func (a AsyncPlan) String() string {
 func correctionAndAsync(c *config.Config, p *Plan, refuse func(string, ...any)) (CorrectionPlan, AsyncPlan) {
 	rc := c.Algorithm.RolloutCorrection
 	bypass := c.EffectiveBypass()
-	cp := CorrectionPlan{Decoupled: !bypass, Threshold: rc.RolloutISThreshold}
+	cp := CorrectionPlan{Decoupled: !bypass, Threshold: rc.RolloutISThreshold, BatchNormalize: rc.RolloutISBatchNormalize,
+		Reinforce: rc.LossType == "reinforce"}
+	const key = "algorithm.rollout_correction."
 	if rc.RolloutIS != nil {
 		mode, err := ppo.ParseRolloutIS(*rc.RolloutIS)
 		switch {
 		case err != nil:
-			refuse("algorithm.rollout_correction.rollout_is: unknown level %q; use token, sequence or null", *rc.RolloutIS)
-		case mode != ppo.RolloutISNone && bypass:
-			refuse("algorithm.rollout_correction.rollout_is: importance weights π_old/π_rollout are all 1 in bypass mode, where the sampler's logprobs are π_old; set algorithm.rollout_correction.bypass_mode=false (decoupled PPO) or rollout_is=null")
+			refuse(key+"rollout_is: unknown level %q; use token, sequence or null", *rc.RolloutIS)
+		case mode != ppo.RolloutISNone && bypass && !cp.Reinforce:
+			// verl's compute_policy_loss_bypass_mode computes them for its
+			// metrics only: applying them would count the ratio twice.
+			refuse(key + "rollout_is: in bypass mode with loss_type=ppo_clip, PPO's ratio π_θ/π_rollout already is the importance weight and verl applies no rollout_is weights; set algorithm.rollout_correction.loss_type=reinforce (weights on −A·log π_θ), bypass_mode=false (decoupled PPO, weights π_old/π_rollout) or rollout_is=null")
 		default:
 			cp.IS = mode
 		}
 	}
 	if !(cp.Threshold >= 1) || math.IsInf(cp.Threshold, 0) {
-		refuse("algorithm.rollout_correction.rollout_is_threshold: %g must be a finite number of at least 1", cp.Threshold)
+		refuse(key+"rollout_is_threshold: %g must be a finite number of at least 1", cp.Threshold)
 	}
+	if cp.BatchNormalize && (rc.RolloutIS == nil || cp.IS == ppo.RolloutISNone) {
+		refuse(key + "rollout_is_batch_normalize: normalises the rollout_is weights, and rollout_is is null; set rollout_is=token or sequence, or remove it")
+	}
+	rs := ""
+	if rc.RolloutRS != nil {
+		rs = *rc.RolloutRS
+	}
+	if crit, err := ppo.ParseRolloutRS(rs, rc.RolloutRSThreshold); err != nil {
+		refuse("%v", err)
+	} else {
+		cp.RS = crit
+	}
+	if (rs == "" || rs == "null") && rc.RolloutRSThreshold != nil && *rc.RolloutRSThreshold != "" && *rc.RolloutRSThreshold != "null" {
+		refuse(key + "rollout_rs_threshold: is set, but rollout_rs is null, so nothing is rejected; set rollout_rs (e.g. token_k1) or remove it")
+	}
+	if cp.Reinforce {
+		if !bypass {
+			refuse(key + "loss_type: reinforce is the loss of bypass mode, and bypass_mode is false (decoupled PPO runs actor.policy_loss); set bypass_mode=true or loss_type=ppo_clip")
+		}
+		if l := c.Actor.PolicyLoss; l != "ppo" && l != "vanilla" {
+			refuse(key+"loss_type: reinforce replaces the policy loss, so actor.policy_loss=%s would be ignored (as verl ignores it); set actor.policy_loss=ppo or loss_type=ppo_clip", l)
+		}
+	}
+	if len(cp.RS) > 0 && cp.Decoupled {
+		// verl rejects before computing advantages, so a token-level
+		// estimator whitens over the kept tokens; rllm's π_old comes after
+		// the advantages.
+		names := append([]string{c.Algorithm.AdvEstimator}, slices.Sorted(maps.Values(c.Algorithm.AdvEstimatorByRole))...)
+		for _, n := range names {
+			if e, err := ppo.Lookup(n); err == nil && e.Level == ppo.Token {
+				refuse(key+"rollout_rs: in decoupled mode verl rejects tokens before the advantages, and %s (a token-level estimator) whitens over the tokens kept, which rllm cannot do (its π_old forward pass follows the advantages); use an outcome estimator (grpo, rloo, ...) or bypass_mode=true", n)
+				break
+			}
+		}
+	}
+	cp.Metrics = cp.Decoupled || cp.Active() || (rc.BypassMode != nil && *rc.BypassMode)
 
 	a := c.AsyncTraining
 	if !a.Enable {

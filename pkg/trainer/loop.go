@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/rllm-org/rllm-go/pkg/episode"
+	"github.com/rllm-org/rllm-go/pkg/ppo"
 	"github.com/rllm-org/rllm-go/pkg/rollout"
 )
 
@@ -59,6 +60,7 @@ func (t *Trainer) prepare(ctx context.Context, groups []Group, m map[string]floa
 	if err := score(groups, t.plan.Assemble, m); err != nil {
 		return nil, false, err
 	}
+	shapeRewards(groups, t.plan.Reward, m)
 	groups, skip, err := t.filter(groups, m)
 	if err != nil {
 		return nil, false, err
@@ -82,6 +84,33 @@ func score(groups []Group, opts rollout.AssembleOptions, m map[string]float64) e
 	m["batch/token_mismatch"] = float64(ast.TokenMismatches)
 	m["batch/truncated_dropped"] = float64(ast.TruncatedDropped)
 	return nil
+}
+
+// shapeRewards adds DAPO's overlong penalty to each sample's reward
+// (verl's dapo reward manager, ppo.OverlongPenalty), and with log its
+// step means: batch/overlong_reward, the mean penalty, and
+// batch/overlong, the fraction of samples penalised (verl's
+// reward_extra_info overlong_reward and overlong).
+func shapeRewards(groups []Group, r RewardPlan, m map[string]float64) {
+	if !r.Overlong {
+		return
+	}
+	var n, sum, hit float64
+	for gi := range groups {
+		for si := range groups[gi].Samples {
+			s := &groups[gi].Samples[si]
+			pen := ppo.OverlongPenalty(len(s.ResponseIDs), r.MaxRespLen, r.Len, r.PenaltyFactor)
+			s.Reward += pen
+			n++
+			sum += pen
+			if pen < 0 {
+				hit++
+			}
+		}
+	}
+	if r.Log && n > 0 {
+		m["batch/overlong_reward"], m["batch/overlong"] = sum/n, hit/n
+	}
 }
 
 // advantages folds in the reference policy's KL when asked, runs the
@@ -291,9 +320,7 @@ func updateMetrics(st UpdateStats) map[string]float64 {
 		if st.HasKL {
 			m["actor/kl_loss"] = st.KLLoss
 		}
-		if st.HasIS {
-			m["rollout_corr/rollout_is_mean"], m["rollout_corr/rollout_is_truncated_frac"], m["rollout_corr/log_ratio_mean"] = st.IS.Mean, st.IS.Truncated, st.IS.LogRatioMean
-		}
+		merge(m, st.Corr)
 	}
 	return m
 }

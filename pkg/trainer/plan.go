@@ -48,6 +48,7 @@ type Plan struct {
 	ChatTemplateArgs map[string]any
 
 	Filters   FilterPlan
+	Reward    RewardPlan
 	Remote    RemotePlan
 	Reference ReferencePlan
 	Advantage AdvantagePlan
@@ -153,6 +154,18 @@ type FilterPlan struct {
 	// DropOverlongPrompts drops the groups of tasks whose prompt was longer
 	// than data.max_prompt_length (data.filter_overlong_prompts).
 	DropOverlongPrompts bool
+}
+
+// RewardPlan shapes the training rewards before advantages (verl's
+// reward manager, reward.*): DAPO's overlong penalty.
+type RewardPlan struct {
+	// Overlong adds ppo.OverlongPenalty of each sample's response length
+	// to its reward (reward.overlong_buffer.enable with manager dapo).
+	Overlong        bool
+	MaxRespLen, Len int
+	PenaltyFactor   float64
+	// Log logs the step means batch/overlong_reward and batch/overlong.
+	Log bool
 }
 
 // RemotePlan is training with rollouts from inference servers
@@ -362,6 +375,14 @@ func NewPlan(c *config.Config) (*Plan, error) {
 		}
 		p.DrawSize = c.Data.TrainBatchSize * rs.Multiplier
 	}
+	if ob := c.Reward.OverlongBuffer; ob.Enable && c.Reward.Manager == "dapo" {
+		p.Reward = RewardPlan{Overlong: true, MaxRespLen: c.EffectiveMaxRespLen(), Len: ob.Len, PenaltyFactor: ob.PenaltyFactor, Log: ob.Log}
+		if c.Algorithm.StepwiseAdvantage.Enable {
+			refuse("reward.overlong_buffer.enable: DAPO's overlong penalty is on each response's length, and with algorithm.stepwise_advantage.enable the advantages come from each step's or the trajectory's own reward; turn one of them off")
+		}
+	} else if ob.Log {
+		refuse("reward.overlong_buffer.log: logs the overlong penalty, which is off (reward.overlong_buffer.enable=false); set enable=true or log=false")
+	}
 	cf := c.Filters.CompactFiltering
 	if c.Data.FilterOverlongPrompts && c.Algorithm.StepwiseAdvantage.Enable {
 		refuse("data.filter_overlong_prompts: with algorithm.stepwise_advantage.enable each step's prompt holds the turns before it, so a long prompt there is not a long task; turn one of them off")
@@ -484,6 +505,9 @@ func NewPlan(c *config.Config) (*Plan, error) {
 	}
 
 	p.Update.Correction, p.Async = correctionAndAsync(c, p, refuse)
+	if p.Update.Correction.Reinforce {
+		p.Update.Loss.Loss = ppo.LossReinforce // bypass mode's loss_type=reinforce
+	}
 
 	// Data sizes known before any file is read.
 	if !c.Workflow.UseWorkflow && len(c.Data.TrainFiles) == 0 {
@@ -540,7 +564,7 @@ func (p *Plan) CheckBackend(info backend.ModelInfo) error {
 	}
 	// A loss the backend computes itself, exactly, is sent by name.
 	l := p.Update.Loss
-	if l.Loss == ppo.LossImportanceSampling && l.KLCoef == 0 && l.EntropyCoeff == 0 && !p.Update.Correction.Decoupled && slices.Contains(info.SupportedLosses, backend.LossImportanceSampling) {
+	if l.Loss == ppo.LossImportanceSampling && l.KLCoef == 0 && l.EntropyCoeff == 0 && !p.Update.Correction.Decoupled && !p.Update.Correction.Active() && slices.Contains(info.SupportedLosses, backend.LossImportanceSampling) {
 		p.Update.Builtin = backend.LossImportanceSampling
 	}
 	return nil
@@ -627,6 +651,9 @@ func (p *Plan) Lines() []PlanLine {
 	}
 	if p.Assemble.OverlongFilter {
 		filters = append(filters, "overlong filter")
+	}
+	if r := p.Reward; r.Overlong {
+		filters = append(filters, fmt.Sprintf("DAPO overlong penalty (up to −%g over the last %d of %d tokens)", r.PenaltyFactor, r.Len, r.MaxRespLen))
 	}
 	if p.Assemble.MaskTruncatedSamples {
 		filters = append(filters, "mask truncated")

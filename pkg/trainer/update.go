@@ -349,9 +349,9 @@ type UpdateStats struct {
 	PGLoss, ClipFrac, PPOKL, GradNorm float64
 	Entropy, KLLoss                   float64
 	HasEntropy, HasKL                 bool
-	// IS sums the rollout importance weights' metrics (decoupled mode).
-	IS                            ppo.ISMetrics
-	HasIS                         bool
+	// Corr holds verl's rollout_corr/ metrics: the step's (decoupled
+	// mode) or the mean over its optimizer steps (bypass mode).
+	Corr                          map[string]float64
 	TrainedTokens, TrainedSamples int
 }
 
@@ -369,6 +369,13 @@ func update(ctx context.Context, be backend.TrainingBackend, p *UpdatePlan, mini
 	if err != nil {
 		return st, err
 	}
+	var corr []correction
+	if prox != nil {
+		if corr, st.Corr, err = decoupledCorrection(mini, prox, p.Correction); err != nil {
+			return st, err
+		}
+	}
+	bypassMetrics := 0
 	for epoch := 0; epoch < p.Epochs; epoch++ {
 		for k, mb := range mini {
 			datums := datumsOf(mb)
@@ -379,7 +386,7 @@ func update(ctx context.Context, be backend.TrainingBackend, p *UpdatePlan, mini
 				if ctx, err = commitStep(ctx); err != nil {
 					return st, err
 				}
-				if err := step(ctx, be, p, mb, datums, outs, false, adam, &st, epoch, prox[k]); err != nil {
+				if err := step(ctx, be, p, mb, datums, outs, false, adam, &st, epoch, prox[k], &corr[k], &bypassMetrics); err != nil {
 					return st, err
 				}
 				continue
@@ -397,13 +404,14 @@ func update(ctx context.Context, be backend.TrainingBackend, p *UpdatePlan, mini
 				return st, err
 			}
 			var px []backend.LossFnOutput
+			var cr *correction
 			if prox != nil {
-				px = prox[k]
+				px, cr = prox[k], &corr[k]
 			}
 			if ctx, err = commitStep(ctx); err != nil {
 				return st, err
 			}
-			if err := step(ctx, be, p, mb, datums, outs, skipForward, adam, &st, epoch, px); err != nil {
+			if err := step(ctx, be, p, mb, datums, outs, skipForward, adam, &st, epoch, px, cr, &bypassMetrics); err != nil {
 				return st, err
 			}
 		}
@@ -412,32 +420,46 @@ func update(ctx context.Context, be backend.TrainingBackend, p *UpdatePlan, mini
 		u := float64(st.Updates)
 		st.PGLoss, st.ClipFrac, st.PPOKL, st.GradNorm = st.PGLoss/u, st.ClipFrac/u, st.PPOKL/u, st.GradNorm/u
 		st.Entropy, st.KLLoss = st.Entropy/u, st.KLLoss/u
-		st.IS.Mean, st.IS.Truncated, st.IS.LogRatioMean = st.IS.Mean/u, st.IS.Truncated/u, st.IS.LogRatioMean/u
+	}
+	if bypassMetrics > 0 {
+		for k := range st.Corr {
+			st.Corr[k] /= float64(bypassMetrics)
+		}
 	}
 	return st, nil
 }
 
 // step is one optimizer step on one mini-batch: the loss and its gradient
-// in pkg/ppo from the current logprobs outs (with the off-policy
-// correction against prox, the π_old outputs, when given), then
-// forward_backward with cross_entropy and the optimizer step queued
-// behind it. skipForward says outs are the sampling logprobs standing in
-// for a forward pass.
-func step(ctx context.Context, be backend.TrainingBackend, p *UpdatePlan, mb []*Sample, datums []backend.Datum, outs []backend.LossFnOutput, skipForward bool, adam backend.AdamParams, st *UpdateStats, epoch int, prox []backend.LossFnOutput) error {
+// in pkg/ppo from the current logprobs outs (with decoupled PPO's
+// correction against prox, the π_old outputs, and cr, its weights and
+// mask, when given; else bypass mode's correction of π_θ against the
+// sampler, counted in bypassMetrics), then forward_backward with
+// cross_entropy and the optimizer step queued behind it. skipForward says
+// outs are the sampling logprobs standing in for a forward pass.
+func step(ctx context.Context, be backend.TrainingBackend, p *UpdatePlan, mb []*Sample, datums []backend.Datum, outs []backend.LossFnOutput, skipForward bool, adam backend.AdamParams, st *UpdateStats, epoch int, prox []backend.LossFnOutput, cr *correction, bypassMetrics *int) error {
 	ce := backend.Loss{Name: backend.LossCrossEntropy}
 	in, err := lossInput(mb, outs)
 	if err != nil {
 		return err
 	}
 	if prox != nil {
-		is, err := correct(&in, mb, prox, p.Correction)
+		if err := correctDecoupled(&in, mb, prox, cr, p.Correction); err != nil {
+			return err
+		}
+	} else if c := p.Correction; c.Active() || c.Metrics {
+		m, err := correctBypass(&in, c)
 		if err != nil {
 			return err
 		}
-		st.IS.Mean += is.Mean
-		st.IS.Truncated += is.Truncated
-		st.IS.LogRatioMean += is.LogRatioMean
-		st.HasIS = true
+		if m != nil {
+			if st.Corr == nil {
+				st.Corr = map[string]float64{}
+			}
+			for k, v := range m {
+				st.Corr[k] += v
+			}
+			*bypassMetrics++
+		}
 	}
 	grad := make([]float64, len(in.Logprobs))
 	res, err := ppo.PolicyLoss(&in, &p.Loss, grad)
@@ -502,32 +524,120 @@ func proximalLogprobs(ctx context.Context, be backend.TrainingBackend, p *Update
 	return prox, nil
 }
 
-// correct makes in decoupled PPO's: π_old (prox) becomes the policy the
-// ratio is taken against, and with rollout_is each token's advantage is
-// multiplied by the truncated weight π_old/π_rollout, π_rollout being
-// the sampler's logprobs (ppo.RolloutISWeights: the losses are
-// positively homogeneous in the advantage, so this is verl's
-// pg_losses × rollout_is_weights).
-func correct(in *ppo.LossInput, mb []*Sample, prox []backend.LossFnOutput, c CorrectionPlan) (ppo.ISMetrics, error) {
-	rollout := make([]float64, len(in.OldLogprobs))
-	copy(rollout, in.OldLogprobs)
+// correction is one mini-batch's part of decoupled PPO's correction,
+// laid out as its lossInput: the weights multiplying each token's
+// advantage (nil without rollout_is) and the mask rejection sampling
+// leaves (nil without rollout_rs).
+type correction struct {
+	weights, keep []float64
+}
+
+// decoupledCorrection is verl's compute_rollout_correction_and_add_to_batch
+// in decoupled mode: once per step, over the whole batch (so that
+// rollout_is_batch_normalize normalises over it), from π_old (prox)
+// against the sampler's logprobs. It returns each mini-batch's weights
+// and mask and verl's rollout_corr/ metrics.
+func decoupledCorrection(mini [][]*Sample, prox [][]backend.LossFnOutput, c CorrectionPlan) ([]correction, map[string]float64, error) {
+	var train, rollout, mask []float64
+	offsets := []int{0}
+	spans := make([][2]int, len(mini)) // each mini-batch's tokens
+	for k, mb := range mini {
+		if err := proximalFits(mb, prox[k]); err != nil {
+			return nil, nil, err
+		}
+		in, err := lossInput(mb, prox[k])
+		if err != nil {
+			return nil, nil, err
+		}
+		spans[k][0] = len(train)
+		train, rollout, mask = append(train, in.Logprobs...), append(rollout, in.OldLogprobs...), append(mask, in.Mask...)
+		for _, o := range in.Offsets[1:] {
+			offsets = append(offsets, spans[k][0]+o)
+		}
+		spans[k][1] = len(train)
+	}
+	w, keep := make([]float64, len(train)), make([]float64, len(train))
+	cfg := c.ppo()
+	m, err := ppo.RolloutCorrection(train, rollout, mask, offsets, &cfg, w, keep)
+	if err != nil {
+		return nil, nil, err
+	}
+	out := make([]correction, len(mini))
+	for k, sp := range spans {
+		if c.IS != ppo.RolloutISNone {
+			out[k].weights = w[sp[0]:sp[1]]
+		}
+		if len(c.RS) > 0 {
+			out[k].keep = keep[sp[0]:sp[1]]
+		}
+	}
+	return out, m, nil
+}
+
+// proximalFits checks that the proximal forward gave a logprob for every
+// target of every sequence.
+func proximalFits(mb []*Sample, prox []backend.LossFnOutput) error {
+	if len(prox) != len(mb) {
+		return fmt.Errorf("the proximal forward returned %d outputs for %d sequences", len(prox), len(mb))
+	}
+	for i, s := range mb {
+		if p := len(s.PromptIDs) - 1; len(prox[i].Logprobs) < p+len(s.ResponseIDs) {
+			return fmt.Errorf("the proximal forward returned %d logprobs for a sequence of %d targets", len(prox[i].Logprobs), p+len(s.ResponseIDs))
+		}
+	}
+	return nil
+}
+
+// correctDecoupled makes in decoupled PPO's: π_old (prox) becomes the
+// policy the ratio is taken against; with rollout_is each token's
+// advantage is multiplied by its weight (the losses are positively
+// homogeneous in the advantage and the weights positive, so this is
+// verl's pg_losses × rollout_is_weights), and with rollout_rs the mask is
+// the one rejection sampling left, for every term of the loss (verl
+// replaces the batch's response_mask).
+func correctDecoupled(in *ppo.LossInput, mb []*Sample, prox []backend.LossFnOutput, cr *correction, c CorrectionPlan) error {
+	if err := proximalFits(mb, prox); err != nil {
+		return err
+	}
 	for i, s := range mb {
 		p := len(s.PromptIDs) - 1
-		lp := prox[i].Logprobs
-		if len(lp) < p+len(s.ResponseIDs) {
-			return ppo.ISMetrics{}, fmt.Errorf("the proximal forward returned %d logprobs for a sequence of %d targets", len(lp), p+len(s.ResponseIDs))
-		}
-		copy(in.OldLogprobs[in.Offsets[i]:in.Offsets[i+1]], lp[p:p+len(s.ResponseIDs)])
+		copy(in.OldLogprobs[in.Offsets[i]:in.Offsets[i+1]], prox[i].Logprobs[p:p+len(s.ResponseIDs)])
 	}
-	w := make([]float64, len(rollout))
-	m, err := ppo.RolloutISWeights(in.OldLogprobs, rollout, in.Mask, in.Offsets, c.IS, c.Threshold, w)
+	if cr == nil {
+		return nil
+	}
+	if cr.weights != nil {
+		for t := range in.Advantages {
+			in.Advantages[t] *= cr.weights[t]
+		}
+	}
+	if cr.keep != nil {
+		copy(in.Mask, cr.keep)
+	}
+	return nil
+}
+
+// correctBypass is verl's compute_policy_loss_bypass_mode before its loss:
+// the weights and rejection mask of π_θ (this step's logprobs) against
+// π_rollout (the sampler's, PPO's old policy here), computed again at
+// every optimizer step. The weights (loss_type reinforce only) multiply
+// the advantages; the rejection mask masks the policy-gradient term alone
+// (verl's actor keeps the response mask for its KL and entropy terms).
+func correctBypass(in *ppo.LossInput, c CorrectionPlan) (map[string]float64, error) {
+	n := len(in.Logprobs)
+	w, keep := make([]float64, n), make([]float64, n)
+	cfg := c.ppo()
+	m, err := ppo.RolloutCorrection(in.Logprobs, in.OldLogprobs, in.Mask, in.Offsets, &cfg, w, keep)
 	if err != nil {
-		return m, err
+		return nil, err
 	}
 	if c.IS != ppo.RolloutISNone {
 		for t := range in.Advantages {
 			in.Advantages[t] *= w[t]
 		}
+	}
+	if len(c.RS) > 0 {
+		in.PGMask = keep
 	}
 	return m, nil
 }
