@@ -52,3 +52,12 @@ func Register(d Definition) { Registry.Register(d) }
 func Resolve(name string, args map[string]any) (Definition, registry.Values, error) {
 	return Registry.Resolve(name, "agent.args", args)
 }
+
+// FreshPrompter is an agent that may leave the conversation so far out
+// of its prompts (by its arguments): then a turn's prompt does not extend
+// the previous prompt and reply, and a trajectory trains only as one
+// sequence per step. FreshPrompts says so in words naming the argument
+// ("" when every prompt extends the last).
+type FreshPrompter interface {
+	FreshPrompts() string
+}

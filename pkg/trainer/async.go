@@ -435,7 +435,6 @@ func (t *Trainer) asyncMiniBatch(ctx context.Context, groups []Group, em rollout
 	}
 	m["timing_s/adv"] = clock.lap().Seconds()
 	up := t.plan.Update
-	up.MiniBatchTasks = t.plan.Async.MiniBatch
 	// The embedded policy's sampling logprobs stand in for the forward
 	// pass only when they are the current weights' own.
 	up.OnPolicyFirst = up.OnPolicyFirst && onPolicy

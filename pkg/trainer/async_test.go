@@ -15,8 +15,10 @@ import (
 	"github.com/rllm-org/rllm-go/pkg/backend"
 	"github.com/rllm-org/rllm-go/pkg/backend/local"
 	"github.com/rllm-org/rllm-go/pkg/config"
+	"github.com/rllm-org/rllm-go/pkg/dataset"
 	"github.com/rllm-org/rllm-go/pkg/env"
 	"github.com/rllm-org/rllm-go/pkg/episode"
+	"github.com/rllm-org/rllm-go/pkg/episodestore"
 	"github.com/rllm-org/rllm-go/pkg/usererr"
 )
 
@@ -153,7 +155,7 @@ func TestAsyncBadInputIsRefused(t *testing.T) {
 		{[]string{"async_training.staleness_threshold=-1"}, "async_training.staleness_threshold"},
 		{[]string{"async_training.staleness_threshold=NaN"}, "async_training.staleness_threshold"},
 		{[]string{"async_training.staleness_threshold=.inf"}, "async_training.staleness_threshold"},
-		{[]string{"async_training.mini_batch_size=5"}, "async_training.mini_batch_size"},
+		{[]string{"async_training.mini_batch_size=0"}, "async_training.mini_batch_size"},
 		{[]string{"async_training.trigger_parameter_sync_step=0"}, "async_training.trigger_parameter_sync_step"},
 		{[]string{"filters.rejection_sample.enable=true"}, "filters.rejection_sample.enable"},
 		{[]string{"algorithm.rollout_correction.rollout_is=token", "algorithm.rollout_correction.bypass_mode=true"}, "algorithm.rollout_correction.rollout_is"},
@@ -481,6 +483,148 @@ func TestBypassModeFollowsVerl(t *testing.T) {
 		}
 		if p.Update.Correction.Decoupled != tc.decoupled {
 			t.Errorf("%v: decoupled %t, want %t", tc.sets, p.Update.Correction.Decoupled, tc.decoupled)
+		}
+	}
+}
+
+// countingBackend counts forward_backward calls, their datums and
+// optimizer steps.
+type countingBackend struct {
+	backend.TrainingBackend
+	mu                sync.Mutex
+	fwdBwd, optim     int
+	datums            []int // per forward_backward call
+	callsBeforeOptims []int // forward_backward calls between optimizer steps
+	sinceOptim        int
+}
+
+func (c *countingBackend) ForwardBackward(ctx context.Context, data []backend.Datum, loss backend.Loss) *backend.Future[backend.ForwardBackwardOutput] {
+	c.mu.Lock()
+	c.fwdBwd++
+	c.sinceOptim++
+	c.datums = append(c.datums, len(data))
+	c.mu.Unlock()
+	return c.TrainingBackend.ForwardBackward(ctx, data, loss)
+}
+
+func (c *countingBackend) OptimStep(ctx context.Context, p backend.AdamParams) *backend.Future[backend.OptimStepOutput] {
+	c.mu.Lock()
+	c.optim++
+	c.callsBeforeOptims = append(c.callsBeforeOptims, c.sinceOptim)
+	c.sinceOptim = 0
+	c.mu.Unlock()
+	return c.TrainingBackend.OptimStep(ctx, p)
+}
+
+// rLLM's async mode: data.train_batch_size is the tasks the dataloader
+// hands the producer at a time (rLLM asserts 1), and an optimizer step
+// takes async_training.mini_batch_size task groups. 12 tasks in groups
+// of 4 make 3 steps of one optimizer step each, each training the next 4
+// tasks of the dataloader's order.
+func TestAsyncMiniBatchLargerThanTheTrainBatch(t *testing.T) {
+	c := smallConfig(t, "data.train_batch_size=1", "data.generated_train_size=12", "trainer.total_training_steps=null", "trainer.total_epochs=1",
+		"async_training.enable=true", "async_training.mini_batch_size=4", "async_training.staleness_threshold=0.5",
+		"async_training.trigger_parameter_sync_step=1", "async_training.partial_rollout=true", "trainer.episodes.max_groups=null",
+		// Every group trains, uniform rewards or not.
+		"filters.rejection_sample.filter_uniform_groups=false")
+	p, err := NewPlan(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Async.MiniBatch != 4 || p.Update.MiniBatchTasks != 4 || p.Async.Quota != 6 || p.DrawSize != 1 {
+		t.Fatalf("plan: mini-batch %d (update %d), quota %d, draw %d; want 4, 4, 6, 1", p.Async.MiniBatch, p.Update.MiniBatchTasks, p.Async.Quota, p.DrawSize)
+	}
+	desc, err := Describe(context.Background(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"4 task groups per step (1 optimizer step of 4 groups, data.train_batch_size 1: the tasks the producer reads at a time) from 12 training tasks",
+		"steps:", "3 (1 epoch of 12 tasks, 4 a step): 12 tasks drawn, 48 episodes", "update:", "4 task groups per mini-batch"} {
+		if !strings.Contains(desc, want) {
+			t.Errorf("the dry run lacks %q:\n%s", want, desc)
+		}
+	}
+
+	be, err := backend.Open(context.Background(), c, backend.OpenOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cb := &countingBackend{TrainingBackend: be}
+	var train []episode.Task
+	for i := range 12 {
+		train = append(train, episode.Task{"question": fmt.Sprintf("%d+%d=", i%10, (i+3)%10), "ground_truth": fmt.Sprint(i%10 + (i+3)%10), "data_source": "arith"})
+	}
+	tr, err := New(context.Background(), c, Options{Backend: cb, TrainTasks: train})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	res, err := tr.Train(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Steps != 3 {
+		t.Fatalf("%d steps, want 3 (12 tasks / 4 groups a step)", res.Steps)
+	}
+	ms := readMetrics(t, c.Trainer.DefaultLocalDir)
+	if len(ms) != 3 {
+		t.Fatalf("%d metric lines, want 3", len(ms))
+	}
+	for i, m := range ms {
+		if m["actor/updates"] != 1.0 || m["rollout/episodes"] != 16.0 {
+			t.Errorf("step %d: %v optimizer steps on %v episodes, want 1 on 16 (4 groups × rollout.n 4)", i+1, m["actor/updates"], m["rollout/episodes"])
+		}
+	}
+	// One forward_backward and one optimizer step per training step, on
+	// its 16 sequences (after the embedded policy's warm-up steps).
+	if n := len(cb.callsBeforeOptims); n < 3 {
+		t.Fatalf("%d optimizer steps, want at least 3", n)
+	}
+	rl := cb.callsBeforeOptims[len(cb.callsBeforeOptims)-3:]
+	for i, calls := range rl {
+		if calls != 1 {
+			t.Errorf("optimizer step %d of RL follows %d forward_backward calls, want 1", i+1, calls)
+		}
+	}
+	for _, d := range cb.datums[len(cb.datums)-3:] {
+		if d != 16 {
+			t.Errorf("a forward_backward of %d datums, want 16 (4 groups × rollout.n 4)", d)
+		}
+	}
+	if st := tr.loader.State(); st.Position != 12 {
+		t.Errorf("dataloader at %+v, want position 12", st)
+	}
+
+	// Each step trained the next 4 tasks of the dataloader's order.
+	l, err := dataset.NewLoader(tr.train, dataset.LoaderOptions{BatchSize: 1, Shuffle: p.Shuffle, Seed: p.DataSeed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for step := 1; step <= 3; step++ {
+		recs, err := episodestore.ReadAll(episodestore.DataPath(p.Episodes.TrainDir, step))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(recs) != 16 {
+			t.Fatalf("step %d kept %d episodes, want 16", step, len(recs))
+		}
+		names := map[string]bool{}
+		var got []string
+		for _, r := range recs {
+			if !names[episodestore.TaskOf(r.ID)] {
+				names[episodestore.TaskOf(r.ID)] = true
+				got = append(got, fmt.Sprint(r.Task))
+			}
+		}
+		if len(names) != 4 {
+			t.Errorf("step %d: task names %v, want 4 different ones", step, names)
+		}
+		var want []string
+		for range 4 {
+			want = append(want, fmt.Sprint(l.Next().Tasks[0]))
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("step %d trained\n%v\nwant the dataloader's next 4\n%v", step, got, want)
 		}
 	}
 }

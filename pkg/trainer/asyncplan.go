@@ -80,7 +80,9 @@ func (c CorrectionPlan) String() string {
 
 // AsyncPlan is asynchronous training (async_training.*, rLLM's
 // rllm.async_training): rollouts run as a producer bounded by Quota task
-// groups in flight, the trainer consumes finished groups, steps the
+// groups in flight, drawing tasks one by one from the dataloader (whose
+// batches of data.train_batch_size tasks only say how many it reads at a
+// time, as in rLLM); the trainer consumes finished groups, steps the
 // optimizer every MiniBatch groups and publishes every SyncSteps
 // optimizer steps (one training step).
 type AsyncPlan struct {
@@ -189,12 +191,13 @@ func correctionAndAsync(c *config.Config, p *Plan, refuse func(string, ...any)) 
 		refuse("async_training.trigger_parameter_sync_step: %d must be at least 1", ap.SyncSteps)
 		ok = false
 	}
-	switch {
-	case ap.MiniBatch < 1:
+	// An optimizer step takes mini_batch_size groups whatever
+	// data.train_batch_size is: in rLLM's unified trainer that is the
+	// dataloader's batch, the tasks handed to the producer at a time (it
+	// asserts 1: rllm/experimental/unified_trainer.py, _fit_fully_async,
+	// at rllm-org/rllm 7982c508), and so it is here.
+	if ap.MiniBatch < 1 {
 		refuse("async_training.mini_batch_size: %d must be at least 1", ap.MiniBatch)
-		ok = false
-	case ap.MiniBatch > c.Data.TrainBatchSize:
-		refuse("async_training.mini_batch_size: %d task groups per optimizer step is more than data.train_batch_size (%d); lower it to at most %d", ap.MiniBatch, c.Data.TrainBatchSize, c.Data.TrainBatchSize)
 		ok = false
 	}
 	if c.Filters.RejectionSample.Enable {
@@ -206,6 +209,8 @@ func correctionAndAsync(c *config.Config, p *Plan, refuse func(string, ...any)) 
 	if ok {
 		ap.MaxLag = int(math.Ceil(ap.Staleness))
 		ap.Quota = int((1 + ap.Staleness) * float64(ap.GroupsPerStep()))
+		// Each optimizer step is one mini-batch of the update.
+		p.Update.MiniBatchTasks = ap.MiniBatch
 	}
 	return cp, ap
 }

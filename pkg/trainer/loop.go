@@ -216,7 +216,9 @@ func (t *Trainer) filter(groups []Group, m map[string]float64) ([]Group, bool, e
 		if len(groups) < t.plan.Filters.MinPartial || len(groups) == 0 {
 			return groups, true, nil
 		}
-	} else if len(groups) > t.plan.BatchSize {
+	} else if !t.plan.Async.Enabled && len(groups) > t.plan.BatchSize {
+		// An asynchronous optimizer step trains its mini-batch, however
+		// many tasks the dataloader hands out at a time.
 		groups = groups[:t.plan.BatchSize]
 	}
 	masked, err := compactFilter(groups, t.plan.Filters.Compact)

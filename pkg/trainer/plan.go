@@ -320,6 +320,11 @@ func NewPlan(c *config.Config) (*Plan, error) {
 		Identity: runIdentity(c),
 		Episodes: episodesPlan(c, c.Trainer.DefaultLocalDir),
 	}
+	if why := p.Workflow.FreshPrompts(); why != "" && !p.Assemble.PerStep {
+		// As one sequence per trajectory, each turn after the first would
+		// be a token mismatch: the trajectory cut at its first turn.
+		refuse("%s, so a turn's prompt does not extend the last and a trajectory is not one sequence; set algorithm.stepwise_advantage.enable=true (each step its own sequence) or keep the history", why)
+	}
 
 	// Backend and where rollouts come from.
 	kind, known := backend.KindOf(c.Backend.Name)
@@ -608,15 +613,21 @@ func (p *Plan) Lines() []PlanLine {
 	}
 	line("backend", "%s", p.Backend)
 	line("workflow", "%s", p.Workflow)
+	perStep := fmt.Sprintf("%d tasks per step (drawn %d)", p.BatchSize, p.DrawSize)
+	if a := p.Async; a.Enabled {
+		// data.train_batch_size is only the dataloader's batch here.
+		perStep = fmt.Sprintf("%s per step (%s of %s, data.train_batch_size %d: the tasks the producer reads at a time)",
+			plural(a.GroupsPerStep(), "task group"), plural(a.SyncSteps, "optimizer step"), plural(a.MiniBatch, "group"), p.DrawSize)
+	}
 	switch sc := p.schedule; {
 	case sc == nil:
 		steps := plural(p.TotalEpochs, "epoch")
 		if p.TotalSteps != nil {
 			steps = plural(*p.TotalSteps, "step")
 		}
-		line("data", "%d tasks per step (drawn %d), %s, shuffle %t", p.BatchSize, p.DrawSize, steps, p.Shuffle)
+		line("data", "%s, %s, shuffle %t", perStep, steps, p.Shuffle)
 	default:
-		line("data", "%d tasks per step (drawn %d) from %s, shuffle %t", p.BatchSize, p.DrawSize, plural(sc.Tasks, "training task"), p.Shuffle)
+		line("data", "%s from %s, shuffle %t", perStep, plural(sc.Tasks, "training task"), p.Shuffle)
 		how, perStep := fmt.Sprintf("%s of %d", plural(p.TotalEpochs, "epoch"), sc.StepsPerEpoch), p.DrawSize
 		if p.Async.Enabled {
 			perStep = p.Async.GroupsPerStep()

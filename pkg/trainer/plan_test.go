@@ -243,3 +243,27 @@ func TestDropOverlongPrompts(t *testing.T) {
 		t.Fatalf("stepwise: %v", err)
 	}
 }
+
+// An agent that leaves the history out of its prompts (frozenlake's
+// use_accumulate_history=false) trains per step: as one sequence per
+// trajectory every turn after the first would be a token mismatch.
+func TestPlanRefusesFreshPromptsAsOneSequence(t *testing.T) {
+	for _, tc := range []struct {
+		sets    []string
+		refused bool
+	}{
+		{[]string{"agent.args.use_accumulate_history=false"}, true},
+		{[]string{"agent.args.use_accumulate_history=false", "algorithm.stepwise_advantage.enable=true"}, false},
+		{[]string{"agent.args.use_accumulate_history=true"}, false},
+		{[]string{"agent.args.max_steps=10"}, false},
+	} {
+		c, err := config.FromOverrides(append([]string{"env.name=frozenlake"}, tc.sets...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = NewPlan(c)
+		if got := err != nil && strings.Contains(err.Error(), "agent.args.use_accumulate_history") && strings.Contains(err.Error(), "algorithm.stepwise_advantage.enable=true"); got != tc.refused {
+			t.Errorf("%v: err = %v, want refused %v", tc.sets, err, tc.refused)
+		}
+	}
+}

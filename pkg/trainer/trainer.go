@@ -420,8 +420,12 @@ func (t *Trainer) start(ctx context.Context) error {
 		return err
 	}
 	if !t.plan.Cadence.ValOnly && t.step < t.totalSteps {
+		perStep := t.plan.BatchSize
+		if t.plan.Async.Enabled {
+			perStep = t.plan.Async.GroupsPerStep()
+		}
 		t.logf("training %d steps (%d tasks, %d per step, %d episodes each) on backend %s with %s; checkpoints in %s",
-			t.totalSteps-t.step, len(t.train), t.plan.BatchSize, t.plan.Train.N, t.plan.Backend, t.plan.Advantage.Estimators.Default, t.plan.Dir)
+			t.totalSteps-t.step, len(t.train), perStep, t.plan.Train.N, t.plan.Backend, t.plan.Advantage.Estimators.Default, t.plan.Dir)
 	}
 	if len(t.val) == 0 {
 		t.logf("no validation: data.val_files is empty and the env generates no tasks")

@@ -97,3 +97,25 @@ type refusingSampler struct{}
 func (refusingSampler) Sample(context.Context, sampler.Request) (sampler.Response, error) {
 	return sampler.Response{}, errors.New("workflow check: this workflow was built only to check its configuration")
 }
+
+// FreshPrompts is the agent's agent.FreshPrompter answer: why its turns'
+// prompts do not extend the previous ones, or "" (they do, or the
+// workflow builds its own agents, or its arguments are wrong, which
+// Check reports).
+func (s Spec) FreshPrompts() string {
+	if s.Deps.Agent.Name == "" {
+		return ""
+	}
+	d, v, err := agent.Resolve(s.Deps.Agent.Name, s.Deps.Agent.Args)
+	if err != nil {
+		return ""
+	}
+	a, err := d.New(v)
+	if err != nil {
+		return ""
+	}
+	if fp, ok := a.(agent.FreshPrompter); ok {
+		return fp.FreshPrompts()
+	}
+	return ""
+}
