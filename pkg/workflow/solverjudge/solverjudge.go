@@ -71,9 +71,9 @@ type Workflow struct {
 }
 
 // New builds the workflow. It refuses what it would otherwise ignore:
-// tools (neither role calls any) and an env other than countdown (the
-// env's generator would make tasks without the target and numbers the
-// countdown reward reads).
+// tools (neither role calls any) and a Go program's own env. Rows that
+// are not countdown tasks (env.name=arith's generated ones) fail their
+// episode with a message saying so.
 func New(p Params, deps workflow.Deps) (*Workflow, error) {
 	if deps.Sampler == nil {
 		return nil, errors.New("solver_judge: Deps.Sampler is nil")
@@ -84,12 +84,8 @@ func New(p Params, deps workflow.Deps) (*Workflow, error) {
 	if !deps.ToolConfig.Empty() || deps.Toolbox != nil || len(deps.Tools) > 0 {
 		return nil, &usererr.Error{Subject: "tools", Msg: "are set, but the solver_judge workflow's solver and judge call no tools", Fix: "remove tools.builtin and tools.mcp"}
 	}
-	if deps.NewEnv != nil || (deps.Env.Name != "" && deps.Env.Name != "countdown") {
-		name := deps.Env.Name
-		if name == "" {
-			name = "a Go program's own env"
-		}
-		return nil, &usererr.Error{Subject: "env.name", Msg: fmt.Sprintf("is %s, but solver_judge solves countdown tasks (rows with target and nums) and scores them with the countdown reward", name),
+	if deps.NewEnv != nil {
+		return nil, &usererr.Error{Subject: "env.name", Msg: fmt.Sprintf("is %s, but solver_judge solves countdown tasks (rows with target and nums) and scores them with the countdown reward", "a Go program's own env"),
 			Fix: "set env.name=countdown (its generator makes the tasks when data.train_files is empty)"}
 	}
 	return &Workflow{p: p, deps: deps, reward: reward.Countdown{Score: 1, FormatScore: p.FormatScore}}, nil

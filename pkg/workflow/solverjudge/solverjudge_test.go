@@ -157,7 +157,6 @@ func TestRefusals(t *testing.T) {
 	}{
 		{"no candidates", map[string]any{"n_solutions": 0}, workflow.Deps{}, "workflow.args.n_solutions"},
 		{"an unknown arg", map[string]any{"n_solution": 2}, workflow.Deps{}, "n_solution"},
-		{"another env", nil, workflow.Deps{Env: workflow.Component{Name: "arith"}}, "env.name"},
 		{"tools", nil, workflow.Deps{ToolConfig: tool.Config{Builtin: []string{"python"}}}, "tools"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
