@@ -213,6 +213,7 @@ type Algorithm struct {
 	UseKLInReward      bool              `koanf:"use_kl_in_reward" json:"use_kl_in_reward" yaml:"use_kl_in_reward"`
 	KLCoef             float64           `koanf:"kl_coef" json:"kl_coef" yaml:"kl_coef"`
 	KLPenalty          string            `koanf:"kl_penalty" json:"kl_penalty" yaml:"kl_penalty"`
+	GroupingLevel      *string           `koanf:"grouping_level" json:"grouping_level" yaml:"grouping_level"`
 	StepwiseAdvantage  StepwiseAdvantage `koanf:"stepwise_advantage" json:"stepwise_advantage" yaml:"stepwise_advantage"`
 	RolloutCorrection  RolloutCorrection `koanf:"rollout_correction" json:"rollout_correction" yaml:"rollout_correction"`
 }

@@ -18,6 +18,8 @@ var (
 	LRSchedulers  = []string{"constant", "cosine"}
 	AdvEstimators = []string{"grpo", "drgrpo", "rloo", "reinforce", "reinforce_plus_plus", "reinforce_plus_plus_baseline", "opo", "gae"}
 	StepwiseModes = []string{"broadcast", "per_step"}
+	// GroupingLevels are rLLM's algorithm.grouping_level values that rllm has.
+	GroupingLevels = []string{"trajectory", "step"}
 	// RolloutISModes are verl's algorithm.rollout_correction.rollout_is levels.
 	RolloutISModes = []string{"token", "sequence"}
 	// RolloutRSOptions are verl's algorithm.rollout_correction.rollout_rs
@@ -222,6 +224,7 @@ func validate(c *Config, origin func(string) Origin) Errors {
 	v.inRange("algorithm.lam", al.Lam, 0, 1, false, false)
 	v.nonNegative("algorithm.kl_coef", al.KLCoef)
 	v.oneOf("algorithm.stepwise_advantage.mode", al.StepwiseAdvantage.Mode, StepwiseModes)
+	v.groupingLevel(al)
 	if rc := al.RolloutCorrection; rc.RolloutIS != nil {
 		v.oneOf("algorithm.rollout_correction.rollout_is", *rc.RolloutIS, RolloutISModes)
 	}
@@ -494,4 +497,42 @@ func (c *Config) EffectiveBypass() bool {
 		return *rc.BypassMode
 	}
 	return rc.RolloutIS == nil || *rc.RolloutIS == "" || *rc.RolloutIS == "null" || *rc.RolloutIS == "none"
+}
+
+// groupingLevel checks algorithm.grouping_level (rLLM's Tinker trainer,
+// rllm/trainer/deprecated/tinker_data_processor.py at rllm-org/rllm
+// 7982c508: trajectory groups by task and trajectory name, step by task,
+// name and step index, and any other value by episode) against the
+// stepwise advantage keys that say the same here.
+func (v *validator) groupingLevel(al Algorithm) {
+	const key = "algorithm.grouping_level"
+	if al.GroupingLevel == nil {
+		return
+	}
+	sw := al.StepwiseAdvantage
+	switch gl := *al.GroupingLevel; gl {
+	case "trajectory":
+		if sw.Enable && sw.Mode == "per_step" {
+			v.fail(key, "is trajectory (each trajectory scored by its reward among those of its task and name), but algorithm.stepwise_advantage.mode is per_step (each step among the same steps); keep one: grouping_level=step is per_step")
+		}
+	case "step":
+		if sw.Enable && sw.Mode == "broadcast" {
+			v.fail(key, "is step (each step scored by its reward among the same steps of its task's trajectories), but algorithm.stepwise_advantage.mode is broadcast (every step gets its trajectory's advantage); keep one: grouping_level=trajectory goes with broadcast")
+		}
+	case "episode":
+		v.fail(key, "is episode, which groups the trajectories of one episode together (a solver with its own judge, each rollout its own group); rllm compares each trajectory with the trajectories of the same task and name: use trajectory")
+	default:
+		v.oneOf(key, gl, GroupingLevels)
+	}
+}
+
+// EffectiveStepwise is whether advantages are computed per step, and in
+// which mode: algorithm.stepwise_advantage, or per_step when
+// algorithm.grouping_level is step (rLLM's Tinker spelling of it).
+func (c *Config) EffectiveStepwise() (enable bool, mode string) {
+	if gl := c.Algorithm.GroupingLevel; gl != nil && *gl == "step" {
+		return true, "per_step"
+	}
+	sw := c.Algorithm.StepwiseAdvantage
+	return sw.Enable, sw.Mode
 }

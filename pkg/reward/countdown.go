@@ -126,3 +126,10 @@ func sameNumbers(used []*big.Int, given []int64) bool {
 	}
 	return true
 }
+
+// CheckCountdownTask reports why task is not a countdown task the
+// Countdown reward can score (no integer target, no nums list), or nil.
+func CheckCountdownTask(task episode.Task) error {
+	_, _, err := countdownTask(task)
+	return err
+}

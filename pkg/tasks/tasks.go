@@ -26,6 +26,8 @@ import (
 	_ "github.com/rllm-org/rllm-go/pkg/workflow/program"
 	// Coding harnesses (pkg/harness), in a sandbox reaching only their session.
 	_ "github.com/rllm-org/rllm-go/pkg/workflow/harness"
+	// rLLM's solver-judge workflow on countdown tasks.
+	"github.com/rllm-org/rllm-go/pkg/workflow/solverjudge"
 )
 
 // Generator makes n task rows of a built-in task from a seed, with the
@@ -78,5 +80,19 @@ var formats = map[string]FormatExample{
 // has them.
 func FormatExampleFor(env string) (FormatExample, bool) {
 	f, ok := formats[env]
+	return f, ok
+}
+
+// workflowFormats maps a workflow name to the format examples of its
+// prompts, for workflows that ask in formats of their own whatever the
+// env (solver_judge's judge answers with a candidate's number).
+var workflowFormats = map[string]FormatExample{
+	solverjudge.Name: solverjudge.FormatExample(countdown.FormatExample),
+}
+
+// FormatExampleForWorkflow returns the format examples of the workflow
+// name, if it has its own.
+func FormatExampleForWorkflow(name string) (FormatExample, bool) {
+	f, ok := workflowFormats[name]
 	return f, ok
 }

@@ -296,6 +296,7 @@ func NewPlan(c *config.Config) (*Plan, error) {
 	var errs []error
 	refuse := func(format string, args ...any) { errs = append(errs, usererr.Errorf(format, args...)) }
 
+	stepwise, stepwiseMode := c.EffectiveStepwise()
 	p := &Plan{
 		Backend:   c.Backend.Name,
 		BatchSize: c.Data.TrainBatchSize, DrawSize: c.Data.TrainBatchSize,
@@ -310,7 +311,7 @@ func NewPlan(c *config.Config) (*Plan, error) {
 		Assemble: rollout.AssembleOptions{
 			MaxPromptLength:      c.Data.MaxPromptLength,
 			MaxResponseLength:    c.Data.MaxResponseLength,
-			PerStep:              c.Algorithm.StepwiseAdvantage.Enable,
+			PerStep:              stepwise,
 			FilterTokenMismatch:  c.Filters.FilterTokenMismatch,
 			OverlongFilter:       c.Agent.OverlongFilter,
 			MaskTruncatedSamples: c.Filters.MaskTruncatedSamples,
@@ -389,8 +390,8 @@ func NewPlan(c *config.Config) (*Plan, error) {
 		refuse("reward.overlong_buffer.log: logs the overlong penalty, which is off (reward.overlong_buffer.enable=false); set enable=true or log=false")
 	}
 	cf := c.Filters.CompactFiltering
-	if c.Data.FilterOverlongPrompts && c.Algorithm.StepwiseAdvantage.Enable {
-		refuse("data.filter_overlong_prompts: with algorithm.stepwise_advantage.enable each step's prompt holds the turns before it, so a long prompt there is not a long task; turn one of them off")
+	if c.Data.FilterOverlongPrompts && stepwise {
+		refuse("data.filter_overlong_prompts: with stepwise advantages (algorithm.stepwise_advantage.enable, or grouping_level=step) each step's prompt holds the turns before it, so a long prompt there is not a long task; turn one of them off")
 	}
 	p.Filters = FilterPlan{
 		DropOverlongPrompts: c.Data.FilterOverlongPrompts,
@@ -413,8 +414,8 @@ func NewPlan(c *config.Config) (*Plan, error) {
 	p.Advantage.Config = ppo.DefaultConfig()
 	p.Advantage.Config.NormAdvByStd = alg.NormAdvByStdInGRPO
 	p.Advantage.Config.Gamma, p.Advantage.Config.Lam = alg.Gamma, alg.Lam
-	if alg.StepwiseAdvantage.Enable {
-		p.Advantage.Stepwise = StepwiseMode(alg.StepwiseAdvantage.Mode)
+	if stepwise {
+		p.Advantage.Stepwise = StepwiseMode(stepwiseMode)
 		p.Advantage.NormalizeBySteps = alg.StepwiseAdvantage.NormalizeBySteps
 		if p.Advantage.Stepwise != StepwiseBroadcast && p.Advantage.Stepwise != StepwisePerStep {
 			refuse("algorithm.stepwise_advantage.mode: %q is not a mode; use broadcast or per_step", alg.StepwiseAdvantage.Mode)
@@ -437,8 +438,8 @@ func NewPlan(c *config.Config) (*Plan, error) {
 			refuse("%s: unknown estimator %q; use one of %s", roles[i], n, strings.Join(ppo.Names(), ", "))
 		case n == "gae":
 			refuse("%s: gae needs a value model (critic), which no backend here trains; use grpo, rloo, reinforce_plus_plus or reinforce_plus_plus_baseline", roles[i])
-		case est.Level == ppo.Token && alg.StepwiseAdvantage.Enable:
-			refuse("%s: %s works on token rewards and cannot be combined with algorithm.stepwise_advantage.enable; use an outcome estimator such as grpo, or turn stepwise advantages off", roles[i], n)
+		case est.Level == ppo.Token && stepwise:
+			refuse("%s: %s works on token rewards and cannot be combined with stepwise advantages (algorithm.stepwise_advantage.enable, or grouping_level=step); use an outcome estimator such as grpo, or turn stepwise advantages off", roles[i], n)
 		}
 	}
 	if alg.UseKLInReward {
@@ -538,7 +539,9 @@ func NewPlan(c *config.Config) (*Plan, error) {
 	}
 	if c.Backend.Name == "local" && c.Backend.Local.Weights == "" {
 		p.Warmup = WarmupPlan{Steps: c.Backend.Local.WarmupSteps, LR: c.Backend.Local.WarmupLR}
-		if !c.Workflow.UseWorkflow {
+		if f, ok := tasks.FormatExampleForWorkflow(p.Workflow.Name); ok {
+			p.Warmup.Format = f
+		} else if !c.Workflow.UseWorkflow {
 			p.Warmup.Format, _ = tasks.FormatExampleFor(c.Env.Name)
 		}
 		var err error

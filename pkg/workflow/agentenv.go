@@ -171,7 +171,7 @@ func (w *AgentEnv) Run(ctx context.Context, task episode.Task, episodeID string)
 	ep = &episode.Episode{ID: episodeID, Task: task, TerminationReason: episode.TerminationUnknown}
 	ag, err := w.newAgent()
 	if err != nil {
-		return fail(ep, nil, fmt.Errorf("building agent: %w", err))
+		return Fail(ep, nil, fmt.Errorf("building agent: %w", err))
 	}
 	ag.Reset()
 	traj := ag.Trajectory()
@@ -179,7 +179,7 @@ func (w *AgentEnv) Run(ctx context.Context, task episode.Task, episodeID string)
 
 	e, err := w.newEnv(task)
 	if err != nil {
-		return fail(ep, ctx, fmt.Errorf("building env: %w", err))
+		return Fail(ep, ctx, fmt.Errorf("building env: %w", err))
 	}
 	defer func() {
 		if cerr := e.Close(); cerr != nil && err == nil {
@@ -189,7 +189,7 @@ func (w *AgentEnv) Run(ctx context.Context, task episode.Task, episodeID string)
 	}()
 	obs, info, err := e.Reset(ctx)
 	if err != nil {
-		return fail(ep, ctx, fmt.Errorf("env reset: %w", err))
+		return Fail(ep, ctx, fmt.Errorf("env reset: %w", err))
 	}
 	ag.UpdateFromEnv(obs, 0, false, info)
 	// Tools that work in a workspace (bash) work in this episode's.
@@ -205,7 +205,7 @@ func (w *AgentEnv) Run(ctx context.Context, task episode.Task, episodeID string)
 	toolRounds := 0
 	for turn := 0; turn < w.maxSteps; turn++ {
 		if err := ctx.Err(); err != nil {
-			return fail(ep, ctx, err)
+			return Fail(ep, ctx, err)
 		}
 		msgs := ag.Messages()
 		req := sampler.Request{
@@ -223,7 +223,7 @@ func (w *AgentEnv) Run(ctx context.Context, task episode.Task, episodeID string)
 			return ep, nil
 		}
 		if err != nil {
-			return fail(ep, ctx, fmt.Errorf("sampling turn %d: %w", turn+1, err))
+			return Fail(ep, ctx, fmt.Errorf("sampling turn %d: %w", turn+1, err))
 		}
 		before := len(traj.Steps)
 		action := ag.UpdateFromModel(resp)
@@ -238,7 +238,7 @@ func (w *AgentEnv) Run(ctx context.Context, task episode.Task, episodeID string)
 			})
 		}
 		st := &traj.Steps[len(traj.Steps)-1]
-		recordSample(st, resp)
+		RecordSample(st, resp)
 		if st.Observation == nil {
 			st.Observation = obs
 		}
@@ -252,7 +252,7 @@ func (w *AgentEnv) Run(ctx context.Context, task episode.Task, episodeID string)
 			}
 			results, failed, err := w.runTools(ctx, toolbox, action.ToolCalls)
 			if err != nil {
-				return fail(ep, ctx, err)
+				return Fail(ep, ctx, err)
 			}
 			if st.Info == nil {
 				st.Info = map[string]any{}
@@ -270,7 +270,7 @@ func (w *AgentEnv) Run(ctx context.Context, task episode.Task, episodeID string)
 
 		res, err := e.Step(ctx, action)
 		if err != nil {
-			return fail(ep, ctx, fmt.Errorf("env step %d: %w", turn+1, err))
+			return Fail(ep, ctx, fmt.Errorf("env step %d: %w", turn+1, err))
 		}
 		ag.UpdateFromEnv(res.Observation, res.Reward, res.Done, res.Info)
 		traj = ag.Trajectory()
@@ -298,9 +298,10 @@ func (w *AgentEnv) Run(ctx context.Context, task episode.Task, episodeID string)
 	return ep, nil
 }
 
-// recordSample copies the token bookkeeping of one model call into its
-// step: every sampled token is trained on (loss mask 1).
-func recordSample(st *episode.Step, resp sampler.Response) {
+// RecordSample copies the token bookkeeping of one model call into its
+// step: every sampled token is trained on (loss mask 1). Workflows that
+// make their own model calls (solverjudge) record them with it.
+func RecordSample(st *episode.Step, resp sampler.Response) {
 	st.PromptIDs = resp.PromptIDs
 	st.ResponseIDs = resp.CompletionIDs
 	st.Logprobs = resp.Logprobs
@@ -356,9 +357,9 @@ func (w *AgentEnv) finish(ep *episode.Episode, ag agent.Agent, task episode.Task
 	ep.Metrics["reward"] = total
 }
 
-// fail marks ep as ended by err: timeout when the context's deadline
-// passed, error otherwise.
-func fail(ep *episode.Episode, ctx context.Context, err error) (*episode.Episode, error) {
+// Fail marks ep as ended by err: timeout when the context's deadline
+// passed, error otherwise, and returns ep and err.
+func Fail(ep *episode.Episode, ctx context.Context, err error) (*episode.Episode, error) {
 	ep.TerminationReason = episode.TerminationError
 	if errors.Is(err, env.ErrTimeout) || (ctx != nil && errors.Is(ctx.Err(), context.DeadlineExceeded)) {
 		ep.TerminationReason = episode.TerminationTimeout
