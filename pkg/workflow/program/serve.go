@@ -358,14 +358,34 @@ func (p *serveProc) cancel(id string) {
 	}
 }
 
+// maxStdinBatch bounds the lines writeLoop joins into one write.
+const maxStdinBatch = 256 << 10
+
+// writeLoop writes the queued lines to the program's stdin in order. The
+// lines queued together (a step's episodes start at once) go in one
+// write, so the program reads them in one wake-up rather than one each.
 func (p *serveProc) writeLoop() {
+	var buf []byte
 	for {
 		select {
 		case b := <-p.writes:
-			if _, err := p.stdin.Write(b); err != nil {
+			buf = append(buf[:0], b...)
+		more:
+			for len(buf) < maxStdinBatch {
+				select {
+				case b := <-p.writes:
+					buf = append(buf, b...)
+				default:
+					break more
+				}
+			}
+			if _, err := p.stdin.Write(buf); err != nil {
 				// stdin is closed or the program is gone: the death
 				// (or close) ends what it held.
 				return
+			}
+			if cap(buf) > 4*maxStdinBatch {
+				buf = nil // a long task's line is not kept for the run
 			}
 		case <-p.dead:
 			return
