@@ -178,8 +178,8 @@ func (c *Client) fetchBlob(ctx context.Context, repo, path string, m FileMeta) e
 			// use (checkBlob; a stamp is written only once its bytes are
 			// on disk), so a blob a crash left short or zeroed is found
 			// and fetched again, as huggingface_hub, which moves blobs
-			// in without a sync, would too. Waiting here for the disk
-			// to take 100 MB cost as much as the transfer.
+			// in without a sync, would too. The sync cost 45 ms for
+			// 100 MB here (docs/benchmarks.md), a third of the transfer.
 			return cacheErr(atomicfile.MoveUnsynced(inc, blob))
 		}
 		os.Remove(inc) // a bad prefix from an earlier run: start over once
