@@ -364,6 +364,15 @@ func Move(from, path string) error {
 	return syncDir(filepath.Dir(path))
 }
 
+// MoveUnsynced renames a finished file over path without syncing its
+// data or the rename: a reader sees the old file or the whole new one,
+// but after a crash path may be missing, short or hold zeros. It is for
+// a file whose content is checked before every use (a content-addressed
+// blob checked against its hash), so that what a crash leaves is found
+// and fetched again; anything read without such a check goes through
+// Move or Write, which make it durable first.
+func MoveUnsynced(from, path string) error { return os.Rename(from, path) }
+
 // Symlink makes path a symbolic link to target, replacing whatever link
 // was there in one step (a link under a name of its own, renamed over
 // path): a reader sees the old link or the new one, never none.

@@ -68,7 +68,9 @@ type Hub struct {
 	// RedirectTo, when set, is where LFS redirects point instead of the
 	// CDN (a host that must never see the token).
 	RedirectTo string
-	// Throttle limits the CDN's bytes per second (0: no limit).
+	// Throttle limits the CDN's bytes per second (0: no limit): each
+	// response is paced to that rate from its first byte on, so short
+	// sleeps that overshoot are made up for.
 	Throttle int64
 
 	// Counters.
@@ -345,6 +347,7 @@ type countWriter struct {
 	h     *Hub
 	limit int64
 	n     int64
+	start time.Time // of the first Write, for Throttle
 }
 
 func (c *countWriter) Write(p []byte) (int, error) {
@@ -358,11 +361,15 @@ func (c *countWriter) Write(p []byte) (int, error) {
 		}
 		panic(http.ErrAbortHandler) // the connection is cut mid-body
 	}
-	if t := c.h.Throttle; t > 0 {
-		time.Sleep(time.Duration(int64(len(p)) * int64(time.Second) / t))
+	if c.start.IsZero() {
+		c.start = time.Now()
 	}
 	k, err := c.ResponseWriter.Write(p)
 	c.n += int64(k)
 	c.h.CDNBytes.Add(int64(k))
+	if t := c.h.Throttle; t > 0 {
+		// float64: n×1e9 would overflow an int64 past 9 GB.
+		time.Sleep(time.Until(c.start.Add(time.Duration(float64(c.n) / float64(t) * float64(time.Second)))))
+	}
 	return k, err
 }

@@ -14,6 +14,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/rllm-org/rllm-go/internal/atomicfile"
 )
@@ -131,21 +132,92 @@ func isHex(s string) bool {
 // ErrMismatch is a blob whose bytes are not its ETag's.
 var ErrMismatch = errors.New("does not match its ETag")
 
-// verifyFile checks a blob against its ETag (and size, when known).
-func verifyFile(path, etag string, size int64) error {
+// stampPath is where rllm notes that a blob matched its ETag:
+// .locks/datasets--ORG--NAME/<etag>.verified, next to the blob's lock
+// (huggingface_hub's cache scan skips .locks).
+func (c *Client) stampPath(repo, etag string) string {
+	return filepath.Join(c.CacheDir, ".locks", filepath.Base(c.repoDir(repo)), etag+".verified")
+}
+
+// stampMargin is how long before a check a blob must have last changed
+// for its stamp to be written: a change after the check then gets a
+// ctime after the stamped one even on a file system that keeps times
+// in whole seconds (or two, FAT) or from a clock that ticks coarsely.
+const stampMargin = 2 * time.Second
+
+// checkBlob checks a blob against its ETag (sha256 or git sha1) and its
+// size, when known, skipping the hash when the blob's stamp says it
+// matched and the blob has not changed since.
+//
+// What a stamp trusts: that a blob whose device, inode, size, mtime and
+// ctime are those recorded when its hash matched still holds the bytes
+// that were hashed (the kernel moves the ctime on every change and no
+// system call sets it back; replacing the file makes another inode).
+// It is written only when that holds: the blob last changed at least
+// stampMargin before the check began, its bytes were synced to disk
+// after the hash (so a crash cannot leave the stamp with lost data),
+// and it did not change while it was read. It does not catch a disk
+// that returns other bytes than it was given, a write to the block
+// device under the file system, or an in-place write to a blob that a
+// crash cuts before the new ctime reaches the disk (nothing writes a
+// blob in place: rllm and huggingface_hub both rename whole files in);
+// removing the .verified files makes the next use hash every blob again.
+func (c *Client) checkBlob(repo, path, etag string, size int64) error {
 	f, err := os.Open(path)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	st, err := f.Stat()
+	fi, err := f.Stat()
 	if err != nil {
 		return err
 	}
-	if size >= 0 && st.Size() != size {
-		return fmt.Errorf("%s holds %d bytes, not %d: %w", path, st.Size(), size, ErrMismatch)
+	if size >= 0 && fi.Size() != size {
+		return fmt.Errorf("%s holds %d bytes, not %d: %w", path, fi.Size(), size, ErrMismatch)
 	}
-	h := etagHash(etag, st.Size())
+	if etagHash(etag, fi.Size()) == nil {
+		return nil // an ETag that is no hash: the size is all there is to check
+	}
+	stamp, ctime, stampable := fileStamp(fi)
+	sp := c.stampPath(repo, etag)
+	if stampable {
+		if b, err := os.ReadFile(sp); err == nil && string(b) == stamp {
+			return nil
+		}
+	}
+	start := c.clock()
+	if c.hashed != nil {
+		c.hashed(path)
+	}
+	if err := hashCheck(f, path, etag, fi.Size()); err != nil {
+		return err
+	}
+	if !stampable || !ctime.Before(start.Add(-stampMargin)) || f.Sync() != nil {
+		return nil
+	}
+	if fi2, err := f.Stat(); err != nil {
+		return nil
+	} else if again, _, _ := fileStamp(fi2); again != stamp {
+		return nil
+	}
+	// The stamp only saves work: a stamp that cannot be written is none.
+	if os.MkdirAll(filepath.Dir(sp), atomicfile.DirMode) == nil {
+		atomicfile.WriteFile(sp, []byte(stamp))
+	}
+	return nil
+}
+
+func (c *Client) clock() time.Time {
+	if c.now != nil {
+		return c.now()
+	}
+	return time.Now()
+}
+
+// hashCheck hashes f (size bytes, read from its current offset) and
+// compares the sum with etag.
+func hashCheck(f *os.File, path, etag string, size int64) error {
+	h := etagHash(etag, size)
 	if h == nil {
 		return nil // an ETag that is no hash: the size is all there is to check
 	}

@@ -50,6 +50,11 @@ type Client struct {
 	// openBlob opens a blob's .incomplete file for writing (tests inject
 	// a full disk); nil means os.OpenFile.
 	openBlob func(path string, resume bool) (blobWriter, error)
+	// now is the clock the blob stamps are written by (tests); nil means
+	// time.Now.
+	now func() time.Time
+	// hashed, when set, is told of every hash of a cached blob (tests).
+	hashed func(path string)
 }
 
 func (c *Client) endpoint() string {
