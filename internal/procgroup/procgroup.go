@@ -38,7 +38,7 @@ func Command(ctx context.Context, name string, arg ...string) *exec.Cmd {
 // Configure makes cmd (not yet started) start in a process group of its
 // own, and bounds Wait to waitDelay (0: DefaultWaitDelay) after the child
 // exits or is killed. A cmd made with exec.Command has no context: stop
-// it with Kill or Terminate.
+// it with Kill.
 func Configure(cmd *exec.Cmd, waitDelay time.Duration) {
 	if waitDelay <= 0 {
 		waitDelay = DefaultWaitDelay
@@ -58,23 +58,6 @@ func Kill(cmd *exec.Cmd) error {
 		return killSupervised(cmd)
 	}
 	return killGroup(cmd)
-}
-
-// Terminate asks cmd's process group to stop (SIGTERM), waits up to grace
-// for done to close, then kills the group. done is closed by whoever
-// calls cmd.Wait.
-func Terminate(cmd *exec.Cmd, done <-chan struct{}, grace time.Duration) {
-	if cmd == nil || cmd.Process == nil {
-		return
-	}
-	_ = termGroup(cmd)
-	select {
-	case <-done:
-		// The leader is gone; descendants that ignored SIGTERM still go.
-		_ = Kill(cmd)
-	case <-time.After(grace):
-		_ = Kill(cmd)
-	}
 }
 
 // Tail is an io.Writer that keeps the last bytes written to it (a child's

@@ -7,5 +7,3 @@ import "os/exec"
 func setGroup(*exec.Cmd) {}
 
 func killGroup(cmd *exec.Cmd) error { return cmd.Process.Kill() }
-
-func termGroup(cmd *exec.Cmd) error { return cmd.Process.Kill() }

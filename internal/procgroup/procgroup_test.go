@@ -39,22 +39,6 @@ func TestCancelKillsGrandchildAndWaitReturns(t *testing.T) {
 	repotest.WaitGone(t, grandchild)
 }
 
-func TestTerminateThenKill(t *testing.T) {
-	cmd := exec.Command("sh", "-c", "trap '' TERM; sleep 300")
-	Configure(cmd, 0)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	Terminate(cmd, done, 200*time.Millisecond)
-	select {
-	case <-done:
-	case <-time.After(20 * time.Second):
-		t.Fatal("a child ignoring SIGTERM was not killed")
-	}
-}
-
 func TestKillBeforeStartAndTwice(t *testing.T) {
 	cmd := exec.Command("true")
 	if err := Kill(cmd); err != nil {

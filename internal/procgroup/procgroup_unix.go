@@ -22,6 +22,3 @@ func killGroup(cmd *exec.Cmd) error {
 	return nil
 }
 
-func termGroup(cmd *exec.Cmd) error {
-	return syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
-}

@@ -155,8 +155,14 @@ func TestSupervisedTerminate(t *testing.T) {
 	var werr error
 	go func() { werr = cmd.Wait(); close(done) }()
 	time.Sleep(100 * time.Millisecond) // let the trap be set; a kill is fine too
-	Terminate(cmd, done, 30*time.Second)
-	<-done
+	syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		Kill(cmd)
+		<-done
+		t.Fatal("SIGTERM to the group did not end the program")
+	}
 	var ee *exec.ExitError
 	if !errors.As(werr, &ee) {
 		t.Fatalf("Wait = %v", werr)

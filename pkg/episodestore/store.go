@@ -282,9 +282,6 @@ func (w *Writer) Write(rec *Record) (int64, error) {
 	return int64(len(out)), nil
 }
 
-// Records is how many records the writer wrote.
-func (w *Writer) Records() int { return w.n }
-
 // StepFile is one step's pair of files being written; what is written
 // reaches the files by Close (a step's records are written together).
 type StepFile struct {

@@ -234,13 +234,6 @@ func (cg *Cgroup) Start(cmd *exec.Cmd) error {
 	return <-errc
 }
 
-// AddProcess moves a running process into the cgroup. What it forked
-// before the move stays where it was: start processes with Start where
-// that matters.
-func (cg *Cgroup) AddProcess(pid int) error {
-	return cg.add(strconv.Itoa(pid), "cgroup.procs")
-}
-
 // add writes id to file (cgroup.procs for a process, tasks for a v1
 // thread) in each of the cgroup's directories.
 func (cg *Cgroup) add(id, file string) error {
@@ -339,9 +332,6 @@ func removeCgroupDir(d string) error {
 	}
 	return fmt.Errorf("sandbox: cgroup %s: %w", d, err)
 }
-
-// Paths are the cgroup's directories (one on v2, memory and pids on v1).
-func (cg *Cgroup) Paths() []string { return cg.dirs() }
 
 func writeCgroupFile(dir, name, value string) error {
 	f, err := os.OpenFile(filepath.Join(dir, name), os.O_WRONLY, 0)

@@ -32,23 +32,6 @@ const buildLogTail = 15
 
 var builds singleflight.Group
 
-// BuildImage builds the image of the Dockerfile at dockerfile (a path
-// inside contextDir; "" is contextDir/Dockerfile) with contextDir as its
-// context, through the Engine API of the daemon DOCKER_HOST names, and
-// returns its tag: rllm-task:<the first 12 hex digits of the hash of the
-// context's paths, modes and contents>. An image with that tag is reused
-// without building; builds of one tag at once in a process are one build.
-// A Dockerfile that fails is an error naming contextDir and ending with
-// the last lines of the build's log. Images carry rllm's labels.
-func BuildImage(ctx context.Context, contextDir, dockerfile string) (string, error) {
-	cli, err := client.New(client.FromEnv, client.WithAPIVersionNegotiation())
-	if err != nil {
-		return "", errUnavailable(BackendDocker, "the Docker client cannot be set up: "+err.Error())
-	}
-	defer cli.Close()
-	return buildImage(ctx, cli, contextDir, dockerfile)
-}
-
 func buildImage(ctx context.Context, cli *client.Client, contextDir, dockerfile string) (string, error) {
 	if dockerfile == "" {
 		dockerfile = filepath.Join(contextDir, "Dockerfile")
@@ -318,7 +301,14 @@ func readBuildLog(r io.Reader) (tail, failed string, err error) {
 	}
 }
 
-// BuildImage is BuildImage through this backend's client.
+// BuildImage builds the image of the Dockerfile at dockerfile (a path
+// inside contextDir; "" is contextDir/Dockerfile) with contextDir as its
+// context, through this backend's client (the Engine API of its daemon), and
+// returns its tag: rllm-task:<the first 12 hex digits of the hash of the
+// context's paths, modes and contents>. An image with that tag is reused
+// without building; builds of one tag at once in a process are one build.
+// A Dockerfile that fails is an error naming contextDir and ending with
+// the last lines of the build's log. Images carry rllm's labels.
 func (d *Docker) BuildImage(ctx context.Context, contextDir, dockerfile string) (string, error) {
 	return buildImage(ctx, d.cli, contextDir, dockerfile)
 }

@@ -975,3 +975,14 @@ func TestDockerCopyDir(t *testing.T) {
 		t.Fatal("copied /")
 	}
 }
+
+// waiting is how many containers wait in the pool (tests).
+func (p *warmPool) waiting() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for _, q := range p.ready {
+		n += len(q)
+	}
+	return n
+}

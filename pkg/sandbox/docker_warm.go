@@ -122,14 +122,3 @@ func (p *warmPool) close(ctx context.Context) {
 	case <-ctx.Done():
 	}
 }
-
-// waiting is how many containers wait in the pool (tests).
-func (p *warmPool) waiting() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	n := 0
-	for _, q := range p.ready {
-		n += len(q)
-	}
-	return n
-}

@@ -123,17 +123,6 @@ func Preflight(ctx context.Context, c *config.Config, opts Options) (*Plan, Sche
 	return p, s, nil
 }
 
-// Describe is the plan as `rllm train --dry-run` prints it: the
-// configuration's plan and the schedule of the run over its training
-// tasks, read or generated as the run would.
-func Describe(ctx context.Context, c *config.Config) (string, error) {
-	p, _, err := Preflight(ctx, c, Options{})
-	if err != nil {
-		return "", err
-	}
-	return p.String(), nil
-}
-
 // RolloutPlan is one phase's sampling: N episodes per task with Params.
 type RolloutPlan struct {
 	N      int

@@ -113,18 +113,6 @@ func parseDecimal(s string) (decimal, bool) {
 	return decimal{r: r}, true
 }
 
-// JSONEqual compares two JSON texts with Python's == on the decoded
-// values: numbers by value (1 == 1.0, True == 1), lists elementwise,
-// objects by keys. rLLM compares the function's result, tuples turned
-// into lists, with json.loads of the expected output.
-func JSONEqual(got, want string) bool {
-	var a, b any
-	if decodeNumbers(got, &a) != nil || decodeNumbers(want, &b) != nil {
-		return false
-	}
-	return pyEqual(a, b)
-}
-
 func decodeNumbers(s string, v *any) error {
 	d := json.NewDecoder(bytes.NewReader([]byte(s)))
 	d.UseNumber()
