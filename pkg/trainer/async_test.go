@@ -534,10 +534,11 @@ func TestAsyncMiniBatchLargerThanTheTrainBatch(t *testing.T) {
 	if p.Async.MiniBatch != 4 || p.Update.MiniBatchTasks != 4 || p.Async.Quota != 6 || p.DrawSize != 1 {
 		t.Fatalf("plan: mini-batch %d (update %d), quota %d, draw %d; want 4, 4, 6, 1", p.Async.MiniBatch, p.Update.MiniBatchTasks, p.Async.Quota, p.DrawSize)
 	}
-	desc, err := Describe(context.Background(), c)
+	pre, _, err := Preflight(context.Background(), c, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	desc := pre.String()
 	for _, want := range []string{"4 task groups per step (1 optimizer step of 4 groups, data.train_batch_size 1: the tasks the producer reads at a time) from 12 training tasks",
 		"steps:", "3 (1 epoch of 12 tasks, 4 a step): 12 tasks drawn, 48 episodes", "update:", "4 task groups per mini-batch"} {
 		if !strings.Contains(desc, want) {
