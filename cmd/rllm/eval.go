@@ -76,7 +76,6 @@ embedded policy (backend.local.weights, or a fresh model).`,
 	return cmd
 }
 
-
 // runEval resolves what needs the outside world (the configuration,
 // hf:// files, the policy, trainer.logger's trackers) and hands the rest
 // to pkg/evaluate: Prepare checks everything that needs no model, Run

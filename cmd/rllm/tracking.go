@@ -122,4 +122,3 @@ func closeSideTracking(ctx context.Context, set *tracking.Set, err error, values
 	defer cancel()
 	set.Close(fctx, tracking.Summary{Status: st, Values: values})
 }
-

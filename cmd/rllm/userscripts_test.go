@@ -17,6 +17,7 @@ import (
 	"github.com/rllm-org/rllm-go/pkg/dataset"
 	"github.com/rllm-org/rllm-go/pkg/dataset/catalog"
 	"github.com/rllm-org/rllm-go/pkg/episode"
+	"github.com/rllm-org/rllm-go/pkg/tasks/harbor"
 )
 
 var updateUserScripts = flag.Bool("update", false, "rewrite the table of users' training scripts in docs/config.md")
@@ -153,6 +154,10 @@ func TestUserScripts(t *testing.T) {
 	// Validate-config still probes the daemon for real: env.name=task
 	// is refused the way a user without Docker sees it.
 	t.Setenv("DOCKER_HOST", "unix://"+filepath.Join(t.TempDir(), "no-docker.sock"))
+	// An engine an earlier test opened against a real daemon would answer
+	// instead; set it aside for this test.
+	prev := harbor.SwapSharedEngine(nil)
+	t.Cleanup(func() { harbor.SwapSharedEngine(prev) })
 	var outcomes []scriptOutcome
 	for _, p := range paths {
 		p := filepath.Join(wd, p)

@@ -93,6 +93,18 @@ func SharedEngine(ctx context.Context) (*Engine, error) {
 	return shared.e, nil
 }
 
+// SwapSharedEngine makes e the process-wide engine and returns the one
+// it replaces; nil makes the next SharedEngine open one with the settings
+// of then (a process that changes DOCKER_HOST, such as a test that must
+// see no daemon whatever ran before it).
+func SwapSharedEngine(e *Engine) *Engine {
+	shared.mu.Lock()
+	defer shared.mu.Unlock()
+	old := shared.e
+	shared.e = e
+	return old
+}
+
 // Image is the task's image: docker_image, or the image built from its
 // environment/ (built once per process and task, and by the daemon once
 // per content). A Dockerfile that fails is an error naming the task and
